@@ -1,0 +1,3 @@
+from nmt_cli.cli import main
+
+main()

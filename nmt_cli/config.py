@@ -1,0 +1,310 @@
+"""Recipes: YAML -> typed, validated dataclasses.
+
+A recipe is read with ``yaml.safe_load``, ``--set key.path=value`` overrides are applied to the
+parsed tree, and the result is checked field by field against the dataclasses below. Every
+problem ends in one :class:`ConfigError` line naming the file and the dotted key.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from nmt_cli.errors import ConfigError
+
+
+def _opt(default: Any, *, choices: tuple | None = None, lo: float | None = None,
+          hi: float | None = None, lo_open: bool = False, help: str = "") -> Any:
+    """A dataclass field with validation metadata (allowed choices, inclusive/open range)."""
+    meta = {"choices": choices, "lo": lo, "hi": hi, "lo_open": lo_open, "help": help}
+    if isinstance(default, list):
+        return field(default_factory=lambda: list(default), metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+@dataclass
+class DataConfig:
+    corpus: str | None = _opt("multi30k", help="registered corpus name, or null for local files")
+    train: str = _opt("train", help="split name of the corpus, or a path with {lang}")
+    valid: str = _opt("val", help="validation split or path")
+    test: list[str] = _opt(["test_2016_flickr"], help="test splits or paths")
+    max_len: int = _opt(80, lo=1, help="drop training pairs with more words on either side")
+    max_ratio: float = _opt(3.0, lo=1.0, help="drop training pairs whose word-length ratio exceeds this")
+
+
+@dataclass
+class TokenizerConfig:
+    type: str = _opt("unigram", choices=("unigram", "bpe"))
+    vocab_size: int = _opt(8000, lo=16, hi=1_000_000)
+    joint: bool = _opt(True, help="one SentencePiece model for both languages")
+    character_coverage: float = _opt(1.0, lo=0.9, hi=1.0)
+    sample_sentences: int = _opt(2_000_000, lo=1000, help="sentences SentencePiece trains on")
+
+
+@dataclass
+class ModelConfig:
+    rnn: str = _opt("gru", choices=("gru", "lstm", "rnn"))
+    embed_dim: int = _opt(256, lo=1)
+    hidden_dim: int = _opt(512, lo=2, help="decoder state size; a BiRNN encoder uses half per direction")
+    layers: int = _opt(1, lo=1, hi=8)
+    bidirectional: bool = _opt(True)
+    bridge: str = _opt("linear", choices=("zero", "last", "linear", "mean"))
+    attention: str = _opt("concat", choices=("none", "dot", "general", "concat", "cosine"))
+    attention_heads: int = _opt(1, lo=1, hi=16)
+    decoder: str = _opt("luong", choices=("bahdanau", "luong"))
+    input_feeding: bool = _opt(False)
+    initial_state_attention: bool = _opt(False)
+    tie_embeddings: bool = _opt(True)
+    share_embeddings: bool = _opt(True, help="one embedding table for source and target (joint vocab)")
+    dropout: float = _opt(0.2, lo=0.0, hi=0.9)
+    init: str = _opt("uniform", choices=("uniform", "xavier"))
+
+
+@dataclass
+class TrainConfig:
+    batch_tokens: int = _opt(3000, lo=1, help="real target tokens per batch, padding not counted")
+    max_steps: int = _opt(0, lo=0, help="0 = no limit")
+    max_epochs: int = _opt(0, lo=0, help="0 = no limit")
+    max_minutes: float = _opt(0.0, lo=0.0, help="wall-clock limit, 0 = no limit")
+    optimizer: str = _opt("adam", choices=("adam", "adamw", "sgd"))
+    lr: float = _opt(1e-3, lo=0.0, lo_open=True)
+    weight_decay: float = _opt(0.0, lo=0.0)
+    schedule: str = _opt("constant", choices=("constant", "inverse_sqrt", "plateau", "cosine"))
+    warmup_steps: int = _opt(0, lo=0)
+    plateau_factor: float = _opt(0.5, lo=0.0, hi=1.0, lo_open=True)
+    plateau_patience: int = _opt(2, lo=0)
+    min_lr: float = _opt(1e-5, lo=0.0)
+    label_smoothing: float = _opt(0.1, lo=0.0, hi=0.99)
+    clip_norm: float = _opt(1.0, lo=0.0, help="0 = no clipping")
+    accumulate: int = _opt(1, lo=1)
+    seed: int = _opt(1234, lo=0)
+    checkpoint_every: int = _opt(500, lo=1)
+    keep_checkpoints: int = _opt(5, lo=1)
+    valid_every: int = _opt(500, lo=1)
+    valid_max_sentences: int = _opt(1014, lo=1)
+    valid_metric: str = _opt("bleu", choices=("bleu", "loss"))
+    patience: int = _opt(0, lo=0, help="early stopping after this many validations without gain; 0 = off")
+    sampling: str = _opt("none", choices=("none", "constant", "linear", "inverse_sigmoid"),
+                         help="scheduled sampling: how often the model's own prediction is fed back")
+    sampling_prob: float = _opt(0.25, lo=0.0, hi=1.0, help="final probability of feeding back a prediction")
+    sampling_steps: int = _opt(5000, lo=1, help="steps over which the schedule ramps up")
+    precision: str = _opt("fp32", choices=("fp32", "bf16", "fp16"))
+    compile: bool = _opt(False)
+    max_nan_batches: int = _opt(20, lo=1, help="stop after this many non-finite losses in a row")
+
+
+@dataclass
+class DecodeConfig:
+    beam_size: int = _opt(5, lo=1, hi=100)
+    max_len_ratio: float = _opt(1.5, lo=0.0, lo_open=True)
+    max_len_const: int = _opt(10, lo=0)
+    length_penalty: float = _opt(0.6, lo=0.0, help="GNMT alpha; 0 = raw log-probability")
+    batch_size: int = _opt(64, lo=1, help="sentences per batch")
+
+
+@dataclass
+class Recipe:
+    name: str = _opt("unnamed")
+    src: str = _opt("en")
+    tgt: str = _opt("fr")
+    data: DataConfig = field(default_factory=DataConfig)
+    tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    train: TrainConfig = field(default_factory=TrainConfig)
+    decode: DecodeConfig = field(default_factory=DecodeConfig)
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+# Keys that may differ between a checkpoint's recipe and the one used to resume it.
+RESUMABLE_KEYS = frozenset({
+    "name", "data.test", "train.max_steps", "train.max_epochs", "train.max_minutes",
+    "train.valid_every", "train.checkpoint_every", "train.keep_checkpoints",
+    "train.valid_max_sentences", "train.patience", "train.min_lr", "train.plateau_patience",
+    "train.max_nan_batches", "train.compile",
+}) | {f"decode.{f.name}" for f in dataclasses.fields(DecodeConfig)}
+
+
+def _type_name(tp: Any) -> str:
+    return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(
+        tp, str(tp))
+
+
+def _coerce(value: Any, tp: Any, where: str) -> Any:
+    """Check ``value`` against the annotation ``tp``; ints are accepted where floats are."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
+        if value is None and type(None) in args:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _coerce(value, inner, where)
+    if origin is list:
+        if isinstance(value, str):
+            value = [value]
+        if not isinstance(value, list):
+            raise ConfigError(f"{where}: expected a list, got {value!r}")
+        return [_coerce(v, args[0], f"{where}[{i}]") for i, v in enumerate(value)]
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif tp is str:
+        if isinstance(value, str):
+            return value
+    raise ConfigError(f"{where}: expected {_type_name(tp)}, got {value!r}")
+
+
+def _check_range(value: Any, meta: dict, where: str) -> None:
+    choices = meta.get("choices")
+    if choices and value not in choices:
+        hint = difflib.get_close_matches(str(value), choices, n=1)
+        extra = f" (did you mean '{hint[0]}'?)" if hint else ""
+        raise ConfigError(f"{where}: '{value}' is not one of {', '.join(choices)}{extra}")
+    lo, hi = meta.get("lo"), meta.get("hi")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if lo is not None and (value < lo or (meta.get("lo_open") and value == lo)):
+            op = ">" if meta.get("lo_open") else ">="
+            raise ConfigError(f"{where}: {value} is out of range (must be {op} {lo})")
+        if hi is not None and value > hi:
+            raise ConfigError(f"{where}: {value} is out of range (must be <= {hi})")
+
+
+def _build(cls: type, raw: Any, prefix: str, origin: str) -> Any:
+    where_self = prefix.rstrip(".") or "recipe"
+    if raw is None:
+        raw = {}
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{origin}: {where_self}: expected a mapping of keys, got {raw!r}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    for key in raw:
+        if key not in fields:
+            hint = difflib.get_close_matches(str(key), list(fields), n=1, cutoff=0.6)
+            extra = f" (did you mean '{prefix}{hint[0]}'?)" if hint else ""
+            raise ConfigError(f"{origin}: {prefix}{key}: unknown key{extra}")
+    kwargs = {}
+    for name, f in fields.items():
+        where = f"{origin}: {prefix}{name}"
+        tp = hints[name]
+        if dataclasses.is_dataclass(tp):
+            kwargs[name] = _build(tp, raw.get(name), f"{prefix}{name}.", origin)
+            continue
+        if name not in raw:
+            continue
+        value = _coerce(raw[name], tp, where)
+        _check_range(value, f.metadata, where)
+        kwargs[name] = value
+    return cls(**kwargs)
+
+
+def _check_consistency(recipe: Recipe, origin: str) -> None:
+    m = recipe.model
+    if m.bidirectional and m.hidden_dim % 2:
+        raise ConfigError(f"{origin}: model.hidden_dim: {m.hidden_dim} must be even with a "
+                          "bidirectional encoder (hidden_dim/2 per direction)")
+    if m.share_embeddings and not recipe.tokenizer.joint:
+        raise ConfigError(f"{origin}: model.share_embeddings: needs tokenizer.joint: true "
+                          "(one vocabulary for both sides)")
+    if recipe.src == recipe.tgt:
+        raise ConfigError(f"{origin}: tgt: source and target language are both '{recipe.src}'")
+
+
+def parse_value(text: str) -> Any:
+    """A --set value is YAML, so `128`, `true`, `null` and `[a, b]` mean what they look like."""
+    try:
+        return yaml.safe_load(text) if text != "" else ""
+    except yaml.YAMLError:
+        return text
+
+
+def apply_overrides(raw: dict, overrides: list[str], origin: str) -> dict:
+    """Apply ``key.path=value`` overrides in place onto the parsed recipe tree."""
+    for item in overrides:
+        if "=" not in item:
+            raise ConfigError(f"--set {item}: expected KEY=VALUE, e.g. model.hidden_dim=128")
+        key, text = item.split("=", 1)
+        key = key.strip()
+        parts = key.split(".")
+        if not key or any(not p for p in parts):
+            raise ConfigError(f"--set {item}: empty key")
+        node = raw
+        for part in parts[:-1]:
+            child = node.get(part)
+            if child is None:
+                child = node[part] = {}
+            if not isinstance(child, dict):
+                raise ConfigError(f"--set {item}: {part} is not a section")
+            node = child
+        node[parts[-1]] = parse_value(text)
+    return raw
+
+
+def recipe_from_dict(raw: Any, origin: str = "recipe", overrides: list[str] | None = None) -> Recipe:
+    if raw is None:
+        raise ConfigError(f"{origin}: the recipe is empty")
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{origin}: a recipe must be a mapping of keys, got {type(raw).__name__}")
+    raw = apply_overrides(dict(raw), overrides or [], origin)
+    recipe = _build(Recipe, raw, "", origin)
+    _check_consistency(recipe, origin)
+    return recipe
+
+
+def load_recipe(path: str | os.PathLike, overrides: list[str] | None = None) -> Recipe:
+    """Read, override and validate a recipe file; any problem is one ConfigError line."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: recipe file not found")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot read recipe ({exc})") from None
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        pos = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or "invalid YAML"
+        raise ConfigError(f"{path}: broken YAML{pos}: {problem}") from None
+    recipe = recipe_from_dict(raw, str(path), overrides)
+    if recipe.name == "unnamed" and not (isinstance(raw, dict) and "name" in raw):
+        recipe.name = path.stem
+    return recipe
+
+
+def save_recipe(recipe: Recipe, path: Path) -> None:
+    path.write_text(yaml.safe_dump(recipe.to_dict(), sort_keys=False), encoding="utf-8")
+
+
+def flatten(d: dict, prefix: str = "") -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in d.items():
+        if isinstance(value, dict):
+            out.update(flatten(value, f"{prefix}{key}."))
+        else:
+            out[f"{prefix}{key}"] = value
+    return out
+
+
+def recipe_differences(old: dict, new: dict) -> tuple[list[str], list[str]]:
+    """Keys that differ between two recipes, split into (blocking, allowed on resume)."""
+    a, b = flatten(old), flatten(new)
+    changed = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+    blocking = [k for k in changed if k not in RESUMABLE_KEYS and not k.startswith("train.lr")
+                and k not in ("train.schedule", "train.warmup_steps")]
+    allowed = [k for k in changed if k not in blocking]
+    return blocking, allowed

@@ -1,0 +1,150 @@
+"""Corpus registry and fetching: pinned sha256, a local mirror, atomic writes.
+
+A file is looked up as ``<cache>/<corpus>/<file>``. A cached file is used when its hash matches;
+otherwise it is copied from ``NMT_DATA_MIRROR/<corpus>/<file>`` when that variable is set, or
+downloaded from the registry URL. Either way it lands in a temporary file beside the target, is
+hashed, and is renamed into place only when the hash matches, so nothing half-written can later
+pass for good.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import os
+import tempfile
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from nmt_cli.errors import DataError
+
+MULTI30K_URL = "https://github.com/multi30k/dataset/raw/master/data/task1/raw/{file}"
+
+
+@dataclass(frozen=True)
+class Corpus:
+    name: str
+    url: str
+    sha256: dict[str, str]
+    languages: tuple[str, ...]
+
+    def filename(self, split: str, lang: str) -> str:
+        return f"{split}.{lang}.gz"
+
+    @property
+    def splits(self) -> list[str]:
+        return sorted({f.rsplit(".", 2)[0] for f in self.sha256})
+
+
+REGISTRY: dict[str, Corpus] = {
+    "multi30k": Corpus(
+        name="multi30k",
+        url=MULTI30K_URL,
+        languages=("en", "de", "fr"),
+        sha256={
+            "train.en.gz": "d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f",
+            "train.de.gz": "726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6",
+            "train.fr.gz": "622e75069e9f4c577425c4f277116ce66e63a2401c0a2312d90073cb12379a3c",
+            "val.en.gz": "14f7d25ddd868909a9213e361768460edcacdd6ab9d1e77b92560dc10c10dc28",
+            "val.de.gz": "f0cba2f995189cf5770f29a8a9a537a3ad3f51657ad873405082ff6863a5e75a",
+            "val.fr.gz": "ca3106f1a72390591d25f6c45cb4cd39dec4cd3f123e099748a3ce5256c160e9",
+            "test_2016_flickr.en.gz": "611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9",
+            "test_2016_flickr.de.gz": "9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8",
+            "test_2016_flickr.fr.gz": "6d326e188d259fb1d04ac19eae3af956559b3a0b93d7635e56c90987c40c8b90",
+            "test_2017_flickr.en.gz": "76a444ee25172e72695cddb13ae4a3bda59430617be88e0bb46b60504f054074",
+            "test_2017_flickr.de.gz": "a2c89666db00c495cd8513b9d708d5a3acc205d7de312ef2bf5fb7ebc1540aee",
+            "test_2017_flickr.fr.gz": "3ba671ceb2299f3304ffafefea7a833d08632fbaf0ba18546f8a2ec2391af496",
+            "test_2017_mscoco.en.gz": "aab300bfb4427697987e02cd0aacd44bfe8aa50456231b6474c08038bbed2b58",
+            "test_2017_mscoco.de.gz": "799e4854c25d601cb6cb6be29eabe5667734c61ace2f495e03e429031a0bc338",
+            "test_2017_mscoco.fr.gz": "754f3072ba9f124569ba5258b32730fc1d214bbf8e0c6dfb2b74401676220db0",
+        },
+    ),
+}
+
+
+def cache_dir() -> Path:
+    env = os.environ.get("NMT_DATA_DIR")
+    if env:
+        return Path(env).expanduser()
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "nmt" / "data"
+
+
+def get_corpus(name: str) -> Corpus:
+    try:
+        return REGISTRY[name]
+    except KeyError:
+        known = ", ".join(sorted(REGISTRY))
+        raise DataError(f"data.corpus: unknown corpus '{name}' (known: {known}; "
+                        "or set data.corpus: null and give file paths)") from None
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _copy_stream(src, dst_dir: Path, name: str, expected: str, what: str) -> Path:
+    """Write ``src`` (a binary file object) to ``dst_dir/name`` only if its sha256 matches."""
+    dst_dir.mkdir(parents=True, exist_ok=True)
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{name}.", suffix=".part", dir=dst_dir)
+    tmp = Path(tmp_name)
+    digest = hashlib.sha256()
+    try:
+        with os.fdopen(fd, "wb") as out:
+            for chunk in iter(lambda: src.read(1 << 20), b""):
+                digest.update(chunk)
+                out.write(chunk)
+            out.flush()
+            os.fsync(out.fileno())
+        actual = digest.hexdigest()
+        if actual != expected:
+            raise DataError(f"{what}: sha256 mismatch (expected {expected[:12]}…, got {actual[:12]}…); "
+                            "the file was not kept")
+        target = dst_dir / name
+        os.replace(tmp, target)
+        return target
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def fetch(corpus_name: str, filename: str, *, timeout: float = 60.0) -> Path:
+    """Return a local, hash-verified path for ``filename`` of a registered corpus."""
+    corpus = get_corpus(corpus_name)
+    expected = corpus.sha256.get(filename)
+    if expected is None:
+        raise DataError(f"{corpus_name}: no file '{filename}' in the registry "
+                        f"(splits: {', '.join(corpus.splits)}; languages: {', '.join(corpus.languages)})")
+    target_dir = cache_dir() / corpus_name
+    target = target_dir / filename
+    if target.is_file() and sha256_of(target) == expected:
+        return target
+
+    mirror = os.environ.get("NMT_DATA_MIRROR")
+    if mirror:
+        source = Path(mirror).expanduser() / corpus_name / filename
+        if not source.is_file():
+            raise DataError(f"{source}: not found in NMT_DATA_MIRROR (expected <mirror>/{corpus_name}/{filename})")
+        with open(source, "rb") as fh:
+            return _copy_stream(fh, target_dir, filename, expected, str(source))
+
+    return download(corpus.url.format(file=filename), target_dir, filename, expected, timeout=timeout)
+
+
+def download(url: str, dst_dir: Path, name: str, expected: str, *, timeout: float = 60.0) -> Path:
+    """Download ``url`` into ``dst_dir/name``, keeping it only if its sha256 is ``expected``."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout) as response:
+            return _copy_stream(response, dst_dir, name, expected, url)
+    except DataError:
+        raise
+    except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
+        reason = getattr(exc, "reason", None) or exc
+        raise DataError(f"{url}: download failed ({reason}); set NMT_DATA_MIRROR to a local copy "
+                        "to work offline") from None

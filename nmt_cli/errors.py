@@ -1,0 +1,19 @@
+"""Errors a user can cause. The CLI prints them as one line and exits with code 2."""
+
+
+class UserError(Exception):
+    """A problem with the user's input, files or environment, reported without a traceback."""
+
+    exit_code = 2
+
+
+class ConfigError(UserError):
+    """A recipe or --set override that does not validate."""
+
+
+class DataError(UserError):
+    """Missing, mismatched or corrupt corpus, tokenizer or preprocessed files."""
+
+
+class CheckpointError(UserError):
+    """A checkpoint that cannot be loaded safely."""

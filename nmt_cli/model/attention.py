@@ -1,0 +1,141 @@
+"""Attention: scores between encoder states h_j and a decoder query s, and the context they give.
+
+    α_ij = softmax_j(score(h_j, s_i))  (padding positions masked to exactly 0)
+    c_i  = Σ_j α_ij h_j
+
+One small class per score. Each splits its work into ``keys`` (everything that depends on the
+encoder states alone, computed once per sentence) and ``scores`` (the per-query part), and
+handles K heads at once: every head has its own parameters, as in TensorFlow's legacy
+``attention_decoder``, and the K contexts are concatenated.
+
+Shapes: memory h (B, S, Hm), queries s (B, T, Hq), scores (B, K, T, S).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class DotScore(nn.Module):
+    """score = h^T s (Luong et al. 2015, "dot"); needs Hq == Hm and has no parameters."""
+
+    def __init__(self, memory_dim: int, query_dim: int, heads: int, attn_dim: int):
+        super().__init__()
+        if memory_dim != query_dim:
+            raise ValueError(f"dot attention needs equal sizes, got memory {memory_dim} and query {query_dim}")
+        if heads != 1:
+            raise ValueError("dot attention has no parameters, so its heads would be identical")
+
+    def keys(self, memory: torch.Tensor) -> torch.Tensor:
+        return memory.unsqueeze(1)                                   # (B, 1, S, H)
+
+    def scores(self, keys: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
+        return torch.matmul(query.unsqueeze(1), keys.transpose(-1, -2))  # (B, 1, T, S)
+
+
+class GeneralScore(nn.Module):
+    """score = h^T W s (Luong et al. 2015, "general"); h^T W is precomputed per sentence."""
+
+    def __init__(self, memory_dim: int, query_dim: int, heads: int, attn_dim: int):
+        super().__init__()
+        self.heads, self.query_dim = heads, query_dim
+        self.W = nn.Linear(memory_dim, heads * query_dim, bias=False)
+
+    def keys(self, memory: torch.Tensor) -> torch.Tensor:
+        b, s, _ = memory.shape
+        return self.W(memory).view(b, s, self.heads, self.query_dim).transpose(1, 2)  # (B, K, S, Hq)
+
+    def scores(self, keys: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
+        return torch.matmul(query.unsqueeze(1), keys.transpose(-1, -2))             # (B, K, T, S)
+
+
+class ConcatScore(nn.Module):
+    """score = v^T tanh(W1 h + W2 s) (Bahdanau et al. 2015; Vinyals et al. 2015; Luong "concat").
+
+    W1 h is precomputed per sentence, so each step costs one W2 s and the tanh.
+    """
+
+    def __init__(self, memory_dim: int, query_dim: int, heads: int, attn_dim: int):
+        super().__init__()
+        self.heads, self.attn_dim = heads, attn_dim
+        self.W1 = nn.Linear(memory_dim, heads * attn_dim, bias=False)
+        self.W2 = nn.Linear(query_dim, heads * attn_dim, bias=True)
+        self.v = nn.Parameter(torch.empty(heads, attn_dim))
+        nn.init.uniform_(self.v, -0.1, 0.1)
+
+    def keys(self, memory: torch.Tensor) -> torch.Tensor:
+        b, s, _ = memory.shape
+        return self.W1(memory).view(b, s, self.heads, self.attn_dim).permute(0, 2, 1, 3)  # (B, K, S, A)
+
+    def scores(self, keys: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
+        b, t, _ = query.shape
+        q = self.W2(query).view(b, t, self.heads, self.attn_dim).transpose(1, 2)     # (B, K, T, A)
+        hidden = torch.tanh(keys.unsqueeze(2) + q.unsqueeze(3))                       # (B, K, T, S, A)
+        return torch.matmul(hidden, self.v.view(1, self.heads, 1, self.attn_dim, 1)).squeeze(-1)
+
+
+class CosineScore(nn.Module):
+    """score = g · cos(h, W s): cosine similarity scaled by a learned g (starts at sqrt(Hm))."""
+
+    def __init__(self, memory_dim: int, query_dim: int, heads: int, attn_dim: int):
+        super().__init__()
+        self.heads, self.memory_dim = heads, memory_dim
+        self.W = nn.Linear(query_dim, heads * memory_dim, bias=False)
+        self.scale = nn.Parameter(torch.full((heads, 1, 1), math.sqrt(memory_dim)))
+
+    def keys(self, memory: torch.Tensor) -> torch.Tensor:
+        return F.normalize(memory, dim=-1).unsqueeze(1)                               # (B, 1, S, Hm)
+
+    def scores(self, keys: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
+        b, t, _ = query.shape
+        q = F.normalize(self.W(query).view(b, t, self.heads, self.memory_dim), dim=-1).transpose(1, 2)
+        return self.scale * torch.matmul(q, keys.transpose(-1, -2))                   # (B, K, T, S)
+
+
+SCORES = {"dot": DotScore, "general": GeneralScore, "concat": ConcatScore, "cosine": CosineScore}
+
+
+@dataclass
+class AttentionMemory:
+    """Encoder states prepared for attention: the states, their precomputed keys and the mask."""
+
+    states: torch.Tensor   # (B, S, Hm)
+    keys: torch.Tensor     # score-specific, batch first
+    mask: torch.Tensor     # (B, S) bool, True on real positions
+
+    def select(self, index: torch.Tensor) -> "AttentionMemory":
+        return AttentionMemory(self.states.index_select(0, index), self.keys.index_select(0, index),
+                               self.mask.index_select(0, index))
+
+
+class Attention(nn.Module):
+    """Masked soft attention with K heads; returns the concatenated contexts and the weights.
+
+    The weights returned for alignments and pictures are the mean over heads.
+    """
+
+    def __init__(self, score: str, memory_dim: int, query_dim: int, heads: int = 1,
+                 attn_dim: int | None = None):
+        super().__init__()
+        self.heads = heads
+        self.memory_dim = memory_dim
+        self.context_dim = heads * memory_dim
+        self.score = SCORES[score](memory_dim, query_dim, heads, attn_dim or query_dim)
+
+    def prepare(self, states: torch.Tensor, mask: torch.Tensor) -> AttentionMemory:
+        return AttentionMemory(states, self.score.keys(states), mask)
+
+    def forward(self, memory: AttentionMemory, query: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """query (B, T, Hq) -> context (B, T, K*Hm), weights (B, T, S)."""
+        scores = self.score.scores(memory.keys, query)                                # (B, K', T, S)
+        scores = scores.masked_fill(~memory.mask[:, None, None, :], float("-inf"))
+        alpha = torch.softmax(scores, dim=-1)
+        contexts = torch.matmul(alpha, memory.states.unsqueeze(1))                    # (B, K', T, Hm)
+        b, k, t, h = contexts.shape
+        context = contexts.transpose(1, 2).reshape(b, t, k * h)
+        return context, alpha.mean(dim=1)

@@ -1,0 +1,51 @@
+"""The bridge: the decoder's initial state s_0 and the fixed source summary c.
+
+    zero:   s_0 = 0                           c = h_N
+    last:   s_0 = h_N                         c = h_N
+    linear: s_0 = tanh(W h_N + b)             c = q(h_N) = s_0 (top layer)
+    mean:   s_0 = tanh(W · mean_j h_j + b)    c = q(h_1..h_N) = s_0 (top layer)
+
+h_N is the encoder's final state per layer ([→h_N; ←h_1] for a BiRNN). Each decoder layer gets its
+own W; an LSTM's cell state gets its own W too. The summary c is what the no-attention decoder
+(Cho et al. 2014) reads at every step.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from nmt_cli.model.encoder import EncoderOutput
+
+
+class Bridge(nn.Module):
+    def __init__(self, kind: str, hidden_dim: int, layers: int, lstm: bool):
+        super().__init__()
+        self.kind, self.layers, self.lstm = kind, layers, lstm
+        if kind in ("linear", "mean"):
+            self.hidden = nn.ModuleList(nn.Linear(hidden_dim, hidden_dim) for _ in range(layers))
+            self.cell = (nn.ModuleList(nn.Linear(hidden_dim, hidden_dim) for _ in range(layers))
+                         if lstm else None)
+
+    def _project(self, layers: nn.ModuleList, per_layer: list[torch.Tensor]) -> torch.Tensor:
+        return torch.stack([torch.tanh(w(x)) for w, x in zip(layers, per_layer)])
+
+    def forward(self, enc: EncoderOutput) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
+        """-> (s_0 hidden (layers, B, H), s_0 cell or None, summary c (B, H))."""
+        if self.kind == "zero":
+            hidden = torch.zeros_like(enc.final)
+            cell = torch.zeros_like(enc.final) if self.lstm else None
+            return hidden, cell, enc.final[-1]
+        if self.kind == "last":
+            return enc.final, enc.final_cell, enc.final[-1]
+        if self.kind == "linear":
+            hidden_in = list(enc.final)
+            cell_in = list(enc.final_cell) if self.lstm else None
+        else:  # mean over real positions of the top-layer states
+            m = enc.mask.unsqueeze(-1).to(enc.states.dtype)
+            mean = (enc.states * m).sum(1) / m.sum(1).clamp_min(1.0)
+            hidden_in = [mean] * self.layers
+            cell_in = [mean] * self.layers if self.lstm else None
+        hidden = self._project(self.hidden, hidden_in)
+        cell = self._project(self.cell, cell_in) if self.lstm else None
+        return hidden, cell, hidden[-1]

@@ -1,0 +1,182 @@
+"""The attentional RNN decoder, in Bahdanau's and in Luong's order of operations.
+
+bahdanau (query = previous state):
+    c_i  = attend(s_{i-1})
+    s_i  = f(s_{i-1}, [y_{i-1}; c_i (; h~_{i-1} with input feeding)])
+    h~_i = tanh(W_o [s_i; c_i; y_{i-1}])                       (deep output)
+luong (query = current state):
+    s_i  = f(s_{i-1}, [y_{i-1} (; h~_{i-1} with input feeding)])
+    c_i  = attend(s_i)
+    h~_i = tanh(W_c [c_i; s_i])
+both:
+    p(y_i | y_<i, x) = softmax(W_s h~_i)
+
+With attention ``none`` the context is the fixed summary c of the bridge at every step (Cho et
+al. 2014). ``initial_state_attention`` computes h~_0 from s_0 (TensorFlow's legacy decoder) instead
+of starting input feeding from zeros.
+
+Training takes a fused path when no step depends on the previous step's output: Luong order
+(or a fixed context) without input feeding and without scheduled sampling. The RNN then runs
+over the whole target in one call and attention for all steps is a few batched matrix products.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from nmt_cli.model.attention import Attention, AttentionMemory
+from nmt_cli.model.encoder import RNN_CLASSES
+
+
+@dataclass
+class DecoderState:
+    hidden: torch.Tensor            # (layers, B, H)
+    cell: torch.Tensor | None       # (layers, B, H) for an LSTM
+    feed: torch.Tensor | None       # (B, D) h~_{i-1}, with input feeding
+
+    def rnn_state(self):
+        return (self.hidden, self.cell) if self.cell is not None else self.hidden
+
+    def select(self, index: torch.Tensor) -> "DecoderState":
+        return DecoderState(self.hidden.index_select(1, index),
+                            None if self.cell is None else self.cell.index_select(1, index),
+                            None if self.feed is None else self.feed.index_select(0, index))
+
+
+@dataclass
+class DecoderMemory:
+    """What every decoding step reads about the source batch."""
+
+    attention: AttentionMemory | None   # None for the fixed-context decoder
+    summary: torch.Tensor               # (B, H) the bridge's fixed context c
+
+    def select(self, index: torch.Tensor) -> "DecoderMemory":
+        return DecoderMemory(None if self.attention is None else self.attention.select(index),
+                             self.summary.index_select(0, index))
+
+
+class Decoder(nn.Module):
+    def __init__(self, *, rnn: str, embedding: nn.Embedding, hidden_dim: int, layers: int,
+                 memory_dim: int, attention: Attention | None, order: str, input_feeding: bool,
+                 initial_state_attention: bool, out_dim: int, dropout: float):
+        super().__init__()
+        self.embedding = embedding
+        self.attention = attention
+        self.order = order
+        self.input_feeding = input_feeding
+        self.initial_state_attention = initial_state_attention
+        self.out_dim = out_dim
+        self.context_dim = attention.context_dim if attention is not None else memory_dim
+        embed_dim = embedding.embedding_dim
+        # Bahdanau order, and any fixed-context decoder, read c_i as an RNN input.
+        self.context_as_input = order == "bahdanau" or attention is None
+        rnn_in = embed_dim + (self.context_dim if self.context_as_input else 0) + (out_dim if input_feeding else 0)
+        self.rnn = RNN_CLASSES[rnn](rnn_in, hidden_dim, num_layers=layers, batch_first=True,
+                                    dropout=dropout if layers > 1 else 0.0)
+        combine_in = hidden_dim + self.context_dim + (embed_dim if order == "bahdanau" else 0)
+        self.combine = nn.Linear(combine_in, out_dim)
+        self.dropout = nn.Dropout(dropout)
+
+    # ------------------------------------------------------------------ pieces
+
+    def _attend(self, memory: DecoderMemory, query: torch.Tensor):
+        """query (B, T, H) -> context (B, T, C), weights (B, T, S) or None."""
+        if self.attention is None:
+            b, t, _ = query.shape
+            return memory.summary.unsqueeze(1).expand(b, t, -1), None
+        return self.attention(memory.attention, query)
+
+    def _attentional_hidden(self, s: torch.Tensor, c: torch.Tensor, e: torch.Tensor | None) -> torch.Tensor:
+        """h~ = tanh(W_c [c; s]) (luong) or tanh(W_o [s; c; y_{i-1}]) (bahdanau)."""
+        parts = [s, c, e] if self.order == "bahdanau" else [c, s]
+        return self.dropout(torch.tanh(self.combine(torch.cat(parts, dim=-1))))
+
+    def fused(self, sampling: bool) -> bool:
+        """Can training run all steps at once (no step reads the previous step's output)?"""
+        return not self.input_feeding and not sampling and (self.order == "luong" or self.attention is None)
+
+    def init_state(self, hidden: torch.Tensor, cell: torch.Tensor | None, memory: DecoderMemory) -> DecoderState:
+        feed = None
+        if self.input_feeding:
+            b = hidden.size(1)
+            if self.initial_state_attention:
+                s0 = hidden[-1].unsqueeze(1)
+                c0, _ = self._attend(memory, s0)
+                e0 = torch.zeros(b, 1, self.embedding.embedding_dim, dtype=s0.dtype, device=s0.device)
+                feed = self._attentional_hidden(s0, c0, e0).squeeze(1)
+            else:
+                feed = hidden.new_zeros(b, self.out_dim)
+        return DecoderState(hidden, cell, feed)
+
+    # ------------------------------------------------------------------ one step
+
+    def step(self, prev: torch.Tensor, state: DecoderState, memory: DecoderMemory):
+        """One step for search and for step-by-step training.
+
+        prev (B,) ids of y_{i-1} -> h~_i (B, D), new state, attention weights (B, S) or None.
+        """
+        e = self.dropout(self.embedding(prev)).unsqueeze(1)                     # (B, 1, E)
+        inputs = [e]
+        weights = None
+        if self.context_as_input:
+            c, weights = self._attend(memory, state.hidden[-1].unsqueeze(1))   # query s_{i-1}
+            inputs.append(c)
+        if self.input_feeding:
+            inputs.append(state.feed.unsqueeze(1))
+        out, rnn_state = self.rnn(torch.cat(inputs, dim=-1) if len(inputs) > 1 else e, state.rnn_state())
+        hidden, cell = rnn_state if isinstance(rnn_state, tuple) else (rnn_state, None)
+        if not self.context_as_input:
+            c, weights = self._attend(memory, out)                              # query s_i
+        h_tilde = self._attentional_hidden(out, c, e).squeeze(1)
+        new_state = DecoderState(hidden, cell, h_tilde if self.input_feeding else None)
+        return h_tilde, new_state, (None if weights is None else weights.squeeze(1))
+
+    # ------------------------------------------------------------------ whole target
+
+    def forward(self, tgt_in: torch.Tensor, state: DecoderState, memory: DecoderMemory,
+                output_layer=None, sampling_prob: torch.Tensor | float = 0.0):
+        """Teacher-forced (or scheduled-sampling) pass over tgt_in (B, T).
+
+        Returns h~ (B, T, D) and attention weights (B, T, S) or None. ``output_layer`` maps h~ to
+        logits; it is needed only when predictions are fed back (scheduled sampling).
+        """
+        sampling = not (isinstance(sampling_prob, float) and sampling_prob == 0.0)
+        if self.fused(sampling):
+            return self._forward_fused(tgt_in, state, memory)
+        return self._forward_steps(tgt_in, state, memory, output_layer, sampling_prob if sampling else None)
+
+    def _forward_fused(self, tgt_in, state: DecoderState, memory: DecoderMemory):
+        e = self.dropout(self.embedding(tgt_in))                                # (B, T, E)
+        if self.attention is None:
+            c = memory.summary.unsqueeze(1).expand(-1, e.size(1), -1)
+            out, _ = self.rnn(torch.cat([e, c], dim=-1), state.rnn_state())
+            return self._attentional_hidden(out, c, e), None
+        out, _ = self.rnn(e, state.rnn_state())                                 # s_1 .. s_T at once
+        c, weights = self.attention(memory.attention, out)
+        return self._attentional_hidden(out, c, None), weights
+
+    def _forward_steps(self, tgt_in, state: DecoderState, memory: DecoderMemory, output_layer, sampling_prob):
+        b, t = tgt_in.shape
+        h_all = None
+        w_all = None
+        prev = tgt_in[:, 0]
+        for i in range(t):
+            h_tilde, state, weights = self.step(prev, state, memory)
+            if h_all is None:  # preallocate once the dtype (autocast) is known
+                h_all = h_tilde.new_empty(b, t, h_tilde.size(-1))
+                if weights is not None:
+                    w_all = weights.new_empty(b, t, weights.size(-1))
+            h_all[:, i] = h_tilde
+            if weights is not None:
+                w_all[:, i] = weights
+            if i + 1 < t:
+                prev = tgt_in[:, i + 1]
+                if sampling_prob is not None:
+                    with torch.no_grad():
+                        predicted = output_layer(h_tilde).argmax(-1)
+                        use_own = torch.rand(b, device=tgt_in.device) < sampling_prob
+                        prev = torch.where(use_own & (prev != 0), predicted, prev)
+        return h_all, w_all
