@@ -219,6 +219,12 @@ def _check_consistency(recipe: Recipe, origin: str) -> None:
     if m.share_embeddings and not recipe.tokenizer.joint:
         raise ConfigError(f"{origin}: model.share_embeddings: needs tokenizer.joint: true "
                           "(one vocabulary for both sides)")
+    if m.attention == "dot" and m.attention_heads != 1:
+        raise ConfigError(f"{origin}: model.attention_heads: dot attention has no parameters, so "
+                          "its heads would be identical; use general, concat or cosine for several heads")
+    if recipe.train.schedule == "cosine" and not recipe.train.max_steps:
+        raise ConfigError(f"{origin}: train.schedule: cosine decays over train.max_steps, which is 0 "
+                          "(no limit); set train.max_steps")
     if recipe.src == recipe.tgt:
         raise ConfigError(f"{origin}: tgt: source and target language are both '{recipe.src}'")
 

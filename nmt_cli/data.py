@@ -334,5 +334,26 @@ def iterate_epoch(split: EncodedSplit, batch_tokens: int, seed: int, epoch: int,
         yield pos, make_batch(split, batches[pos + rank])
 
 
-def progress_enabled() -> bool:
-    return sys.stderr.isatty()
+
+def ensure_preprocessed(recipe: Recipe, run_dir: Path, log=print) -> None:
+    """Preprocess when the run dir has no data yet; refuse data made from a different recipe."""
+    meta_path = run_dir / "data" / "meta.json"
+    if not meta_path.exists():
+        log(f"{run_dir}: no preprocessed data yet; running nmt preprocess first")
+        preprocess(recipe, run_dir, log)
+        return
+    saved_path = run_dir / "recipe.yaml"
+    if saved_path.exists():
+        import yaml
+        try:
+            saved = yaml.safe_load(saved_path.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError:
+            raise DataError(f"{saved_path}: unreadable; re-run nmt preprocess") from None
+        now = recipe.to_dict()
+        changed = [f"{section}.{k}" for section in ("data", "tokenizer")
+                   for k in now[section] if section != "data" or k != "test"
+                   if (saved.get(section) or {}).get(k) != now[section][k]]
+        changed += [k for k in ("src", "tgt") if saved.get(k) != now[k]]
+        if changed:
+            raise DataError(f"{run_dir}: data was preprocessed with different {', '.join(changed)}; "
+                            "re-run nmt preprocess (or use another --run-dir)")

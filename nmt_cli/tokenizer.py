@@ -95,6 +95,8 @@ def _train_one(lines: Iterable[str], cfg: TokenizerConfig, seed: int) -> bytes:
     if not sample:
         raise DataError("tokenizer: no non-empty training sentences to learn a vocabulary from")
     model = io.BytesIO()
+    if hasattr(spm, "set_random_generator_seed"):
+        spm.set_random_generator_seed(seed)
     try:
         spm.SentencePieceTrainer.train(
             sentence_iterator=iter(sample),
@@ -104,7 +106,6 @@ def _train_one(lines: Iterable[str], cfg: TokenizerConfig, seed: int) -> bytes:
             character_coverage=cfg.character_coverage,
             pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS,
             input_sentence_size=0,
-            random_seed=seed,
             num_threads=2,
             hard_vocab_limit=False,
             minloglevel=2,

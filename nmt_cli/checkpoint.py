@@ -1,0 +1,181 @@
+"""Checkpoints: written atomically, read without running any code.
+
+A checkpoint is a dict of tensors and plain values: model and optimiser state, the schedule,
+the position in the data, RNG states, the resolved recipe and the tokenizer models (as uint8
+tensors). It is written to a temporary file, fsynced and renamed, so a crash at any moment leaves
+either the old file or the new one. It is read with ``torch.load(weights_only=True)``, which
+refuses any pickle that would construct arbitrary objects.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import shutil
+import zipfile
+from pathlib import Path
+
+import torch
+
+from nmt_cli.config import Recipe, recipe_from_dict
+from nmt_cli.errors import CheckpointError
+from nmt_cli.tokenizer import Tokenizer
+
+FORMAT = 1
+CHECKPOINT_DIR = "checkpoints"
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def save_atomic(payload: dict, path: Path) -> None:
+    """Write ``payload`` to ``path`` so that readers see the old file or the whole new one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
+    try:
+        with open(tmp, "wb") as fh:
+            torch.save(payload, fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(path.parent)
+
+
+def link_atomic(target: Path, link: Path) -> None:
+    """Make ``link`` the same file as ``target`` (a hard link, else a copy), atomically."""
+    tmp = link.with_name(f".{link.name}.{os.getpid()}.part")
+    tmp.unlink(missing_ok=True)
+    try:
+        try:
+            os.link(target, tmp)
+        except OSError:
+            shutil.copyfile(target, tmp)
+        os.replace(tmp, link)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    _fsync_dir(link.parent)
+
+
+def tokenizer_payload(tokenizer: Tokenizer) -> dict:
+    as_tensor = lambda b: torch.frombuffer(bytearray(b), dtype=torch.uint8)
+    out = {"src": as_tensor(tokenizer.src_proto)}
+    if not tokenizer.joint:
+        out["tgt"] = as_tensor(tokenizer.tgt_proto)
+    return out
+
+
+def load(path: Path) -> dict:
+    """Load a checkpoint safely; any problem is one CheckpointError line naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: checkpoint not found")
+    try:
+        payload = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else "unsafe content"
+        if "weights_only" in str(exc) or "Unsupported" in str(exc) or "global" in str(exc).lower():
+            raise CheckpointError(f"{path}: refused: the file holds objects that could run code "
+                                  f"when loaded ({first[:120]})") from None
+        raise CheckpointError(f"{path}: corrupt checkpoint ({first[:120]}); use another checkpoint") from None
+    except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile, KeyError, AttributeError) as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise CheckpointError(f"{path}: corrupt or truncated checkpoint ({first[:120]}); "
+                              "use another checkpoint or retrain") from None
+    if not isinstance(payload, dict) or payload.get("format") != FORMAT or "model" not in payload:
+        raise CheckpointError(f"{path}: not an nmt checkpoint")
+    return payload
+
+
+def recipe_of(payload: dict, path: Path) -> Recipe:
+    return recipe_from_dict(payload["recipe"], f"{path} (embedded recipe)")
+
+
+def tokenizer_of(payload: dict, path: Path) -> Tokenizer:
+    tok = payload.get("tokenizer") or {}
+    if "src" not in tok:
+        raise CheckpointError(f"{path}: checkpoint carries no tokenizer")
+    to_bytes = lambda t: bytes(t.numpy().tobytes())
+    return Tokenizer(to_bytes(tok["src"]), to_bytes(tok["tgt"]) if "tgt" in tok else None, what=str(path))
+
+
+def resolve(model_path: str | os.PathLike) -> Path:
+    """A run dir means its best checkpoint (else its last); a file means itself."""
+    path = Path(model_path)
+    if path.is_dir():
+        ckpt_dir = path / CHECKPOINT_DIR
+        for name in ("best.pt", "last.pt"):
+            if (ckpt_dir / name).is_file():
+                return ckpt_dir / name
+        raise CheckpointError(f"{path}: run dir has no checkpoint yet; run nmt train first")
+    if not path.exists():
+        raise CheckpointError(f"{path}: no such run dir or checkpoint")
+    return path
+
+
+def step_checkpoints(run_dir: Path) -> list[Path]:
+    """The run's numbered checkpoints, oldest first."""
+    found = []
+    for p in (run_dir / CHECKPOINT_DIR).glob("step-*.pt"):
+        try:
+            found.append((int(p.stem.split("-", 1)[1]), p))
+        except ValueError:
+            continue
+    return [p for _, p in sorted(found)]
+
+
+def load_model(model_path: str | os.PathLike, device: torch.device | str = "cpu"):
+    """-> (model in eval mode, recipe, tokenizer, checkpoint path) from a run dir or a file."""
+    from nmt_cli.model import build_model  # the model knows nothing of files; files know the model
+
+    path = resolve(model_path)
+    payload = load(path)
+    recipe = recipe_of(payload, path)
+    tokenizer = tokenizer_of(payload, path)
+    model = build_model(recipe.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
+    try:
+        model.load_state_dict(payload["model"])
+    except (RuntimeError, KeyError, TypeError) as exc:
+        first = (str(exc).strip().splitlines() or ["mismatch"])[0]
+        raise CheckpointError(f"{path}: weights do not fit the recipe's model ({first[:120]})") from None
+    return model.to(device).eval(), recipe, tokenizer, path
+
+
+def average(paths: list[Path], output: Path) -> Path:
+    """Average the model weights of several checkpoints of one run into a translate-only checkpoint."""
+    if not paths:
+        raise CheckpointError("nothing to average: no numbered checkpoints found")
+    total = None
+    first = None
+    for path in paths:
+        payload = load(path)
+        if first is None:
+            first = payload
+        elif recipe_of(payload, path).model != recipe_of(first, paths[0]).model:
+            raise CheckpointError(f"{path}: a different model shape than {paths[0]}; cannot average")
+        state = payload["model"]
+        if total is None:
+            total = {k: v.double().clone() if v.is_floating_point() else v.clone() for k, v in state.items()}
+        else:
+            for k, v in state.items():
+                if v.is_floating_point():
+                    total[k] += v.double()
+    averaged = {k: (v / len(paths)).to(first["model"][k].dtype) if v.is_floating_point() else v
+                for k, v in total.items()}
+    out = {"format": FORMAT, "model": averaged, "recipe": first["recipe"], "tokenizer": first["tokenizer"],
+           "averaged_from": [str(p) for p in paths]}
+    save_atomic(out, Path(output))
+    return Path(output)

@@ -1,0 +1,303 @@
+"""The `nmt` command line. Each command parses its options and calls library functions."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from typing_extensions import Annotated
+
+from nmt_cli import __version__
+from nmt_cli.errors import UserError
+
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, rich_markup_mode=None, pretty_exceptions_enable=False,
+    help="Attentional RNN encoder-decoder translation: preprocess, train, translate, evaluate.",
+)
+
+SetOption = Annotated[Optional[List[str]], typer.Option(
+    "--set", metavar="KEY=VALUE", help="Override a recipe key by dotted path, e.g. model.hidden_dim=128 "
+    "(repeatable; checked like the file).")]
+RunDirOption = Annotated[Optional[Path], typer.Option(
+    "--run-dir", help="Where the run's files go (default: runs/<recipe name>).")]
+ModelOption = Annotated[List[str], typer.Option(
+    "-m", "--model", help="Run dir or checkpoint file; repeat to ensemble several models.")]
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"nmt {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main_options(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
+                                                       help="Print the version and exit.")] = False) -> None:
+    pass
+
+
+def _recipe(path: Path, overrides: list[str] | None, extra: list[str] = ()):
+    from nmt_cli.config import load_recipe
+    return load_recipe(path, list(overrides or []) + list(extra))
+
+
+def _run_dir(recipe, run_dir: Path | None) -> Path:
+    return run_dir if run_dir is not None else Path("runs") / recipe.name
+
+
+@app.command()
+def preprocess(recipe: Annotated[Path, typer.Argument(help="YAML recipe, e.g. recipes/en-fr.yaml")],
+               run_dir: RunDirOption = None, set_: SetOption = None) -> None:
+    """Fetch the corpus, clean and filter it, learn SentencePiece, and store encoded splits in the run dir."""
+    from nmt_cli.data import preprocess as run_preprocess
+    r = _recipe(recipe, set_)
+    out = _run_dir(r, run_dir)
+    run_preprocess(r, out, log=lambda m: typer.echo(m, err=True))
+    typer.echo(f"preprocessed into {out}", err=True)
+
+
+@app.command()
+def train(recipe: Annotated[Path, typer.Argument(help="YAML recipe, e.g. recipes/en-fr.yaml")],
+          run_dir: RunDirOption = None,
+          max_steps: Annotated[Optional[int], typer.Option(help="Stop after this many steps (train.max_steps).")] = None,
+          max_minutes: Annotated[Optional[float], typer.Option(help="Stop after this much wall-clock time (train.max_minutes).")] = None,
+          device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto",
+          restart: Annotated[bool, typer.Option("--restart", help="Ignore existing checkpoints and start over.")] = False,
+          set_: SetOption = None) -> None:
+    """Train a model; resumes from the run dir's last checkpoint when there is one.
+
+    Runs preprocessing first if the run dir has no data. Ctrl-C or SIGTERM writes a checkpoint and
+    stops; running the same command again resumes exactly.
+    """
+    from nmt_cli.data import ensure_preprocessed
+    from nmt_cli.training import train as run_train
+    extra = ([f"train.max_steps={max_steps}"] if max_steps is not None else []) + \
+            ([f"train.max_minutes={max_minutes}"] if max_minutes is not None else [])
+    r = _recipe(recipe, set_, extra)
+    out = _run_dir(r, run_dir)
+    ensure_preprocessed(r, out, log=lambda m: typer.echo(m, err=True))
+    summary = run_train(r, out, device=device, restart=restart)
+    typer.echo(json.dumps({k: summary[k] for k in ("steps", "final_step", "wall_s", "tgt_tokens_per_s",
+                                                     "peak_rss_mb")}))
+
+
+def _translator(models: list[str], beam_size, batch_size, batch_tokens, nbest, attention, device, quantize):
+    import torch
+    from nmt_cli.checkpoint import load_model
+    from nmt_cli.model.ensemble import Ensemble
+    from nmt_cli.training import pick_device
+    from nmt_cli.translate import DecodeOptions, Translator
+    if not models:
+        raise UserError("-m/--model: give a run dir or checkpoint")
+    dev = pick_device(device)
+    loaded = [load_model(m, dev) for m in models]
+    model, recipe, tokenizer, _ = loaded[0]
+    for other in loaded[1:]:
+        if other[2].tgt_proto != tokenizer.tgt_proto or other[2].src_proto != tokenizer.src_proto:
+            raise UserError(f"{other[3]}: uses a different vocabulary than {loaded[0][3]}; cannot ensemble")
+    if quantize == "int8":
+        from nmt_cli.quantize import quantize_int8
+        loaded = [(quantize_int8(m),) + rest for m, *rest in loaded]
+    elif quantize != "none":
+        raise UserError(f"--quantize: '{quantize}' is not one of none, int8")
+    model = loaded[0][0] if len(loaded) == 1 else Ensemble([x[0] for x in loaded]).eval()
+    d = recipe.decode
+    opts = DecodeOptions(beam_size=beam_size or d.beam_size, length_penalty=d.length_penalty,
+                         max_len_ratio=d.max_len_ratio, max_len_const=d.max_len_const,
+                         batch_size=batch_size or d.batch_size, batch_tokens=batch_tokens or 0,
+                         nbest=nbest, attention=attention)
+    if nbest > opts.beam_size:
+        raise UserError(f"--nbest {nbest} exceeds the beam size {opts.beam_size}")
+    torch.set_grad_enabled(False)
+    return Translator(model, tokenizer, opts, dev), recipe
+
+
+@app.command()
+def translate(model: ModelOption = [],
+              input: Annotated[Optional[Path], typer.Option("-i", "--input", help="Read this file instead of stdin.")] = None,
+              output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write here instead of stdout.")] = None,
+              beam_size: Annotated[Optional[int], typer.Option(min=1, help="Beam width; 1 = greedy (default: the recipe's decode.beam_size).")] = None,
+              batch_size: Annotated[Optional[int], typer.Option(min=1, help="Sentences per batch.")] = None,
+              batch_tokens: Annotated[Optional[int], typer.Option(min=1, help="Source tokens per batch (instead of --batch-size).")] = None,
+              nbest: Annotated[int, typer.Option(min=1, help="Print the K best as 'i ||| text ||| score ||| normalised score'.")] = 1,
+              scores: Annotated[bool, typer.Option("--scores", help="Append the log-probability after a tab.")] = False,
+              alignments: Annotated[bool, typer.Option("--alignments", help="Append hard word alignments (Pharaoh i-j) after a tab.")] = False,
+              attention_plot: Annotated[Optional[Path], typer.Option(help="Save a heatmap PNG of the attention per sentence here (needs the plot extra).")] = None,
+              show_attention: Annotated[bool, typer.Option("--show-attention", help="Print the attention as a Unicode heatmap on stderr.")] = False,
+              quantize: Annotated[str, typer.Option(help="none or int8 (dynamic int8 quantisation for CPU decoding).")] = "none",
+              device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto") -> None:
+    """Translate lines from stdin (or -i) to stdout (or -o): one output line per input line, in order."""
+    from nmt_cli.translate import OutputOptions, translate_stream
+    if attention_plot is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise UserError("--attention-plot needs matplotlib: pip install 'nmt[plot]'") from None
+    want_attention = alignments or attention_plot is not None or show_attention
+    translator, _ = _translator(model, beam_size, batch_size, batch_tokens, nbest, want_attention, device, quantize)
+    out_opts = OutputOptions(scores=scores, alignments=alignments, nbest=nbest,
+                             attention_plot=str(attention_plot) if attention_plot else None,
+                             show_attention=show_attention)
+    try:
+        in_stream = open(input, "rb") if input is not None else sys.stdin.buffer
+    except OSError as exc:
+        raise UserError(f"{input}: cannot read ({exc.strerror})") from None
+    interactive = input is None and sys.stdin.isatty()
+    progress = None
+    if output is not None:
+        try:
+            out_stream = open(output, "w", encoding="utf-8")
+        except OSError as exc:
+            raise UserError(f"{output}: cannot write ({exc.strerror})") from None
+        if sys.stderr.isatty():
+            from tqdm import tqdm
+            progress = tqdm(unit="line", file=sys.stderr)
+    else:
+        out_stream = sys.stdout
+    try:
+        translate_stream(translator, in_stream, out_stream, interactive=interactive, out=out_opts,
+                         progress=progress)
+    finally:
+        if progress is not None:
+            progress.close()
+        if output is not None:
+            out_stream.close()
+        if input is not None:
+            in_stream.close()
+
+
+def _read(path: Path) -> list[str]:
+    from nmt_cli.data import read_lines
+    return read_lines(path)
+
+
+@app.command("eval")
+def evaluate(hyp: Annotated[Optional[Path], typer.Option(help="Hypotheses, one per line.")] = None,
+             ref: Annotated[Optional[Path], typer.Option(help="References, one per line (plain or .gz).")] = None,
+             model: ModelOption = [],
+             src: Annotated[Optional[Path], typer.Option(help="Source file: with -m, translate it first; with --by-length, bucket by it.")] = None,
+             metrics: Annotated[str, typer.Option(help="Comma-separated: bleu, chrf, ter.")] = "bleu,chrf,ter",
+             by_length: Annotated[bool, typer.Option("--by-length", help="BLEU per source-length bucket (0-10, 10-20, 20-30, 30+ words).")] = False,
+             lc_tok: Annotated[Optional[str], typer.Option(help="Score in the literature's condition: lowercase, normalise punctuation and Moses-tokenize the hypotheses for LANG; give the official tokenized references.")] = None,
+             beam_size: Annotated[Optional[int], typer.Option(min=1, help="Beam width when translating with -m.")] = None,
+             plot: Annotated[Optional[Path], typer.Option(help="With --by-length: save the BLEU-by-length chart here (plot extra).")] = None,
+             json_out: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+             device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto") -> None:
+    """Score hypotheses against references with sacreBLEU (BLEU, chrF, TER, with signatures).
+
+    Either --hyp and --ref, or -m RUN --src FILE --ref FILE to translate and then score. Several
+    -m with --by-length compare the models side by side.
+    """
+    from nmt_cli import scoring
+    if ref is None:
+        raise UserError("--ref: give the reference file")
+    refs = _read(ref)
+    names = scoring.parse_metrics(metrics)
+    systems: dict[str, list[str]] = {}
+    if model:
+        if src is None:
+            raise UserError("--src: give the source file to translate with -m")
+        sources = _read(src)
+        for m in model:
+            translator, _ = _translator([m], beam_size, None, None, 1, False, device, "none")
+            systems[m] = [t.text for t in translator.translate(sources)]
+    elif hyp is not None:
+        systems[str(hyp)] = _read(hyp)
+    else:
+        raise UserError("give --hyp FILE, or -m RUN with --src FILE")
+    report = {}
+    for name, hyps in systems.items():
+        entry = {"scores": [s.as_dict() for s in scoring.score(hyps, refs, names, lc_tok)]}
+        if by_length:
+            if src is None:
+                raise UserError("--by-length: give --src FILE (buckets are by source length)")
+            entry["by_length"] = scoring.bleu_by_length(_read(src), hyps, refs, lc_tok)
+        report[name] = entry
+    if plot is not None and by_length:
+        from nmt_cli.plots import bleu_by_length_chart
+        bleu_by_length_chart(report, plot)
+    if json_out:
+        typer.echo(json.dumps(report if len(report) > 1 else next(iter(report.values())), indent=1))
+        return
+    for name, entry in report.items():
+        if len(report) > 1:
+            typer.echo(f"== {name}")
+        for s in entry["scores"]:
+            typer.echo(s["text"] if s["metric"] == "bleu" else f"{s['metric'].upper()} = {s['score']:.2f}")
+        if s and entry["scores"]:
+            typer.echo(f"signature: {entry['scores'][0]['signature']}")
+    if by_length:
+        typer.echo("BLEU by source length (words):")
+        header = "bucket   sents  " + "  ".join(f"{n[-24:]:>24}" for n in report)
+        typer.echo(header)
+        buckets = next(iter(report.values()))["by_length"]
+        for i, row in enumerate(buckets):
+            cells = "  ".join(f"{'-' if e['by_length'][i]['bleu'] is None else e['by_length'][i]['bleu']:>24}"
+                              for e in report.values())
+            typer.echo(f"{row['bucket']:<8} {row['sentences']:>5}  {cells}")
+
+
+@app.command()
+def score(model: ModelOption = [],
+          src: Annotated[Optional[Path], typer.Option(help="Source sentences.")] = None,
+          tgt: Annotated[Optional[Path], typer.Option(help="Target sentences to force-decode.")] = None,
+          device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto") -> None:
+    """Print log p(target | source) for each pair (forced decoding), one number per line."""
+    from nmt_cli.checkpoint import load_model
+    from nmt_cli.training import pick_device
+    from nmt_cli.translate import force_decode
+    if not model or src is None or tgt is None:
+        raise UserError("give -m RUN, --src FILE and --tgt FILE")
+    dev = pick_device(device)
+    m, _, tokenizer, _ = load_model(model[0], dev)
+    sources, targets = _read(src), _read(tgt)
+    if len(sources) != len(targets):
+        raise UserError(f"{src} has {len(sources)} lines but {tgt} has {len(targets)}")
+    for value in force_decode(m, tokenizer, sources, targets, dev):
+        typer.echo(f"{value:.4f}")
+
+
+@app.command()
+def average(run_dir: Annotated[Path, typer.Argument(help="Run dir whose numbered checkpoints to average.")],
+            last: Annotated[int, typer.Option(min=1, help="Average the N newest checkpoints.")] = 5,
+            output: Annotated[Path, typer.Option("-o", "--output", help="Where to write the averaged checkpoint.")] = Path("averaged.pt")) -> None:
+    """Average the weights of the last N checkpoints into one checkpoint that translate can use."""
+    from nmt_cli.checkpoint import average as run_average, step_checkpoints
+    paths = step_checkpoints(run_dir)[-last:]
+    if len(paths) < last:
+        typer.echo(f"note: only {len(paths)} checkpoints found, averaging those", err=True)
+    out = run_average(paths, output)
+    typer.echo(f"averaged {len(paths)} checkpoints into {out}", err=True)
+
+
+def main() -> None:
+    """Entry point: user errors become one line on stderr and exit code 2, never a traceback."""
+    from nmt_cli.training import TrainingInterrupted
+    try:
+        app(standalone_mode=False)
+    except UserError as exc:
+        print(f"nmt: error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except TrainingInterrupted as exc:
+        print(f"nmt: {exc}; checkpoint written, run the same command to resume", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        print("nmt: interrupted", file=sys.stderr)
+        sys.exit(130)
+    except BrokenPipeError:
+        sys.stderr.close()
+        sys.exit(141)
+    except typer.Exit as exc:
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        print("nmt: aborted", file=sys.stderr)
+        sys.exit(1)
+    except Exception as exc:  # click usage errors
+        import click
+        if isinstance(exc, click.exceptions.ClickException):
+            exc.show()
+            sys.exit(exc.exit_code)
+        raise

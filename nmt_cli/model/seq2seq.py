@@ -1,0 +1,90 @@
+"""The whole encoder-decoder: embeddings, encoder, bridge, attention, decoder, output layer.
+
+    p(y_i | y_<i, x) = softmax(W_s h~_i)
+
+With ``tie_embeddings`` W_s is the target embedding matrix, so h~ has the embedding size. With
+``share_embeddings`` (joint vocabulary) source and target read one embedding table.
+
+The search contract used by greedy and beam search is three calls: ``encode`` -> (state, memory),
+``step`` -> (log-probabilities, state, attention weights), and ``select`` on state and memory.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from nmt_cli.config import ModelConfig
+from nmt_cli.model.attention import Attention
+from nmt_cli.model.bridge import Bridge
+from nmt_cli.model.decoder import Decoder, DecoderMemory, DecoderState
+from nmt_cli.model.encoder import Encoder
+
+PAD = 0
+
+
+class Seq2Seq(nn.Module):
+    def __init__(self, cfg: ModelConfig, src_vocab: int, tgt_vocab: int):
+        super().__init__()
+        self.cfg = cfg
+        self.src_embedding = nn.Embedding(src_vocab, cfg.embed_dim, padding_idx=PAD)
+        if cfg.share_embeddings and src_vocab == tgt_vocab:
+            self.tgt_embedding = self.src_embedding
+        else:
+            self.tgt_embedding = nn.Embedding(tgt_vocab, cfg.embed_dim, padding_idx=PAD)
+        self.encoder = Encoder(cfg.rnn, self.src_embedding, cfg.hidden_dim, cfg.layers,
+                               cfg.bidirectional, cfg.dropout)
+        self.bridge = Bridge(cfg.bridge, cfg.hidden_dim, cfg.layers, cfg.rnn == "lstm")
+        attention = None
+        if cfg.attention != "none":
+            attention = Attention(cfg.attention, cfg.hidden_dim, cfg.hidden_dim, cfg.attention_heads)
+        out_dim = cfg.embed_dim if cfg.tie_embeddings else cfg.hidden_dim
+        self.decoder = Decoder(rnn=cfg.rnn, embedding=self.tgt_embedding, hidden_dim=cfg.hidden_dim,
+                               layers=cfg.layers, memory_dim=cfg.hidden_dim, attention=attention,
+                               order=cfg.decoder, input_feeding=cfg.input_feeding,
+                               initial_state_attention=cfg.initial_state_attention,
+                               out_dim=out_dim, dropout=cfg.dropout)
+        self.output = nn.Linear(out_dim, tgt_vocab)
+        self._initialize(cfg.init)
+        if cfg.tie_embeddings:
+            self.output.weight = self.tgt_embedding.weight
+
+    def _initialize(self, how: str) -> None:
+        for name, p in self.named_parameters():
+            if how == "uniform":
+                # Luong et al. 2015: every parameter uniform in [-0.1, 0.1].
+                nn.init.uniform_(p, -0.1, 0.1)
+            elif p.dim() > 1:
+                nn.init.xavier_uniform_(p)
+            else:
+                nn.init.zeros_(p)
+        with torch.no_grad():
+            self.src_embedding.weight[PAD].zero_()
+            self.tgt_embedding.weight[PAD].zero_()
+
+    # ------------------------------------------------------------------ search contract
+
+    def encode(self, src: torch.Tensor, src_lengths: torch.Tensor) -> tuple[DecoderState, DecoderMemory]:
+        enc = self.encoder(src, src_lengths)
+        hidden, cell, summary = self.bridge(enc)
+        attention = self.decoder.attention
+        memory = DecoderMemory(None if attention is None else attention.prepare(enc.states, enc.mask), summary)
+        return self.decoder.init_state(hidden, cell, memory), memory
+
+    def step(self, prev: torch.Tensor, state: DecoderState, memory: DecoderMemory):
+        """prev (B,) -> log p(y | ...) (B, V), new state, attention weights (B, S) or None."""
+        h_tilde, state, weights = self.decoder.step(prev, state, memory)
+        return F.log_softmax(self.output(h_tilde).float(), dim=-1), state, weights
+
+    # ------------------------------------------------------------------ training
+
+    def forward(self, src: torch.Tensor, src_lengths: torch.Tensor, tgt_in: torch.Tensor,
+                sampling_prob: float | torch.Tensor = 0.0):
+        """Teacher-forced logits (B, T, V) and attention weights (B, T, S) or None."""
+        state, memory = self.encode(src, src_lengths)
+        h_tilde, weights = self.decoder(tgt_in, state, memory, self.output, sampling_prob)
+        return self.output(h_tilde), weights
+
+    def parameter_count(self) -> int:
+        return sum(p.numel() for p in self.parameters())

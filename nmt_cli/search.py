@@ -1,0 +1,188 @@
+"""Greedy and beam search, batched over sentences, over the model's search contract.
+
+Both work on whole batches: beam search keeps a (B, K) grid of hypotheses in tensors and never
+loops over hypotheses in Python. It follows the alive/finished scheme: each step proposes 2K
+continuations per sentence; those ending in EOS enter the finished set (scored with the GNMT
+length penalty lp(Y) = ((5 + |Y|) / 6)^alpha), the best K others stay alive. A sentence is done
+when no alive hypothesis can still beat its worst finished one.
+
+The output length is capped at ``max_len_ratio * source length + max_len_const``; at the cap EOS
+is forced.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from nmt_cli.tokenizer import BOS, EOS, PAD
+
+
+@dataclass
+class Hypothesis:
+    tokens: list[int]                 # without BOS and EOS
+    score: float                      # total log-probability (EOS included)
+    norm_score: float                 # the score search ranked by (length-penalised)
+    attention: torch.Tensor | None = field(default=None, repr=False)  # (len(tokens)+1, S)
+
+
+def length_penalty(length: torch.Tensor, alpha: float) -> torch.Tensor:
+    """GNMT: lp(Y) = ((5 + |Y|) / 6) ** alpha; alpha 0 leaves scores as they are."""
+    if alpha == 0:
+        return torch.ones_like(length, dtype=torch.float)
+    return ((5.0 + length.float()) / 6.0) ** alpha
+
+
+def max_lengths(src_lengths: torch.Tensor, ratio: float, const: int) -> torch.Tensor:
+    return (src_lengths.float() * ratio).long() + const + 1  # +1: room for EOS
+
+
+def _trim(row: list[int]) -> list[int]:
+    out = []
+    for t in row:
+        if t == EOS or t == PAD:
+            break
+        out.append(t)
+    return out
+
+
+@torch.no_grad()
+def greedy(model, src: torch.Tensor, src_lengths: torch.Tensor, *, max_len_ratio: float = 1.5,
+           max_len_const: int = 10, attention: bool = False, check_every: int = 4) -> list[list[Hypothesis]]:
+    """Batched greedy decoding; returns one 1-best hypothesis list per sentence."""
+    b = src.size(0)
+    device = src.device
+    state, memory = model.encode(src, src_lengths)
+    limit = max_lengths(src_lengths, max_len_ratio, max_len_const).to(device)
+    steps = int(limit.max())
+    tokens = torch.full((b, steps), PAD, dtype=torch.long, device=device)
+    scores = torch.zeros(b, device=device)
+    done = torch.zeros(b, dtype=torch.bool, device=device)
+    attn = None
+    prev = torch.full((b,), BOS, dtype=torch.long, device=device)
+    t = 0
+    for t in range(steps):
+        logp, state, weights = model.step(prev, state, memory)
+        force_eos = (limit - 1 <= t)
+        logp[force_eos] = torch.where(torch.arange(logp.size(1), device=device) == EOS, 0.0, float("-inf"))
+        best, token = logp.max(dim=-1)
+        token = token.masked_fill(done, PAD)
+        scores += best.masked_fill(done, 0.0)
+        tokens[:, t] = token
+        if attention and weights is not None:
+            if attn is None:
+                attn = weights.new_zeros(b, steps, weights.size(-1))
+            attn[:, t] = weights
+        done |= token == EOS
+        prev = token.masked_fill(token == PAD, EOS)
+        # One host synchronisation every few steps, not every step.
+        if (t + 1) % check_every == 0 and bool(done.all()):
+            break
+    rows = tokens[:, :t + 1].tolist()
+    out = []
+    for i in range(b):
+        seq = _trim(rows[i])
+        a = None if attn is None else attn[i, :len(seq) + 1, :int(src_lengths[i])].cpu()
+        s = float(scores[i])
+        out.append([Hypothesis(seq, s, s, a)])
+    return out
+
+
+@torch.no_grad()
+def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_size: int = 5,
+                alpha: float = 0.6, max_len_ratio: float = 1.5, max_len_const: int = 10,
+                nbest: int = 1, attention: bool = False) -> list[list[Hypothesis]]:
+    """Batched beam search; returns the ``nbest`` best hypotheses per sentence, best first."""
+    k = beam_size
+    b = src.size(0)
+    device = src.device
+    state, memory = model.encode(src, src_lengths)
+    flat = torch.arange(b, device=device).repeat_interleave(k)
+    state, memory = state.select(flat), memory.select(flat)
+    limit = max_lengths(src_lengths, max_len_ratio, max_len_const).to(device)
+    steps = int(limit.max())
+    s_len = src.size(1)
+    neg_inf = float("-inf")
+
+    alive_seq = torch.full((b, k, 0), BOS, dtype=torch.long, device=device)
+    alive_logp = torch.full((b, k), neg_inf, device=device)
+    alive_logp[:, 0] = 0.0
+    alive_attn = torch.zeros(b, k, 0, s_len, device=device) if attention else None
+    fin_seq = torch.full((b, k, steps), PAD, dtype=torch.long, device=device)
+    fin_norm = torch.full((b, k), neg_inf, device=device)
+    fin_logp = torch.full((b, k), neg_inf, device=device)
+    fin_attn = torch.zeros(b, k, steps, s_len, device=device) if attention else None
+    batch_offset = (torch.arange(b, device=device) * k).unsqueeze(1)
+    prev = torch.full((b * k,), BOS, dtype=torch.long, device=device)
+
+    for t in range(steps):
+        logp, state, weights = model.step(prev, state, memory)
+        v = logp.size(-1)
+        logp = logp.view(b, k, v)
+        at_limit = (limit - 1 <= t).view(b, 1, 1)
+        eos_only = torch.full((v,), neg_inf, device=device)
+        eos_only[EOS] = 0.0
+        logp = torch.where(at_limit, eos_only.view(1, 1, v), logp)
+        cand = (alive_logp.unsqueeze(-1) + logp).view(b, k * v)
+        top_logp, top_idx = cand.topk(2 * k, dim=-1)                        # (B, 2K)
+        top_beam, top_tok = top_idx // v, top_idx % v
+        gathered_seq = alive_seq.gather(1, top_beam.unsqueeze(-1).expand(-1, -1, t))
+        top_seq = torch.cat([gathered_seq, top_tok.unsqueeze(-1)], dim=-1)  # (B, 2K, t+1)
+        if attention:
+            w = weights.view(b, k, 1, -1)
+            step_attn = torch.cat([alive_attn, w], dim=2)                   # (B, K, t+1, S)
+            top_attn = step_attn.gather(1, top_beam[..., None, None].expand(-1, -1, t + 1, s_len))
+        is_eos = top_tok == EOS
+
+        # Finished: EOS candidates, ranked by the length-penalised score.
+        lp = length_penalty(torch.full_like(top_logp, t + 1), alpha)
+        new_norm = torch.where(is_eos, top_logp / lp, torch.full_like(top_logp, neg_inf))
+        merged_norm = torch.cat([fin_norm, new_norm], dim=1)                # (B, 3K)
+        fin_norm, pick = merged_norm.topk(k, dim=-1)
+        padded_new = torch.cat([top_seq, top_seq.new_full((b, 2 * k, steps - t - 1), PAD)], dim=-1)
+        fin_seq = torch.cat([fin_seq, padded_new], dim=1).gather(1, pick.unsqueeze(-1).expand(-1, -1, steps))
+        fin_logp = torch.cat([fin_logp, top_logp], dim=1).gather(1, pick)
+        if attention:
+            padded_attn = torch.cat([top_attn, top_attn.new_zeros(b, 2 * k, steps - t - 1, s_len)], dim=2)
+            fin_attn = torch.cat([fin_attn, padded_attn], dim=1).gather(
+                1, pick[..., None, None].expand(-1, -1, steps, s_len))
+
+        # Alive: the best K candidates that did not end.
+        alive_cand = top_logp.masked_fill(is_eos, neg_inf)
+        alive_logp, keep = alive_cand.topk(k, dim=-1)
+        alive_seq = top_seq.gather(1, keep.unsqueeze(-1).expand(-1, -1, t + 1))
+        if attention:
+            alive_attn = top_attn.gather(1, keep[..., None, None].expand(-1, -1, t + 1, s_len))
+        source_beam = top_beam.gather(1, keep)
+        reorder = (batch_offset + source_beam).view(-1)
+        state, prev = state.select(reorder), alive_seq[:, :, -1].reshape(-1)
+
+        # Done when the best alive hypothesis, even at the longest length, cannot beat the worst
+        # finished one (for alpha > 0 the bound uses the cap; log-probs only fall).
+        best_possible = alive_logp[:, 0] / length_penalty(limit, alpha)
+        if bool((fin_norm[:, -1] >= best_possible).all()) or t + 1 == steps:
+            break
+
+    fin_seq_l = fin_seq.tolist()
+    results = []
+    for i in range(b):
+        hyps = []
+        for j in range(k):
+            if fin_norm[i, j] == neg_inf:
+                continue
+            seq = _trim(fin_seq_l[i][j])
+            a = None if not attention else fin_attn[i, j, :len(seq) + 1, :int(src_lengths[i])].cpu()
+            hyps.append(Hypothesis(seq, float(fin_logp[i, j]), float(fin_norm[i, j]), a))
+        results.append(hyps[:nbest])
+    return results
+
+
+def search(model, src, src_lengths, *, beam_size: int, alpha: float, max_len_ratio: float,
+           max_len_const: int, nbest: int = 1, attention: bool = False) -> list[list[Hypothesis]]:
+    if beam_size == 1 and nbest == 1:
+        return greedy(model, src, src_lengths, max_len_ratio=max_len_ratio,
+                      max_len_const=max_len_const, attention=attention)
+    return beam_search(model, src, src_lengths, beam_size=beam_size, alpha=alpha,
+                       max_len_ratio=max_len_ratio, max_len_const=max_len_const, nbest=nbest,
+                       attention=attention)

@@ -1,0 +1,252 @@
+"""Translating lines: batching by length, decoding, restoring order, streaming from a file.
+
+N lines in give N lines out, in order. An empty (or all-whitespace) line gives an empty line
+without touching the model. Input bytes that are not UTF-8 are replaced, never fatal. Lines
+longer than the model's source limit are cut to it, with one warning.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator, Sequence
+
+import torch
+
+from nmt_cli.search import Hypothesis, search
+from nmt_cli.tokenizer import EOS, Tokenizer
+
+MAX_SOURCE_TOKENS = 250
+
+
+@dataclass
+class DecodeOptions:
+    beam_size: int = 5
+    length_penalty: float = 0.6
+    max_len_ratio: float = 1.5
+    max_len_const: int = 10
+    batch_size: int = 64            # sentences per batch
+    batch_tokens: int = 0           # if > 0: source tokens per batch instead
+    nbest: int = 1
+    attention: bool = False
+
+
+def _batches(order: Sequence[int], lengths: Sequence[int], opts: DecodeOptions) -> Iterator[list[int]]:
+    batch: list[int] = []
+    longest = 0
+    for i in order:
+        longest_if = max(longest, lengths[i], 1)
+        too_big = (len(batch) >= opts.batch_size if opts.batch_tokens <= 0
+                   else longest_if * (len(batch) + 1) > opts.batch_tokens)
+        if batch and too_big:
+            yield batch
+            batch, longest_if = [], max(lengths[i], 1)
+        batch.append(i)
+        longest = longest_if
+    if batch:
+        yield batch
+
+
+@torch.no_grad()
+def decode_ids(model, sources: Sequence[Sequence[int]], opts: DecodeOptions,
+               device: torch.device | str = "cpu") -> list[list[Hypothesis]]:
+    """Decode token-id sources (non-empty) in length-sorted batches; results in input order."""
+    lengths = [len(s) for s in sources]
+    order = sorted(range(len(sources)), key=lambda i: -lengths[i])
+    results: list[list[Hypothesis] | None] = [None] * len(sources)
+    for batch in _batches(order, lengths, opts):
+        width = max(max(lengths[i] for i in batch), 1)
+        src = torch.zeros(len(batch), width, dtype=torch.long)
+        for row, i in enumerate(batch):
+            src[row, :lengths[i]] = torch.as_tensor(sources[i], dtype=torch.long)
+        src_lengths = torch.tensor([max(lengths[i], 1) for i in batch])
+        hyps = search(model, src.to(device), src_lengths, beam_size=opts.beam_size,
+                      alpha=opts.length_penalty, max_len_ratio=opts.max_len_ratio,
+                      max_len_const=opts.max_len_const, nbest=opts.nbest, attention=opts.attention)
+        for i, h in zip(batch, hyps):
+            results[i] = h
+    return results  # type: ignore[return-value]
+
+
+@dataclass
+class Translation:
+    source: str
+    text: str
+    hypotheses: list[Hypothesis]
+    src_ids: list[int]
+    truncated: bool = False
+
+
+class Translator:
+    """Lines in, translations out, with one model (or several averaged in log space)."""
+
+    def __init__(self, model, tokenizer: Tokenizer, opts: DecodeOptions, device="cpu",
+                 max_source_tokens: int = MAX_SOURCE_TOKENS, warn: Callable[[str], None] | None = None):
+        self.model, self.tokenizer, self.opts, self.device = model, tokenizer, opts, device
+        self.max_source_tokens = max_source_tokens
+        self.warn = warn or (lambda msg: print(msg, file=sys.stderr))
+        self.warned_truncation = False
+
+    def translate(self, lines: Sequence[str]) -> list[Translation]:
+        cleaned = [" ".join(line.split()) for line in lines]
+        ids = self.tokenizer.encode_src(cleaned)
+        truncated = [len(x) > self.max_source_tokens for x in ids]
+        if any(truncated) and not self.warned_truncation:
+            self.warned_truncation = True
+            self.warn(f"warning: a line is longer than {self.max_source_tokens} subwords; "
+                      "overlong lines are cut to that length")
+        ids = [x[:self.max_source_tokens] for x in ids]
+        todo = [i for i, x in enumerate(ids) if x]
+        hyps = decode_ids(self.model, [ids[i] for i in todo], self.opts, self.device) if todo else []
+        out = [Translation(lines[i], "", [], ids[i], truncated[i]) for i in range(len(lines))]
+        texts = self.tokenizer.decode_tgt([h[0].tokens if h else [] for h in hyps])
+        for i, h, text in zip(todo, hyps, texts):
+            out[i].hypotheses, out[i].text = h, text
+        return out
+
+
+def read_lines_stream(stream, interactive: bool, buffer_lines: int = 2000) -> Iterator[list[str]]:
+    """Chunks of decoded lines from a binary stream: one line at a time when interactive."""
+    chunk: list[str] = []
+    limit = 1 if interactive else buffer_lines
+    for raw in iter(stream.readline, b""):
+        line = raw.decode("utf-8", errors="replace")
+        if line.endswith("\n"):
+            line = line[:-1]
+        chunk.append(line.rstrip("\r"))
+        if len(chunk) >= limit:
+            yield chunk
+            chunk = []
+    if chunk:
+        yield chunk
+
+
+def alignment_pairs(hyp: Hypothesis, src_pieces: Sequence[str], tgt_pieces: Sequence[str]) -> list[tuple[int, int]]:
+    """Hard word alignment i-j from subword attention: weights summed per (source word, target word),
+    each target word aligned to its argmax source word. Words start at pieces beginning with '▁'."""
+    if hyp.attention is None:
+        return []
+    def word_index(pieces: Sequence[str]) -> list[int]:
+        idx, w = [], -1
+        for k, p in enumerate(pieces):
+            if p.startswith("\u2581") or k == 0:
+                w += 1
+            idx.append(w)
+        return idx
+    src_w, tgt_w = word_index(src_pieces), word_index(tgt_pieces)
+    if not src_w or not tgt_w:
+        return []
+    att = hyp.attention[:len(tgt_pieces), :len(src_pieces)].float()
+    n_src, n_tgt = src_w[-1] + 1, tgt_w[-1] + 1
+    words = torch.zeros(n_tgt, n_src)
+    words.index_add_(0, torch.tensor(tgt_w), torch.zeros(len(tgt_w), n_src).index_add_(
+        1, torch.tensor(src_w), att))
+    best = words.argmax(dim=1).tolist()
+    return sorted({(best[j], j) for j in range(n_tgt)})
+
+
+def shade_rows(weights: torch.Tensor, src_pieces: Sequence[str], tgt_pieces: Sequence[str]) -> str:
+    """A small Unicode heatmap of attention: one row per target piece, one cell per source piece."""
+    shades = " ░▒▓█"
+    lines = ["      " + " ".join(f"{p[:4]:>4}" for p in src_pieces)]
+    for j, piece in enumerate(tgt_pieces):
+        row = weights[j, :len(src_pieces)].tolist() if j < weights.size(0) else []
+        cells = " ".join(shades[min(int(w * len(shades)), len(shades) - 1)] * 4 for w in row)
+        lines.append(f"{piece[:5]:>5} {cells}")
+    return "\n".join(lines)
+
+
+def plot_attention(weights: torch.Tensor, src_pieces: Sequence[str], tgt_pieces: Sequence[str], path) -> None:
+    """Save the attention matrix as a heatmap: source pieces on x, target pieces on y (Bahdanau Fig. 3)."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    w = weights[:len(tgt_pieces), :len(src_pieces)].float().numpy()
+    fig, ax = plt.subplots(figsize=(max(3, 0.35 * len(src_pieces) + 1.5), max(3, 0.35 * len(tgt_pieces) + 1.5)))
+    ax.imshow(w, cmap="gray", vmin=0.0, vmax=1.0, aspect="auto")
+    ax.set_xticks(range(len(src_pieces)), src_pieces, rotation=90, fontsize=8)
+    ax.set_yticks(range(len(tgt_pieces)), tgt_pieces, fontsize=8)
+    ax.set_xlabel("source")
+    ax.set_ylabel("translation")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+@dataclass
+class OutputOptions:
+    scores: bool = False
+    alignments: bool = False
+    nbest: int = 1
+    attention_plot: str | None = None
+    show_attention: bool = False
+
+
+def format_translation(index: int, tr: Translation, tokenizer: Tokenizer, out: OutputOptions) -> list[str]:
+    if out.nbest > 1:
+        lines = []
+        texts = tokenizer.decode_tgt([h.tokens for h in tr.hypotheses])
+        for h, text in zip(tr.hypotheses, texts):
+            lines.append(f"{index} ||| {text} ||| {h.score:.4f} ||| {h.norm_score:.4f}")
+        return lines or [f"{index} ||| ||| 0.0000 ||| 0.0000"]
+    fields = [tr.text]
+    best = tr.hypotheses[0] if tr.hypotheses else None
+    if out.scores:
+        fields.append(f"{best.score:.4f}" if best else "0.0000")
+    if out.alignments:
+        if best is None:
+            fields.append("")
+        else:
+            src_p = tokenizer.src_pieces(tr.src_ids)
+            tgt_p = tokenizer.tgt_pieces(best.tokens)
+            fields.append(" ".join(f"{i}-{j}" for i, j in alignment_pairs(best, src_p, tgt_p)))
+    return ["\t".join(fields)]
+
+
+def translate_stream(translator: Translator, in_stream, out_stream, *, interactive: bool,
+                     out: OutputOptions, progress=None) -> int:
+    """Translate a binary line stream into a text stream; returns the number of lines."""
+    import pathlib
+    tokenizer = translator.tokenizer
+    plot_dir = pathlib.Path(out.attention_plot) if out.attention_plot else None
+    if plot_dir:
+        plot_dir.mkdir(parents=True, exist_ok=True)
+    count = 0
+    for chunk in read_lines_stream(in_stream, interactive):
+        for tr in translator.translate(chunk):
+            for line in format_translation(count, tr, tokenizer, out):
+                out_stream.write(line + "\n")
+            best = tr.hypotheses[0] if tr.hypotheses else None
+            if best is not None and best.attention is not None:
+                src_p = tokenizer.src_pieces(tr.src_ids)
+                tgt_p = tokenizer.tgt_pieces(best.tokens) + ["</s>"]
+                if plot_dir:
+                    plot_attention(best.attention, src_p, tgt_p, plot_dir / f"{count:06d}.png")
+                if out.show_attention:
+                    print(shade_rows(best.attention, src_p, tgt_p), file=sys.stderr)
+            count += 1
+        out_stream.flush()
+        if progress is not None:
+            progress.update(len(chunk))
+    return count
+
+
+@torch.no_grad()
+def force_decode(model, tokenizer: Tokenizer, sources: Sequence[str], targets: Sequence[str],
+                 device="cpu", batch_size: int = 64) -> list[float]:
+    """log p(y | x) = Σ_i log p(y_i | y_<i, x), EOS included, for each (source, target) pair."""
+    from nmt_cli.data import collate
+    import numpy as np
+    src_ids = tokenizer.encode_src([" ".join(s.split()) for s in sources])
+    tgt_ids = tokenizer.encode_tgt([" ".join(t.split()) for t in targets])
+    out: list[float] = []
+    for start in range(0, len(src_ids), batch_size):
+        batch = collate([np.asarray(s[:MAX_SOURCE_TOKENS], dtype=np.int64) for s in src_ids[start:start + batch_size]],
+                        [np.asarray(t, dtype=np.int64) for t in tgt_ids[start:start + batch_size]])
+        logits, _ = model(batch.src.to(device), batch.src_lengths, batch.tgt_in.to(device))
+        logp = torch.log_softmax(logits.float(), dim=-1)
+        target = batch.tgt_out.to(device)
+        picked = logp.gather(-1, target.unsqueeze(-1)).squeeze(-1).masked_fill(target == 0, 0.0)
+        out.extend(picked.sum(-1).tolist())
+    return out
