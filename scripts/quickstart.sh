@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The main job on a laptop CPU: fetch Multi30k en-fr, preprocess, train for a few minutes,
+# translate a few test sentences, and print BLEU on the test set.
+#   QUICKSTART_MINUTES=5   training time (wall clock)
+#   NMT_DATA_MIRROR=DIR    read corpora from DIR/<corpus>/<file> instead of the network
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+MINUTES="${QUICKSTART_MINUTES:-5}"
+RUN=runs/quickstart-en-fr
+NMT=.venv/bin/nmt
+$NMT preprocess recipes/en-fr.yaml --run-dir "$RUN"
+$NMT train recipes/en-fr.yaml --run-dir "$RUN" --max-minutes "$MINUTES" --set train.valid_every=200
+echo "--- a few translations (greedy) ---"
+head -n 5 "$RUN/data/test.src.txt" | $NMT translate -m "$RUN" --beam-size 1
+echo "--- test_2016_flickr, beam 5 ---"
+$NMT translate -m "$RUN" -i "$RUN/data/test.src.txt" -o "$RUN/test.hyp.fr"
+$NMT eval --hyp "$RUN/test.hyp.fr" --ref "$RUN/data/test.tgt.txt"

@@ -1,0 +1,117 @@
+import math
+
+import pytest
+import torch
+
+from nmt_cli.model.attention import Attention
+
+
+def _manual(scores: torch.Tensor, states: torch.Tensor, mask: torch.Tensor):
+    scores = scores.masked_fill(~mask, float("-inf"))
+    alpha = torch.softmax(scores, dim=-1)
+    return alpha @ states, alpha
+
+
+def test_dot_matches_hand_computation():
+    # 1 sentence, 3 source positions (the last one padding), 2-dim states.
+    h = torch.tensor([[[1.0, 0.0], [0.0, 2.0], [5.0, 5.0]]])
+    s = torch.tensor([[[1.0, 1.0]]])
+    mask = torch.tensor([[True, True, False]])
+    att = Attention("dot", 2, 2)
+    context, weights = att(att.prepare(h, mask), s)
+    # scores h^T s = 1 and 2; softmax over the two real positions
+    e1, e2 = math.exp(1), math.exp(2)
+    expected_alpha = torch.tensor([e1 / (e1 + e2), e2 / (e1 + e2), 0.0])
+    assert torch.allclose(weights[0, 0], expected_alpha)
+    assert weights[0, 0, 2] == 0.0
+    assert torch.allclose(context[0, 0], expected_alpha[0] * h[0, 0] + expected_alpha[1] * h[0, 1])
+
+
+def test_general_is_h_W_s():
+    torch.manual_seed(0)
+    h, s = torch.randn(2, 4, 3), torch.randn(2, 5, 3)
+    mask = torch.tensor([[True] * 4, [True, True, False, False]])
+    att = Attention("general", 3, 3)
+    W = att.score.W.weight  # maps memory -> query space: (Hq, Hm)
+    context, weights = att(att.prepare(h, mask), s)
+    scores = torch.einsum("btq,qm,bsm->bts", s, W, h)
+    ctx, alpha = _manual(scores, h, mask[:, None, :])
+    assert torch.allclose(weights, alpha, atol=1e-6)
+    assert torch.allclose(context, ctx, atol=1e-6)
+
+
+def test_concat_is_v_tanh_W1h_W2s():
+    torch.manual_seed(1)
+    h, s = torch.randn(2, 4, 3), torch.randn(2, 2, 5)
+    mask = torch.ones(2, 4, dtype=torch.bool)
+    att = Attention("concat", 3, 5, attn_dim=6)
+    sc = att.score
+    hidden = torch.tanh(sc.W1(h)[:, None, :, :] + sc.W2(s)[:, :, None, :])   # (B, T, S, A)
+    scores = hidden @ sc.v[0]
+    ctx, alpha = _manual(scores, h, mask[:, None, :])
+    context, weights = att(att.prepare(h, mask), s)
+    assert torch.allclose(weights, alpha, atol=1e-6)
+    assert torch.allclose(context, ctx, atol=1e-6)
+
+
+def test_cosine_scores_are_bounded_by_the_scale():
+    torch.manual_seed(2)
+    h, s = torch.randn(1, 6, 4), torch.randn(1, 3, 4)
+    att = Attention("cosine", 4, 4)
+    raw = att.score.scores(att.score.keys(h), s)
+    assert raw.abs().max() <= att.score.scale.max() + 1e-5
+
+
+@pytest.mark.parametrize("score", ["dot", "general", "concat", "cosine"])
+def test_padding_gets_zero_weight_and_does_not_change_results(score):
+    torch.manual_seed(3)
+    att = Attention(score, 8, 8)
+    h = torch.randn(1, 5, 8)
+    s = torch.randn(1, 2, 8)
+    short_ctx, short_w = att(att.prepare(h[:, :3], torch.ones(1, 3, dtype=torch.bool)), s)
+    padded = torch.cat([h[:, :3], torch.full((1, 2, 8), 100.0)], dim=1)
+    mask = torch.tensor([[True, True, True, False, False]])
+    ctx, w = att(att.prepare(padded, mask), s)
+    assert (w[..., 3:] == 0).all()
+    assert torch.allclose(ctx, short_ctx, atol=1e-5)
+    assert torch.allclose(w[..., :3], short_w, atol=1e-6)
+    assert torch.allclose(w.sum(-1), torch.ones(1, 2))
+
+
+def test_heads_have_their_own_parameters_and_concatenate():
+    torch.manual_seed(4)
+    att = Attention("concat", 4, 4, heads=3)
+    h, s = torch.randn(2, 5, 4), torch.randn(2, 1, 4)
+    mask = torch.ones(2, 5, dtype=torch.bool)
+    context, weights = att(att.prepare(h, mask), s)
+    assert context.shape == (2, 1, 12) and att.context_dim == 12
+    parts = context.view(2, 1, 3, 4)
+    assert not torch.allclose(parts[:, :, 0], parts[:, :, 1])
+    assert torch.allclose(weights.sum(-1), torch.ones(2, 1))
+
+
+def test_keys_are_computed_once_per_sentence():
+    att = Attention("concat", 4, 4)
+    calls = {"n": 0}
+    original = att.score.W1.forward
+
+    def counting(x):
+        calls["n"] += 1
+        return original(x)
+
+    att.score.W1.forward = counting
+    memory = att.prepare(torch.randn(1, 5, 4), torch.ones(1, 5, dtype=torch.bool))
+    for _ in range(7):
+        att(memory, torch.randn(1, 1, 4))
+    assert calls["n"] == 1
+
+
+@pytest.mark.parametrize("score", ["general", "concat", "cosine"])
+def test_gradcheck(score):
+    torch.manual_seed(5)
+    att = Attention(score, 3, 3, heads=2).double()
+    h = torch.randn(2, 4, 3, dtype=torch.double, requires_grad=True)
+    s = torch.randn(2, 2, 3, dtype=torch.double, requires_grad=True)
+    mask = torch.tensor([[True] * 4, [True, True, True, False]])
+    fn = lambda h_, s_: att(att.prepare(h_, mask), s_)[0]
+    assert torch.autograd.gradcheck(fn, (h, s))

@@ -1,0 +1,82 @@
+import os
+import pickle
+
+import pytest
+import torch
+
+from nmt_cli import checkpoint as ckpt
+from nmt_cli.errors import CheckpointError
+
+
+def test_atomic_save_and_safe_load(tmp_path):
+    path = tmp_path / "c.pt"
+    ckpt.save_atomic({"format": ckpt.FORMAT, "model": {"w": torch.ones(2)}}, path)
+    assert torch.equal(ckpt.load(path)["model"]["w"], torch.ones(2))
+    assert [p.name for p in tmp_path.iterdir()] == ["c.pt"]
+
+
+class _Evil:
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def test_pickle_that_runs_code_is_refused_and_nothing_runs(tmp_path):
+    marker = tmp_path / "pwned"
+    path = tmp_path / "evil.pt"
+    torch.save({"format": 1, "model": {}, "x": _Evil(marker)}, path)
+    with pytest.raises(CheckpointError, match="refused"):
+        ckpt.load(path)
+    assert not marker.exists()
+    # A raw pickle (not a torch zip) is refused the same way.
+    raw = tmp_path / "raw.pt"
+    raw.write_bytes(pickle.dumps(_Evil(marker)))
+    with pytest.raises(CheckpointError):
+        ckpt.load(raw)
+    assert not marker.exists()
+
+
+@pytest.mark.parametrize("content", [b"", b"\x00" * 10, os.urandom(4096)])
+def test_broken_files_give_one_line(tmp_path, content):
+    path = tmp_path / "bad.pt"
+    path.write_bytes(content)
+    with pytest.raises(CheckpointError) as info:
+        ckpt.load(path)
+    assert str(path) in str(info.value) and "\n" not in str(info.value)
+
+
+def test_truncated_checkpoint(tmp_path):
+    path = tmp_path / "c.pt"
+    ckpt.save_atomic({"format": ckpt.FORMAT, "model": {"w": torch.randn(1000)}}, path)
+    data = path.read_bytes()
+    path.write_bytes(data[:len(data) // 2])
+    with pytest.raises(CheckpointError, match="corrupt or truncated"):
+        ckpt.load(path)
+
+
+def test_failed_write_keeps_the_previous_file(tmp_path, monkeypatch):
+    path = tmp_path / "c.pt"
+    ckpt.save_atomic({"format": ckpt.FORMAT, "model": {"w": torch.zeros(3)}}, path)
+
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(torch, "save", disk_full)
+    with pytest.raises(OSError):
+        ckpt.save_atomic({"format": ckpt.FORMAT, "model": {"w": torch.ones(3)}}, path)
+    monkeypatch.undo()
+    assert torch.equal(ckpt.load(path)["model"]["w"], torch.zeros(3))
+    assert [p.name for p in tmp_path.iterdir()] == ["c.pt"]
+
+
+def test_not_a_checkpoint_and_missing(tmp_path):
+    path = tmp_path / "other.pt"
+    torch.save({"weights": torch.ones(1)}, path)
+    with pytest.raises(CheckpointError, match="not an nmt checkpoint"):
+        ckpt.load(path)
+    with pytest.raises(CheckpointError, match="no such run dir or checkpoint"):
+        ckpt.resolve(tmp_path / "missing")
+    with pytest.raises(CheckpointError, match="no checkpoint yet"):
+        ckpt.resolve(tmp_path)

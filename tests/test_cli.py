@@ -1,0 +1,139 @@
+"""The `nmt` command line, run as users run it: a subprocess with real files."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import multi30k_lines, tiny_recipe_dict, write_slice
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def nmt(*args, input: bytes | None = None, cwd=None, timeout=300, env=None):
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([sys.executable, "-m", "nmt_cli", *map(str, args)], input=input,
+                          capture_output=True, cwd=cwd or ROOT, timeout=timeout, env=full_env)
+
+
+def one_line_error(result, *needles):
+    err = result.stderr.decode()
+    assert result.returncode == 2, err
+    assert "Traceback" not in err
+    lines = [line for line in err.strip().splitlines() if line]
+    assert len(lines) == 1, err
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def test_version_and_help():
+    assert nmt("--version").stdout.decode().startswith("nmt ")
+    for cmd in ("preprocess", "train", "translate", "eval", "score", "average"):
+        out = nmt(cmd, "--help")
+        assert out.returncode == 0 and b"Usage" in out.stdout
+
+
+@pytest.mark.parametrize("text, needle", [
+    ("model: {hiden_dim: 8}\n", "model.hiden_dim: unknown key (did you mean 'model.hidden_dim'?)"),
+    ("model: {rnn: transformer}\n", "model.rnn: 'transformer' is not one of gru, lstm, rnn"),
+    ("model: {dropout: 2}\n", "model.dropout: 2 is out of range"),
+    ("model: {layers: two}\n", "model.layers: expected an integer"),
+    ("model:\n  rnn: [\n", "broken YAML"),
+    ("", "the recipe is empty"),
+])
+def test_bad_recipes_end_in_one_line(tmp_path, text, needle):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    for cmd in ("preprocess", "train"):
+        one_line_error(nmt(cmd, path, "--run-dir", tmp_path / "run"), str(path), needle)
+
+
+def test_bad_set_and_missing_recipe(tmp_path):
+    one_line_error(nmt("train", ROOT / "recipes/en-fr.yaml", "--set", "model.hidden_dim=wide",
+                       "--run-dir", tmp_path), "model.hidden_dim: expected an integer, got 'wide'")
+    one_line_error(nmt("train", tmp_path / "nope.yaml"), "recipe file not found")
+
+
+def test_translate_without_a_model_is_one_line(tmp_path):
+    one_line_error(nmt("translate", "-m", tmp_path / "nothing", input=b"hi\n"), "no such run dir")
+    (tmp_path / "junk.pt").write_bytes(os.urandom(1000))
+    one_line_error(nmt("translate", "-m", tmp_path / "junk.pt", input=b"hi\n"), "junk.pt")
+
+
+def test_eval_with_files(tmp_path):
+    hyp, ref = tmp_path / "h.txt", tmp_path / "r.txt"
+    hyp.write_text("a man rides a bike .\ntwo dogs play\n")
+    ref.write_text("a man rides a bike .\ntwo dogs play in snow\n")
+    out = nmt("eval", "--hyp", hyp, "--ref", ref, "--json")
+    report = json.loads(out.stdout)
+    metrics = {s["metric"]: s["score"] for s in report["scores"]}
+    assert set(metrics) == {"bleu", "chrf", "ter"} and 0 < metrics["bleu"] < 100
+    one_line_error(nmt("eval", "--hyp", hyp, "--ref", tmp_path / "missing.txt"), "missing.txt")
+
+
+@pytest.mark.slow
+def test_end_to_end_on_real_multi30k(tmp_path):
+    """preprocess -> train -> translate -> eval through the CLI on a slice of real data."""
+    data = write_slice(tmp_path / "corpus", n_train=1500, n_valid=100)
+    recipe = tiny_recipe_dict(data, train={"valid_every": 50, "valid_max_sentences": 50})
+    recipe_path = tmp_path / "tiny.yaml"
+    recipe_path.write_text(yaml.safe_dump(recipe))
+    run = tmp_path / "run"
+    pre = nmt("preprocess", recipe_path, "--run-dir", run)
+    assert pre.returncode == 0, pre.stderr.decode()
+    assert b"1500 kept" in pre.stderr
+    tr = nmt("train", recipe_path, "--run-dir", run, "--max-steps", 100)
+    assert tr.returncode == 0, tr.stderr.decode()
+    assert json.loads(tr.stdout)["final_step"] == 100
+    assert (run / "checkpoints" / "best.pt").exists()
+    # Resume is announced and continues from the checkpoint.
+    more = nmt("train", recipe_path, "--run-dir", run, "--max-steps", 110)
+    assert b"resuming from step 100" in more.stderr, more.stderr.decode()
+    src_lines = multi30k_lines("test_2016_flickr", "en", 50)
+    ref_lines = multi30k_lines("test_2016_flickr", "fr", 50)
+    source = tmp_path / "src.en"
+    source.write_text("\n".join(src_lines) + "\n")
+    out = nmt("translate", "-m", run, "--beam-size", 3, input=source.read_bytes())
+    assert out.returncode == 0, out.stderr.decode()
+    hyps = out.stdout.decode().split("\n")[:-1]
+    assert len(hyps) == 50 and sum(bool(h) for h in hyps) > 40
+    hyp_file, ref_file = tmp_path / "hyp.fr", tmp_path / "ref.fr"
+    hyp_file.write_text(out.stdout.decode())
+    ref_file.write_text("\n".join(ref_lines) + "\n")
+    ev = nmt("eval", "--hyp", hyp_file, "--ref", ref_file, "--json")
+    bleu = {s["metric"]: s for s in json.loads(ev.stdout)["scores"]}["bleu"]
+    assert bleu["score"] > 0.5 and bleu["signature"].startswith("nrefs:1")
+    ev2 = nmt("eval", "-m", run, "--src", source, "--ref", ref_file, "--by-length", "--beam-size", 1)
+    assert ev2.returncode == 0 and b"BLEU by source length" in ev2.stdout
+    avg = nmt("average", run, "--last", 2, "-o", tmp_path / "avg.pt")
+    assert avg.returncode == 0, avg.stderr.decode()
+    assert nmt("translate", "-m", tmp_path / "avg.pt", input=b"A dog.\n").stdout.count(b"\n") == 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig, code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_signals_checkpoint_and_exit_cleanly(tmp_path, sig, code):
+    data = write_slice(tmp_path / "corpus", n_train=400, n_valid=20)
+    recipe_path = tmp_path / "tiny.yaml"
+    recipe_path.write_text(yaml.safe_dump(tiny_recipe_dict(data)))
+    run = tmp_path / "run"
+    assert nmt("preprocess", recipe_path, "--run-dir", run).returncode == 0
+    proc = subprocess.Popen([sys.executable, "-m", "nmt_cli", "train", str(recipe_path), "--run-dir",
+                             str(run), "--max-steps", "100000"], stderr=subprocess.PIPE, cwd=ROOT)
+    log = run / "metrics.jsonl"
+    deadline = time.time() + 120
+    while not log.exists() and time.time() < deadline:  # wait until training really runs
+        time.sleep(0.2)
+    proc.send_signal(sig)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == code, err.decode()
+    assert b"Traceback" not in err
+    assert (run / "checkpoints" / "last.pt").exists()
+    again = nmt("train", recipe_path, "--run-dir", run, "--max-steps", 1)
+    assert b"resuming from step" in again.stderr

@@ -1,0 +1,92 @@
+from pathlib import Path
+
+import pytest
+
+from nmt_cli.config import (Recipe, load_recipe, recipe_differences, recipe_from_dict)
+from nmt_cli.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def write(tmp_path, text: str) -> Path:
+    p = tmp_path / "r.yaml"
+    p.write_text(text, encoding="utf-8")
+    return p
+
+
+@pytest.mark.parametrize("name", ["en-fr", "fr-en", "en-de", "de-en", "tatoeba-en-fr"])
+def test_shipped_recipes_validate(name):
+    recipe = load_recipe(ROOT / "recipes" / f"{name}.yaml")
+    assert recipe.name == name
+    assert recipe.model.hidden_dim % 2 == 0
+
+
+def test_defaults_and_nested_types(tmp_path):
+    r = load_recipe(write(tmp_path, "name: x\nsrc: en\ntgt: de\nmodel: {hidden_dim: 64}\n"))
+    assert isinstance(r, Recipe)
+    assert r.model.hidden_dim == 64 and r.model.rnn == "gru"
+    assert r.train.lr == pytest.approx(1e-3)
+    assert r.data.test == ["test_2016_flickr"]
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("model: {hiden_dim: 3}\n", "model.hiden_dim: unknown key (did you mean 'model.hidden_dim'?)"),
+    ("trian: {}\n", "trian: unknown key (did you mean 'train'?)"),
+    ("model: {hidden_dim: big}\n", "model.hidden_dim: expected an integer, got 'big'"),
+    ("model: {hidden_dim: -4}\n", "model.hidden_dim: -4 is out of range (must be >= 2)"),
+    ("model: {rnn: gruu}\n", "model.rnn: 'gruu' is not one of gru, lstm, rnn (did you mean 'gru'?)"),
+    ("train: {lr: 0}\n", "train.lr: 0 is out of range (must be > 0.0)"),
+    ("model: {bidirectional: maybe}\n", "model.bidirectional: expected true or false"),
+    ("model: [1, 2]\n", "model: expected a mapping of keys"),
+    ("data: {test: 3}\n", "data.test: expected a list"),
+    ("model: {hidden_dim: 33}\n", "model.hidden_dim: 33 must be even"),
+    ("model: {attention: dot, attention_heads: 2}\n", "model.attention_heads: dot attention"),
+    ("train: {schedule: cosine}\n", "train.schedule: cosine decays over train.max_steps"),
+])
+def test_each_error_names_the_key(tmp_path, text, expected):
+    path = write(tmp_path, text)
+    with pytest.raises(ConfigError) as info:
+        load_recipe(path)
+    message = str(info.value)
+    assert message.startswith(str(path)), message
+    assert expected in message
+    assert "\n" not in message
+
+
+def test_broken_empty_and_missing_files(tmp_path):
+    with pytest.raises(ConfigError, match="broken YAML at line 2"):
+        load_recipe(write(tmp_path, "model:\n  rnn: [gru\n"))
+    with pytest.raises(ConfigError, match="the recipe is empty"):
+        load_recipe(write(tmp_path, ""))
+    with pytest.raises(ConfigError, match="recipe file not found"):
+        load_recipe(tmp_path / "nope.yaml")
+    with pytest.raises(ConfigError, match="a recipe must be a mapping"):
+        load_recipe(write(tmp_path, "- a\n- b\n"))
+
+
+def test_set_overrides_are_validated_like_the_file(tmp_path):
+    path = write(tmp_path, "name: x\n")
+    r = load_recipe(path, ["model.hidden_dim=128", "train.lr=3e-4", "data.test=[a, b]",
+                           "model.bidirectional=false"])
+    assert r.model.hidden_dim == 128 and r.train.lr == pytest.approx(3e-4)
+    assert r.data.test == ["a", "b"] and r.model.bidirectional is False
+    with pytest.raises(ConfigError, match=r"model\.hidden_dim: expected an integer, got 'abc'"):
+        load_recipe(path, ["model.hidden_dim=abc"])
+    with pytest.raises(ConfigError, match=r"model\.hiddn_dim: unknown key \(did you mean"):
+        load_recipe(path, ["model.hiddn_dim=4"])
+    with pytest.raises(ConfigError, match="expected KEY=VALUE"):
+        load_recipe(path, ["model.hidden_dim"])
+
+
+def test_name_defaults_to_file_stem(tmp_path):
+    p = tmp_path / "my-pair.yaml"
+    p.write_text("src: en\ntgt: fr\n")
+    assert load_recipe(p).name == "my-pair"
+
+
+def test_recipe_differences_split_blocking_from_allowed():
+    a = recipe_from_dict({"name": "a"}).to_dict()
+    b = recipe_from_dict({"name": "a", "model": {"hidden_dim": 64}, "train": {"max_steps": 9, "lr": 0.5}}).to_dict()
+    blocking, allowed = recipe_differences(a, b)
+    assert blocking == ["model.hidden_dim"]
+    assert set(allowed) == {"train.max_steps", "train.lr"}

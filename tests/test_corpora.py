@@ -1,0 +1,115 @@
+import gzip
+import hashlib
+import http.server
+import threading
+from pathlib import Path
+
+import pytest
+
+from nmt_cli import corpora
+from nmt_cli.errors import DataError
+from tests.conftest import MIRROR
+
+
+def test_registry_hashes_match_the_mirror():
+    corpus = corpora.get_corpus("multi30k")
+    for name, expected in corpus.sha256.items():
+        path = MIRROR / "multi30k" / name
+        if not path.exists():
+            pytest.skip("mirror not available")
+        assert corpora.sha256_of(path) == expected, name
+
+
+def test_fetch_from_mirror_caches_and_verifies(tmp_path, monkeypatch):
+    path = corpora.fetch("multi30k", "val.en.gz")
+    assert path.parent == corpora.cache_dir() / "multi30k"
+    assert gzip.open(path, "rt").readline().strip()
+    # A verified file is not copied again, even when the mirror goes away.
+    monkeypatch.setenv("NMT_DATA_MIRROR", str(tmp_path / "empty"))
+    assert corpora.fetch("multi30k", "val.en.gz") == path
+
+
+def test_missing_file_in_mirror_is_one_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("NMT_DATA_MIRROR", str(tmp_path))
+    with pytest.raises(DataError, match=r"val\.fr\.gz: not found in NMT_DATA_MIRROR"):
+        corpora.fetch("multi30k", "val.fr.gz")
+
+
+def test_hash_mismatch_in_mirror_leaves_nothing_behind(tmp_path, monkeypatch):
+    mirror = tmp_path / "mirror" / "multi30k"
+    mirror.mkdir(parents=True)
+    (mirror / "val.en.gz").write_bytes(b"not the real file")
+    monkeypatch.setenv("NMT_DATA_MIRROR", str(tmp_path / "mirror"))
+    with pytest.raises(DataError, match="sha256 mismatch"):
+        corpora.fetch("multi30k", "val.en.gz")
+    cache = corpora.cache_dir() / "multi30k"
+    assert not any(cache.iterdir()), list(cache.iterdir())
+
+
+def test_unknown_corpus_and_file():
+    with pytest.raises(DataError, match="unknown corpus 'wmt99'"):
+        corpora.get_corpus("wmt99")
+    with pytest.raises(DataError, match="no file 'train.xx.gz'"):
+        corpora.fetch("multi30k", "train.xx.gz")
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    payload = b""
+    cut_after: int | None = None
+
+    def do_GET(self):  # noqa: N802 (http.server API)
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(self.payload)))
+        self.end_headers()
+        if self.cut_after is None:
+            self.wfile.write(self.payload)
+        else:  # promise the whole file, send part of it, drop the connection
+            self.wfile.write(self.payload[:self.cut_after])
+            self.wfile.flush()
+            self.connection.shutdown(2)
+
+    def log_message(self, *args):
+        pass
+
+
+@pytest.fixture
+def http_server():
+    servers = []
+
+    def start(payload: bytes, cut_after: int | None = None) -> str:
+        handler = type("H", (_Handler,), {"payload": payload, "cut_after": cut_after})
+        server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        servers.append(server)
+        return f"http://127.0.0.1:{server.server_address[1]}/file.gz"
+
+    yield start
+    for s in servers:
+        s.shutdown()
+
+
+def test_download_from_local_http_server(tmp_path, http_server):
+    payload = b"hello corpus\n" * 1000
+    url = http_server(payload)
+    path = corpora.download(url, tmp_path, "f.gz", hashlib.sha256(payload).hexdigest(), timeout=5)
+    assert path.read_bytes() == payload
+
+
+def test_download_cut_halfway_leaves_nothing(tmp_path, http_server):
+    payload = b"x" * 200_000
+    url = http_server(payload, cut_after=50_000)
+    with pytest.raises(DataError, match="download failed|sha256 mismatch"):
+        corpora.download(url, tmp_path, "f.gz", hashlib.sha256(payload).hexdigest(), timeout=5)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_download_with_wrong_hash_is_refused(tmp_path, http_server):
+    url = http_server(b"tampered")
+    with pytest.raises(DataError, match="sha256 mismatch"):
+        corpora.download(url, tmp_path, "f.gz", "0" * 64, timeout=5)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unreachable_server_suggests_the_mirror(tmp_path):
+    with pytest.raises(DataError, match="NMT_DATA_MIRROR"):
+        corpora.download("http://127.0.0.1:9/nothing.gz", tmp_path, "f.gz", "0" * 64, timeout=2)

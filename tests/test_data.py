@@ -1,0 +1,123 @@
+import numpy as np
+import pytest
+
+from nmt_cli.config import recipe_from_dict
+from nmt_cli.data import (filter_pairs, iterate_epoch, load_split, normalize, padding_fraction,
+                          preprocess, read_lines, token_batches)
+from nmt_cli.errors import DataError
+from nmt_cli.tokenizer import BOS, EOS, PAD
+from tests.conftest import tiny_recipe_dict, write_slice
+
+
+def test_normalize_collapses_all_whitespace():
+    assert normalize("  a\t b\u00a0 c \r") == "a b c"
+
+
+def test_filter_counts_each_reason():
+    src = ["a b", "", "a b c d e f", "x", "one two three four five six seven"]
+    tgt = ["c d", "y", "e", "", "uno"]
+    keep, dropped = filter_pairs(src, tgt, max_len=5, max_ratio=3.0)
+    assert keep == [0]
+    assert sum(dropped.values()) == 4
+    assert any("empty" in k for k in dropped)
+    assert any("longer than 5" in k for k in dropped)
+    assert any("ratio" in k for k in dropped)
+
+
+def test_read_lines_replaces_invalid_utf8(tmp_path):
+    p = tmp_path / "f.txt"
+    p.write_bytes(b"ok\n\xff\xfebad\nlast")
+    assert read_lines(p) == ["ok", "\ufffd\ufffdbad", "last"]
+
+
+def test_preprocess_real_slice(tiny_run):
+    recipe, run_dir = tiny_run
+    train = load_split(run_dir, "train")
+    valid = load_split(run_dir, "valid")
+    assert len(train) == 400 and len(valid) == 40
+    assert train.src.ids.dtype == np.int32
+    assert (train.src.lengths > 0).all()
+    assert (run_dir / "spm.model").exists() and (run_dir / "recipe.yaml").exists()
+    assert (run_dir / "data" / "test.tgt.txt").read_text().count("\n") == 40
+
+
+def test_mismatched_line_counts_name_both_files(tmp_path):
+    data = write_slice(tmp_path / "c", n_train=50)
+    src = tmp_path / "c" / "train.en"
+    src.write_text(src.read_text() + "one more line\n")
+    recipe = recipe_from_dict(tiny_recipe_dict(data))
+    with pytest.raises(DataError) as info:
+        preprocess(recipe, tmp_path / "run", log=lambda m: None)
+    msg = str(info.value)
+    assert "train.en" in msg and "train.fr" in msg and "51" in msg and "50" in msg
+
+
+def test_vanished_data_file_is_named(tmp_path):
+    data = write_slice(tmp_path / "c", n_train=50)
+    (tmp_path / "c" / "val.fr").unlink()
+    with pytest.raises(DataError, match=r"val\.fr: file not found"):
+        preprocess(recipe_from_dict(tiny_recipe_dict(data)), tmp_path / "run", log=lambda m: None)
+
+
+def test_truncated_array_is_caught(tiny_run, tmp_path):
+    import shutil
+    _, run_dir = tiny_run
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    ids = copy / "data" / "train.tgt.ids.npy"
+    np.save(ids, np.load(ids)[:-5])
+    with pytest.raises(DataError, match="re-run nmt preprocess"):
+        load_split(copy, "train")
+    ids.write_bytes(b"garbage")
+    with pytest.raises(DataError, match="re-run nmt preprocess"):
+        load_split(copy, "train")
+
+
+def test_token_batches_respect_budget_and_cover_everything():
+    rng = np.random.default_rng(0)
+    src = rng.integers(1, 40, size=500)
+    tgt = rng.integers(1, 40, size=500)
+    batches = token_batches(src, tgt, 300, seed=1, epoch=0)
+    flat = np.concatenate(batches)
+    assert sorted(flat.tolist()) == list(range(500))
+    for b in batches:
+        assert (tgt[b] + 1).sum() <= 300 or len(b) == 1
+    # Reproducible from (seed, epoch); a new epoch reshuffles.
+    again = token_batches(src, tgt, 300, seed=1, epoch=0)
+    assert all((a == b).all() for a, b in zip(batches, again))
+    other = token_batches(src, tgt, 300, seed=1, epoch=1)
+    assert any(len(a) != len(b) or (a != b).any() for a, b in zip(batches, other))
+
+
+def test_bucketing_keeps_padding_small(tiny_run):
+    _, run_dir = tiny_run
+    split = load_split(run_dir, "train")
+    batches = token_batches(np.asarray(split.src.lengths), np.asarray(split.tgt.lengths), 400, 3, 0)
+    sorted_pad = padding_fraction(split, batches)
+    rng = np.random.default_rng(0)
+    random_batches = np.array_split(rng.permutation(len(split)), len(batches))
+    assert sorted_pad < 0.5 * padding_fraction(split, random_batches)
+
+
+def test_batches_have_bos_eos_and_padding(tiny_run):
+    _, run_dir = tiny_run
+    split = load_split(run_dir, "train")
+    pos, batch = next(iterate_epoch(split, 400, seed=1, epoch=0))
+    assert pos == 0
+    assert (batch.tgt_in[:, 0] == BOS).all()
+    lengths = (batch.tgt_out != PAD).sum(1)
+    assert int(lengths.sum()) == batch.tgt_tokens
+    assert (batch.tgt_out.gather(1, (lengths - 1).unsqueeze(1)) == EOS).all()
+    assert batch.tgt_tokens <= 400
+
+
+def test_iterate_epoch_resumes_from_position_and_shards(tiny_run):
+    _, run_dir = tiny_run
+    split = load_split(run_dir, "train")
+    full = [(p, b.src) for p, b in iterate_epoch(split, 400, 5, 0)]
+    tail = [(p, b.src) for p, b in iterate_epoch(split, 400, 5, 0, start=3)]
+    assert [p for p, _ in tail] == [p for p, _ in full[3:]]
+    assert all((a == b).all() for (_, a), (_, b) in zip(tail, full[3:]))
+    r0 = [p for p, _ in iterate_epoch(split, 400, 5, 0, rank=0, world=2)]
+    r1 = [p for p, _ in iterate_epoch(split, 400, 5, 0, rank=1, world=2)]
+    assert len(r0) == len(r1) and r0 == list(range(0, 2 * len(r0), 2))

@@ -1,0 +1,159 @@
+"""Encoder, bridge, decoder and the whole seq2seq (nmt_cli/model/)."""
+
+import itertools
+
+import pytest
+import torch
+
+from nmt_cli.config import ModelConfig
+from nmt_cli.model import build_model
+from nmt_cli.model.bridge import Bridge
+from nmt_cli.model.encoder import Encoder
+
+V = 40
+
+
+def batch(seed=0):
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(4, V, (3, 7), generator=g)
+    lengths = torch.tensor([7, 4, 2])
+    for i, n in enumerate(lengths):
+        src[i, n:] = 0
+    tgt = torch.randint(4, V, (3, 5), generator=g)
+    return src, lengths, tgt
+
+
+def small(**kw) -> ModelConfig:
+    base = dict(embed_dim=12, hidden_dim=16, dropout=0.0)
+    base.update(kw)
+    return ModelConfig(**base)
+
+
+COMBINATIONS = list(itertools.product(["gru", "lstm", "rnn"], ["none", "dot", "general", "concat", "cosine"],
+                                      ["bahdanau", "luong"], [False, True]))
+
+
+@pytest.mark.parametrize("rnn, attention, decoder, feeding", COMBINATIONS)
+def test_every_variant_trains_a_step(rnn, attention, decoder, feeding):
+    torch.manual_seed(0)
+    m = build_model(small(rnn=rnn, attention=attention, decoder=decoder, input_feeding=feeding), V, V)
+    src, lengths, tgt = batch()
+    logits, weights = m(src, lengths, tgt)
+    assert logits.shape == (3, 5, V)
+    if attention == "none":
+        assert weights is None
+    else:
+        assert weights.shape == (3, 5, 7)
+        assert (weights[1, :, 4:] == 0).all()
+    logits.logsumexp(-1).mean().backward()
+    grads = [p.grad for p in m.parameters() if p.requires_grad]
+    assert all(g is not None and torch.isfinite(g).all() for g in grads)
+
+
+@pytest.mark.parametrize("rnn, attention, layers, bridge", [
+    ("gru", "general", 1, "linear"), ("lstm", "concat", 2, "mean"), ("gru", "none", 2, "last"),
+    ("lstm", "dot", 1, "zero"), ("gru", "cosine", 1, "mean")])
+def test_fused_path_equals_step_by_step(rnn, attention, layers, bridge):
+    torch.manual_seed(1)
+    m = build_model(small(rnn=rnn, attention=attention, layers=layers, bridge=bridge, decoder="luong"), V, V).double().eval()
+    src, lengths, tgt = batch(1)
+    state, memory = m.encode(src, lengths)
+    assert m.decoder.fused(False)
+    fused, w_fused = m.decoder._forward_fused(tgt, state, memory)
+    steps, w_steps = m.decoder._forward_steps(tgt, state, memory, m.output, None)
+    assert torch.allclose(fused, steps, atol=1e-10)
+    if w_fused is not None:
+        assert torch.allclose(w_fused, w_steps, atol=1e-10)
+
+
+def test_variants_that_cannot_fuse_say_so():
+    for kw in (dict(decoder="bahdanau"), dict(input_feeding=True)):
+        m = build_model(small(**kw), V, V)
+        assert not m.decoder.fused(False)
+    assert not build_model(small(), V, V).decoder.fused(True)
+
+
+@pytest.mark.parametrize("rnn", ["gru", "lstm"])
+def test_padding_does_not_change_the_encoding(rnn):
+    torch.manual_seed(2)
+    enc_model = build_model(small(rnn=rnn, layers=2), V, V).eval()
+    src = torch.tensor([[5, 6, 7, 8]])
+    padded = torch.tensor([[5, 6, 7, 8, 0, 0, 0]])
+    a = enc_model.encoder(src, torch.tensor([4]))
+    b = enc_model.encoder(padded, torch.tensor([4]))
+    assert torch.allclose(a.states, b.states[:, :4], atol=1e-6)
+    assert (b.states[:, 4:] == 0).all()
+    assert torch.allclose(a.final, b.final, atol=1e-6)
+
+
+def test_bidirectional_states_join_both_directions():
+    torch.manual_seed(3)
+    emb = torch.nn.Embedding(V, 6)
+    enc = Encoder("gru", emb, 10, 1, True, 0.0).eval()
+    src = torch.tensor([[4, 5, 6]])
+    out = enc(src, torch.tensor([3]))
+    assert out.states.shape == (1, 3, 10)
+    # final = [→h_N; ←h_1]
+    assert torch.allclose(out.final[0, 0, :5], out.states[0, -1, :5])
+    assert torch.allclose(out.final[0, 0, 5:], out.states[0, 0, 5:])
+
+
+@pytest.mark.parametrize("kind", ["zero", "last", "linear", "mean"])
+def test_bridge_kinds(kind):
+    torch.manual_seed(4)
+    emb = torch.nn.Embedding(V, 6)
+    enc = Encoder("lstm", emb, 8, 2, True, 0.0)
+    out = enc(torch.tensor([[4, 5, 6], [7, 8, 0]]), torch.tensor([3, 2]))
+    bridge = Bridge(kind, 8, 2, lstm=True)
+    hidden, cell, summary = bridge(out)
+    assert hidden.shape == (2, 2, 8) and cell.shape == (2, 2, 8) and summary.shape == (2, 8)
+    if kind == "zero":
+        assert (hidden == 0).all() and torch.equal(summary, out.final[-1])
+    if kind == "last":
+        assert torch.equal(hidden, out.final)
+    if kind in ("linear", "mean"):
+        assert torch.equal(summary, hidden[-1]) and hidden.abs().max() <= 1
+
+
+def test_embeddings_shared_and_tied():
+    m = build_model(small(tie_embeddings=True, share_embeddings=True), V, V)
+    assert m.src_embedding is m.tgt_embedding
+    assert m.output.weight is m.tgt_embedding.weight
+    separate = build_model(small(tie_embeddings=False, share_embeddings=False), V, V + 5)
+    assert separate.src_embedding is not separate.tgt_embedding
+    assert separate.output.weight.shape == (V + 5, 16)
+
+
+def test_multi_head_attention_model():
+    m = build_model(small(attention="concat", attention_heads=4, decoder="bahdanau", input_feeding=True,
+                          initial_state_attention=True), V, V)
+    src, lengths, tgt = batch()
+    logits, weights = m(src, lengths, tgt)
+    assert m.decoder.context_dim == 64 and logits.shape == (3, 5, V)
+
+
+def test_scheduled_sampling_feeds_back_predictions():
+    torch.manual_seed(5)
+    m = build_model(small(), V, V).eval()
+    src, lengths, tgt = batch()
+    teacher, _ = m(src, lengths, tgt, 0.0)
+    same, _ = m(src, lengths, tgt, torch.tensor(0.0))
+    assert torch.allclose(teacher, same, atol=1e-6)
+    own, _ = m(src, lengths, tgt, torch.tensor(1.0))
+    assert torch.allclose(own[:, 0], teacher[:, 0], atol=1e-6)   # step 0 always reads BOS
+    assert not torch.allclose(own[:, 1:], teacher[:, 1:])
+
+
+def test_overfits_a_small_batch():
+    torch.manual_seed(6)
+    m = build_model(small(hidden_dim=32, embed_dim=16), V, V)
+    src, lengths, tgt = batch()
+    tgt_out = torch.roll(tgt, -1, dims=1)
+    opt = torch.optim.Adam(m.parameters(), 1e-2)
+    for _ in range(150):
+        logits, _ = m(src, lengths, tgt)
+        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, V), tgt_out.reshape(-1))
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    assert loss.item() < 0.05

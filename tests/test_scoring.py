@@ -1,0 +1,44 @@
+import pytest
+
+from nmt_cli import scoring
+from nmt_cli.errors import UserError
+
+
+def test_scores_match_sacrebleu_and_carry_signatures():
+    import sacrebleu
+    hyps = ["Un homme fait du vélo .", "Deux chiens jouent dans la neige."]
+    refs = ["Un homme fait du vélo.", "Deux chiens courent dans la neige."]
+    out = {s.metric: s for s in scoring.score(hyps, refs)}
+    assert out["bleu"].score == pytest.approx(sacrebleu.corpus_bleu(hyps, [refs]).score)
+    assert out["chrf"].score == pytest.approx(sacrebleu.corpus_chrf(hyps, [refs]).score)
+    assert out["ter"].score == pytest.approx(sacrebleu.corpus_ter(hyps, [refs]).score)
+    assert out["bleu"].signature.startswith("nrefs:1|case:mixed|eff:no|tok:13a")
+    assert "chrF2" in out["chrf"].text
+
+
+def test_identical_text_scores_100():
+    lines = ["A man rides a bike.", "Two dogs play."]
+    assert scoring.score(lines, lines, ["bleu"])[0].score == pytest.approx(100.0)
+
+
+def test_lc_tok_matches_the_official_tokenized_references():
+    hyp = ["L'homme porte un chapeau, et il sourit."]
+    ref = ["l&apos; homme porte un chapeau , et il sourit ."]
+    assert scoring.moses_lc_tok(hyp, "fr") == ref
+    assert scoring.score(hyp, ref, ["bleu"], lc_tok="fr")[0].score == pytest.approx(100.0)
+    assert "tok:none" in scoring.score(hyp, ref, ["bleu"], lc_tok="fr")[0].signature
+
+
+def test_bleu_by_length_buckets():
+    src = ["a b c", " ".join(["w"] * 15), " ".join(["w"] * 25), " ".join(["w"] * 40)]
+    hyp = ["x y z", "the cat sat on the mat", "no", "a long sentence here"]
+    rows = scoring.bleu_by_length(src, hyp, hyp)
+    assert [r["bucket"] for r in rows] == ["0-10", "10-20", "20-30", "30+"]
+    assert [r["sentences"] for r in rows] == [1, 1, 1, 1]
+
+
+def test_bad_input():
+    with pytest.raises(UserError, match="differ in length: 1 vs 2"):
+        scoring.score(["a"], ["a", "b"])
+    with pytest.raises(UserError, match="unknown metric 'meteor'"):
+        scoring.parse_metrics("bleu,meteor")

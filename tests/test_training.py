@@ -1,0 +1,114 @@
+import json
+import shutil
+
+import pytest
+import torch
+
+from nmt_cli import checkpoint as ckpt
+from nmt_cli.config import recipe_from_dict
+from nmt_cli.errors import CheckpointError, UserError
+from nmt_cli.schedule import LearningRate, sampling_probability
+from nmt_cli.config import TrainConfig
+from nmt_cli.training import Trainer, train
+
+
+def fresh_run(tiny_run, tmp_path, **train_overrides):
+    recipe, run_dir = tiny_run
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    raw = recipe.to_dict()
+    raw["train"].update(train_overrides)
+    return recipe_from_dict(raw), copy
+
+
+def params(path):
+    return ckpt.load(path)["model"]
+
+
+def test_resume_is_exact(tiny_run, tmp_path):
+    r40, straight = fresh_run(tiny_run, tmp_path / "a", max_steps=40, checkpoint_every=20)
+    train(r40, straight, device="cpu")
+    r20, split_run = fresh_run(tiny_run, tmp_path / "b", max_steps=20, checkpoint_every=20)
+    train(r20, split_run, device="cpu")
+    r40b = recipe_from_dict({**r20.to_dict(), "train": {**r20.to_dict()["train"], "max_steps": 40}})
+    summary = train(r40b, split_run, device="cpu")
+    assert summary["resumed_from"] == 20 and summary["final_step"] == 40
+    a, b = params(straight / "checkpoints" / "last.pt"), params(split_run / "checkpoints" / "last.pt")
+    assert a.keys() == b.keys()
+    for k in a:
+        assert torch.equal(a[k], b[k]), k
+
+
+def test_summary_and_logs(tiny_run, tmp_path):
+    recipe, run_dir = fresh_run(tiny_run, tmp_path, max_steps=12, valid_every=6, valid_max_sentences=8)
+    summary = train(recipe, run_dir, device="cpu")
+    on_disk = json.loads((run_dir / "summary.json").read_text())
+    for key in ("steps", "wall_s", "tgt_tokens", "tgt_tokens_per_s", "src_tokens_per_s", "peak_rss_mb"):
+        assert key in on_disk and on_disk[key] > 0, key
+    assert summary["steps"] == 12
+    records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    valid = [r for r in records if r["kind"] == "valid"]
+    assert [r["step"] for r in valid] == [6, 12]
+    assert all(r["valid_ppl"] > 1 for r in valid)
+    assert (run_dir / "train.log").read_text().count("valid loss") == 2
+    names = {p.name for p in (run_dir / "checkpoints").iterdir()}
+    assert {"last.pt", "best.pt", "step-6.pt", "step-12.pt"} <= names
+
+
+def test_keeps_only_the_newest_checkpoints(tiny_run, tmp_path):
+    recipe, run_dir = fresh_run(tiny_run, tmp_path, max_steps=10, checkpoint_every=2, keep_checkpoints=2)
+    train(recipe, run_dir, device="cpu")
+    steps = [p.name for p in ckpt.step_checkpoints(run_dir)]
+    assert steps == ["step-8.pt", "step-10.pt"]
+
+
+def test_changed_recipe_refuses_resume_and_lists_keys(tiny_run, tmp_path):
+    recipe, run_dir = fresh_run(tiny_run, tmp_path, max_steps=3)
+    train(recipe, run_dir, device="cpu")
+    raw = recipe.to_dict()
+    raw["model"]["hidden_dim"] = 64
+    raw["train"]["max_steps"] = 5
+    with pytest.raises(CheckpointError, match=r"keys that matter: model\.hidden_dim; use --restart"):
+        Trainer(recipe_from_dict(raw), run_dir, device="cpu")
+    assert Trainer(recipe_from_dict(raw), run_dir, device="cpu", restart=True).progress.step == 0
+
+
+def test_non_finite_losses_skip_batches_then_stop(tiny_run, tmp_path, monkeypatch):
+    recipe, run_dir = fresh_run(tiny_run, tmp_path, max_steps=10, max_nan_batches=3)
+    import nmt_cli.training as training
+    monkeypatch.setattr(training, "sequence_loss", lambda *a, **k: torch.tensor(float("nan"), requires_grad=True))
+    with pytest.raises(UserError, match="3 non-finite losses in a row"):
+        train(recipe, run_dir, device="cpu")
+
+
+def test_average_of_checkpoints_translates(tiny_run, tmp_path):
+    recipe, run_dir = fresh_run(tiny_run, tmp_path, max_steps=6, checkpoint_every=2)
+    train(recipe, run_dir, device="cpu")
+    paths = ckpt.step_checkpoints(run_dir)[-3:]
+    out = ckpt.average(paths, tmp_path / "avg.pt")
+    states = [params(p) for p in paths]
+    avg = params(out)
+    key = "decoder.combine.weight"
+    assert torch.allclose(avg[key], sum(s[key] for s in states) / 3, atol=1e-6)
+    model, _, tokenizer, _ = ckpt.load_model(out)
+    assert model.parameter_count() > 0
+
+
+def test_learning_rate_schedules():
+    cfg = TrainConfig(lr=1.0, schedule="inverse_sqrt", warmup_steps=100)
+    lr = LearningRate(cfg)
+    assert lr(50) == pytest.approx(0.5) and lr(100) == pytest.approx(1.0) and lr(400) == pytest.approx(0.5)
+    cos = LearningRate(TrainConfig(lr=1.0, schedule="cosine", max_steps=100, min_lr=0.0))
+    assert cos(50) == pytest.approx(0.5) and cos(100) == pytest.approx(0.0, abs=1e-9)
+    plateau = LearningRate(TrainConfig(lr=1.0, schedule="plateau", plateau_patience=1, plateau_factor=0.5))
+    assert not plateau.observe(10.0, True)
+    assert not plateau.observe(9.0, True)
+    assert plateau.observe(9.0, True) and plateau(5) == pytest.approx(0.5)
+
+
+def test_sampling_schedules():
+    assert sampling_probability(TrainConfig(sampling="none"), 100) == 0.0
+    lin = TrainConfig(sampling="linear", sampling_prob=0.4, sampling_steps=100)
+    assert sampling_probability(lin, 50) == pytest.approx(0.2)
+    inv = TrainConfig(sampling="inverse_sigmoid", sampling_prob=1.0, sampling_steps=1000)
+    assert sampling_probability(inv, 0) < 0.02 < sampling_probability(inv, 1000) < sampling_probability(inv, 3000)

@@ -1,0 +1,147 @@
+import io
+import shutil
+
+import pytest
+import torch
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from nmt_cli.checkpoint import load_model
+from nmt_cli.config import recipe_from_dict
+from nmt_cli.search import Hypothesis
+from nmt_cli.training import train
+from nmt_cli.translate import (DecodeOptions, OutputOptions, Translator, alignment_pairs, force_decode,
+                               translate_stream)
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_run, tmp_path_factory):
+    recipe, run_dir = tiny_run
+    copy = tmp_path_factory.mktemp("trained") / "run"
+    shutil.copytree(run_dir, copy)
+    raw = recipe.to_dict()
+    raw["train"].update(max_steps=30, checkpoint_every=30)
+    train(recipe_from_dict(raw), copy, device="cpu")
+    model, recipe, tokenizer, _ = load_model(copy)
+    return model, tokenizer, copy
+
+
+def translator(trained, **kw):
+    model, tokenizer, _ = trained
+    return Translator(model, tokenizer, DecodeOptions(**{"beam_size": 2, "batch_size": 4, **kw}),
+                      warn=lambda m: None)
+
+
+def run_stream(tr, data: bytes, **out) -> list[str]:
+    buf = io.StringIO()
+    translate_stream(tr, io.BytesIO(data), buf, interactive=False, out=OutputOptions(**out))
+    return buf.getvalue().split("\n")[:-1]
+
+
+def test_n_lines_in_n_lines_out_in_order(trained):
+    lines = ["A man is riding a bike.", "", "   ", "Two dogs.", "A woman with a red hat sings on a stage."]
+    tr = translator(trained)
+    out = run_stream(tr, ("\n".join(lines) + "\n").encode())
+    assert len(out) == 5
+    assert out[1] == "" and out[2] == ""
+    # Order restored: each line equals translating it alone.
+    for i in (0, 3, 4):
+        assert out[i] == tr.translate([lines[i]])[0].text
+
+
+def test_invalid_utf8_and_missing_final_newline(trained):
+    out = run_stream(translator(trained), b"\xff\xfe broken \xc3\n\xe2\x82 last line without newline")
+    assert len(out) == 2
+
+
+def test_overlong_line_is_truncated_with_one_warning(trained):
+    model, tokenizer, _ = trained
+    warnings = []
+    tr = Translator(model, tokenizer, DecodeOptions(beam_size=1), max_source_tokens=20, warn=warnings.append)
+    result = tr.translate(["word " * 500, "dog " * 300])
+    assert len(result) == 2 and all(r.truncated for r in result)
+    assert len(warnings) == 1
+
+
+def test_scores_and_nbest_formats(trained):
+    out = run_stream(translator(trained, beam_size=3, nbest=3), b"A man.\nA dog.\n", nbest=3)
+    assert len(out) == 6
+    assert out[0].startswith("0 ||| ") and out[3].startswith("1 ||| ")
+    scored = run_stream(translator(trained), b"A man.\n", scores=True)
+    text, score = scored[0].split("\t")
+    assert float(score) < 0
+
+
+def test_alignments_from_greedy_and_beam(trained):
+    for beam in (1, 3):
+        out = run_stream(translator(trained, beam_size=beam, attention=True), b"A man sleeps.\n", alignments=True)
+        text, align = out[0].split("\t")
+        pairs = [tuple(map(int, p.split("-"))) for p in align.split()]
+        assert pairs and all(0 <= i < 3 for i, _ in pairs)
+        assert len({j for _, j in pairs}) == len(pairs)  # one source word per target word
+
+
+def test_alignment_sums_subwords_per_word():
+    # source words: [▁a ▁b c] -> words a, bc ; target [▁x y ▁z] -> words xy, z
+    att = torch.tensor([[0.9, 0.05, 0.05], [0.1, 0.2, 0.7], [0.3, 0.4, 0.3], [1.0, 0.0, 0.0]])
+    h = Hypothesis([0, 0, 0], 0.0, 0.0, att)
+    pairs = alignment_pairs(h, ["\u2581a", "\u2581b", "c"], ["\u2581x", "y", "\u2581z"])
+    # word xy: a = 0.9+0.1 = 1.0, bc = 0.1+0.9 = 1.0 -> argmax picks the first; z: a .3 vs bc .7
+    assert pairs == [(0, 0), (1, 1)]
+
+
+def test_attention_plot_files(trained, tmp_path):
+    pytest.importorskip("matplotlib")
+    out = run_stream(translator(trained, attention=True), b"A man.\nA dog runs.\n", attention_plot=str(tmp_path))
+    assert len(out) == 2
+    pngs = sorted(p.name for p in tmp_path.glob("*.png"))
+    assert pngs == ["000000.png", "000001.png"]
+    assert (tmp_path / pngs[0]).read_bytes()[:4] == b"\x89PNG"
+
+
+def test_force_decoding_matches_search_score(trained):
+    model, tokenizer, _ = trained
+    tr = translator(trained, beam_size=1)
+    result = tr.translate(["A man is walking."])[0]
+    lp = force_decode(model, tokenizer, ["A man is walking."], [result.text])
+    # Re-encoding the detokenized output may split it differently; when it is the same pieces
+    # the scores agree.
+    if tokenizer.encode_tgt([result.text])[0] == result.hypotheses[0].tokens:
+        assert lp[0] == pytest.approx(result.hypotheses[0].score, abs=1e-3)
+    assert lp[0] < 0
+
+
+def test_int8_quantized_model_translates(trained):
+    from nmt_cli.quantize import quantize_int8
+    model, tokenizer, _ = trained
+    q = quantize_int8(model)
+    tr = Translator(q, tokenizer, DecodeOptions(beam_size=2))
+    assert len(tr.translate(["A man.", "", "A dog."])) == 3
+
+
+lines_strategy = st.lists(st.one_of(st.text(max_size=40), st.just(""), st.just("   "),
+                                    st.binary(max_size=30).map(lambda b: b.decode("latin-1"))), max_size=12)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(raw=st.lists(st.binary(max_size=60), max_size=12))
+def test_random_bytes_give_one_line_each(trained, raw):
+    data = b"\n".join(r.replace(b"\n", b" ") for r in raw)
+    expected = len(data.split(b"\n")) if data else 0
+    if data.endswith(b"\n"):
+        expected -= 1
+    out = run_stream(translator(trained, beam_size=1), data)
+    assert len(out) == expected
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=lines_strategy)
+def test_random_text_keeps_order(trained, lines):
+    lines = [" ".join(line.splitlines()).replace("\r", " ").replace("\x0b", " ").replace("\x0c", " ")
+             .replace("\x1c", " ").replace("\x1d", " ").replace("\x1e", " ").replace("\x85", " ")
+             .replace("\u2028", " ").replace("\u2029", " ") for line in lines]
+    tr = translator(trained, beam_size=1)
+    out = run_stream(tr, "".join(line + "\n" for line in lines).encode("utf-8", "replace"))
+    assert len(out) == len(lines)
+    for line, text in zip(lines, out):
+        if not line.strip():
+            assert text == ""
