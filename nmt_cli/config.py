@@ -96,7 +96,6 @@ class TrainConfig:
     sampling_prob: float = _opt(0.25, lo=0.0, hi=1.0, help="final probability of feeding back a prediction")
     sampling_steps: int = _opt(5000, lo=1, help="steps over which the schedule ramps up")
     precision: str = _opt("fp32", choices=("fp32", "bf16", "fp16"))
-    compile: bool = _opt(False)
     max_nan_batches: int = _opt(20, lo=1, help="stop after this many non-finite losses in a row")
 
 
@@ -129,7 +128,7 @@ RESUMABLE_KEYS = frozenset({
     "name", "data.test", "train.max_steps", "train.max_epochs", "train.max_minutes",
     "train.valid_every", "train.checkpoint_every", "train.keep_checkpoints",
     "train.valid_max_sentences", "train.patience", "train.min_lr", "train.plateau_patience",
-    "train.max_nan_batches", "train.compile",
+    "train.max_nan_batches",
 }) | {f"decode.{f.name}" for f in dataclasses.fields(DecodeConfig)}
 
 
