@@ -261,6 +261,15 @@ class Trainer:
             self.progress.epoch += 1
             self.progress.position = 0
 
+    def _agree(self, flag: bool) -> bool:
+        """True on every rank when it is true on any (one tiny all-reduce per call under DDP)."""
+        if not self.distributed:
+            return flag
+        import torch.distributed as dist
+        t = torch.tensor([1.0 if flag else 0.0], device=self.device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        return bool(t.item() > 0)
+
     def _on_signal(self, signum, frame):
         if self.stop_signal is not None:  # a second Ctrl-C: stop now, checkpoints stay intact
             raise KeyboardInterrupt
@@ -340,7 +349,8 @@ class Trainer:
                 if cfg.max_steps and p.step >= cfg.max_steps:
                     reason = f"reached max_steps {cfg.max_steps}"
                     break
-                if cfg.max_minutes and time.perf_counter() - start >= cfg.max_minutes * 60:
+                out_of_time = bool(cfg.max_minutes) and time.perf_counter() - start >= cfg.max_minutes * 60
+                if self._agree(out_of_time):
                     reason = f"reached max_minutes {cfg.max_minutes:g}"
                     break
                 t0 = time.perf_counter()
@@ -374,14 +384,15 @@ class Trainer:
                         if bar is None:
                             log.info(f"step {p.step}  epoch {p.epoch}  loss {loss_value or float('nan'):.3f}"
                                      f"  lr {lr:.2e}  {rate:.0f} tgt tok/s  data wait {data_wait:.2f}s")
-                if self.stop_signal is not None:
+                if self._agree(self.stop_signal is not None):
+                    self.stop_signal = self.stop_signal or signal.SIGTERM
                     break
                 stop_early = False
                 if p.step % cfg.valid_every == 0:
                     stop_early = self._validate()
                 elif p.step % cfg.checkpoint_every == 0:
                     self.save_checkpoint()
-                if stop_early:
+                if self._agree(stop_early):
                     reason = f"early stopping: no gain for {cfg.patience} validations"
                     break
         finally:

@@ -1,0 +1,60 @@
+"""Training throughput of a recipe's model on its preprocessed data, without validation:
+target tokens/s and sentences/s over N steps after a short warm-up.
+
+    python bench/train_speed.py recipes/en-fr.yaml --run-dir runs/en-fr [--steps 30] [--set K=V ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from contextlib import nullcontext
+from pathlib import Path
+
+import torch
+
+from nmt_cli.config import load_recipe
+from nmt_cli.data import iterate_epoch, load_split
+from nmt_cli.model import build_model
+from nmt_cli.tokenizer import Tokenizer
+from nmt_cli.training import make_optimizer, sequence_loss
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("recipe")
+    ap.add_argument("--run-dir", type=Path, required=True)
+    ap.add_argument("--steps", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--set", dest="overrides", action="append", default=[])
+    args = ap.parse_args()
+    recipe = load_recipe(args.recipe, args.overrides)
+    tok = Tokenizer.load(args.run_dir)
+    split = load_split(args.run_dir, "train")
+    torch.manual_seed(0)
+    model = build_model(recipe.model, tok.src_vocab_size, tok.tgt_vocab_size).train()
+    opt = make_optimizer(model, recipe)
+    autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if recipe.train.precision == "bf16" else nullcontext())
+    batches = iterate_epoch(split, recipe.train.batch_tokens, 0, 0)
+    tokens = sents = 0
+    start = None
+    for i in range(args.warmup + args.steps):
+        if i == args.warmup:
+            start, tokens, sents = time.perf_counter(), 0, 0
+        _, b = next(batches)
+        with autocast:
+            logits, _ = model(b.src, b.src_lengths, b.tgt_in)
+        loss = sequence_loss(logits, b.tgt_out, recipe.train.label_smoothing) / b.tgt_tokens
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        tokens += b.tgt_tokens
+        sents += b.src.size(0)
+    dt = time.perf_counter() - start
+    print(f"{recipe.name}: {model.parameter_count() / 1e6:.2f}M params, {recipe.model.rnn} "
+          f"{recipe.model.attention}/{recipe.model.decoder}, {recipe.train.precision}: "
+          f"{tokens / dt:.0f} tgt tok/s, {sents / dt:.1f} sent/s, {1000 * dt / args.steps:.0f} ms/step")
+
+
+if __name__ == "__main__":
+    main()
