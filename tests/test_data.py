@@ -14,11 +14,11 @@ def test_normalize_collapses_all_whitespace():
 
 
 def test_filter_counts_each_reason():
-    src = ["a b", "", "a b c d e f", "x", "one two three four five six seven"]
-    tgt = ["c d", "y", "e", "", "uno"]
-    keep, dropped = filter_pairs(src, tgt, max_len=5, max_ratio=3.0)
-    assert keep == [0]
-    assert sum(dropped.values()) == 4
+    src = ["a b", "", "a b c d e f", "x", " ".join(["w"] * 12), "a b c"]
+    tgt = ["c d", "y", "e", "", " ".join(["v"] * 12), "x"]
+    keep, dropped = filter_pairs(src, tgt, max_len=10, max_ratio=3.0)
+    assert keep == [0, 5]  # 3:1 is within the ratio
+    assert dropped == {"empty side": 2, "longer than 10 words": 1, "length ratio over 3": 1}
     assert any("empty" in k for k in dropped)
     assert any("longer than 5" in k for k in dropped)
     assert any("ratio" in k for k in dropped)

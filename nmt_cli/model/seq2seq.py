@@ -51,14 +51,19 @@ class Seq2Seq(nn.Module):
             self.output.weight = self.tgt_embedding.weight
 
     def _initialize(self, how: str) -> None:
+        """embedding: N(0, 1) embeddings, PyTorch's defaults elsewhere (U(±1/sqrt(fan_in)));
+        uniform: every parameter U(-0.1, 0.1) (Luong et al. 2015); xavier: Glorot matrices, zero biases."""
+        if how == "embedding":
+            nn.init.normal_(self.src_embedding.weight, 0.0, 1.0)
+            nn.init.normal_(self.tgt_embedding.weight, 0.0, 1.0)
         for name, p in self.named_parameters():
             if how == "uniform":
-                # Luong et al. 2015: every parameter uniform in [-0.1, 0.1].
                 nn.init.uniform_(p, -0.1, 0.1)
-            elif p.dim() > 1:
-                nn.init.xavier_uniform_(p)
-            else:
-                nn.init.zeros_(p)
+            elif how == "xavier":
+                if p.dim() > 1:
+                    nn.init.xavier_uniform_(p)
+                else:
+                    nn.init.zeros_(p)
         with torch.no_grad():
             self.src_embedding.weight[PAD].zero_()
             self.tgt_embedding.weight[PAD].zero_()
