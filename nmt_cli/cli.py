@@ -107,7 +107,8 @@ def _translator(models: list[str], beam_size, batch_size, batch_tokens, nbest, a
     d = recipe.decode
     opts = DecodeOptions(beam_size=beam_size or d.beam_size, length_penalty=d.length_penalty,
                          max_len_ratio=d.max_len_ratio, max_len_const=d.max_len_const,
-                         batch_size=batch_size or d.batch_size, batch_tokens=batch_tokens or 0,
+                         min_len=d.min_len, batch_size=batch_size or d.batch_size,
+                         batch_tokens=batch_tokens or 0,
                          nbest=nbest, attention=attention)
     if nbest > opts.beam_size:
         raise UserError(f"--nbest {nbest} exceeds the beam size {opts.beam_size}")

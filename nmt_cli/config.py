@@ -105,6 +105,7 @@ class DecodeConfig:
     beam_size: int = _opt(5, lo=1, hi=100)
     max_len_ratio: float = _opt(1.5, lo=0.0, lo_open=True)
     max_len_const: int = _opt(10, lo=0)
+    min_len: int = _opt(1, lo=0, help="subwords before EOS is allowed (0 allows empty output)")
     length_penalty: float = _opt(0.6, lo=0.0, help="GNMT alpha; 0 = raw log-probability")
     batch_size: int = _opt(64, lo=1, help="sentences per batch")
 

@@ -7,7 +7,9 @@ length penalty lp(Y) = ((5 + |Y|) / 6)^alpha), the best K others stay alive. A s
 when no alive hypothesis can still beat its worst finished one.
 
 The output length is capped at ``max_len_ratio * source length + max_len_const``; at the cap EOS
-is forced.
+is forced. EOS is also barred before ``min_len`` tokens: a barely trained model gives EOS more
+probability than any single word, and without the floor beam search would prefer the empty
+translation for short sentences.
 """
 
 from __future__ import annotations
@@ -38,10 +40,13 @@ def max_lengths(src_lengths: torch.Tensor, ratio: float, const: int) -> torch.Te
     return (src_lengths.float() * ratio).long() + const + 1  # +1: room for EOS
 
 
-def _restrict(logp: torch.Tensor, at_limit: torch.Tensor) -> torch.Tensor:
-    """Never emit PAD or BOS; at the length cap only EOS may follow (with its real log-probability)."""
+def _restrict(logp: torch.Tensor, at_limit: torch.Tensor, too_short: bool) -> torch.Tensor:
+    """Never emit PAD or BOS, nor EOS while too short; at the length cap only EOS may follow
+    (with its real log-probability)."""
     logp[:, PAD] = float("-inf")
     logp[:, BOS] = float("-inf")
+    if too_short:
+        logp[:, EOS] = float("-inf")
     not_eos = torch.ones(logp.size(-1), dtype=torch.bool, device=logp.device)
     not_eos[EOS] = False
     return logp.masked_fill(at_limit.unsqueeze(1) & not_eos.unsqueeze(0), float("-inf"))
@@ -58,7 +63,8 @@ def _trim(row: list[int]) -> list[int]:
 
 @torch.no_grad()
 def greedy(model, src: torch.Tensor, src_lengths: torch.Tensor, *, max_len_ratio: float = 1.5,
-           max_len_const: int = 10, attention: bool = False, check_every: int = 4) -> list[list[Hypothesis]]:
+           max_len_const: int = 10, min_len: int = 1, attention: bool = False,
+           check_every: int = 4) -> list[list[Hypothesis]]:
     """Batched greedy decoding; returns one 1-best hypothesis list per sentence."""
     b = src.size(0)
     device = src.device
@@ -73,7 +79,7 @@ def greedy(model, src: torch.Tensor, src_lengths: torch.Tensor, *, max_len_ratio
     t = 0
     for t in range(steps):
         logp, state, weights = model.step(prev, state, memory)
-        logp = _restrict(logp, limit - 1 <= t)
+        logp = _restrict(logp, limit - 1 <= t, t < min_len)
         best, token = logp.max(dim=-1)
         token = token.masked_fill(done, PAD)
         scores += best.masked_fill(done, 0.0)
@@ -100,7 +106,7 @@ def greedy(model, src: torch.Tensor, src_lengths: torch.Tensor, *, max_len_ratio
 @torch.no_grad()
 def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_size: int = 5,
                 alpha: float = 0.6, max_len_ratio: float = 1.5, max_len_const: int = 10,
-                nbest: int = 1, attention: bool = False) -> list[list[Hypothesis]]:
+                min_len: int = 1, nbest: int = 1, attention: bool = False) -> list[list[Hypothesis]]:
     """Batched beam search; returns the ``nbest`` best hypotheses per sentence, best first."""
     k = beam_size
     b = src.size(0)
@@ -127,7 +133,7 @@ def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_siz
     for t in range(steps):
         logp, state, weights = model.step(prev, state, memory)
         v = logp.size(-1)
-        logp = _restrict(logp, (limit - 1 <= t).repeat_interleave(k)).view(b, k, v)
+        logp = _restrict(logp, (limit - 1 <= t).repeat_interleave(k), t < min_len).view(b, k, v)
         cand = (alive_logp.unsqueeze(-1) + logp).view(b, k * v)
         top_logp, top_idx = cand.topk(2 * k, dim=-1)                        # (B, 2K)
         top_beam, top_tok = top_idx // v, top_idx % v
@@ -183,10 +189,11 @@ def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_siz
 
 
 def search(model, src, src_lengths, *, beam_size: int, alpha: float, max_len_ratio: float,
-           max_len_const: int, nbest: int = 1, attention: bool = False) -> list[list[Hypothesis]]:
+           max_len_const: int, min_len: int = 1, nbest: int = 1,
+           attention: bool = False) -> list[list[Hypothesis]]:
     if beam_size == 1 and nbest == 1:
         return greedy(model, src, src_lengths, max_len_ratio=max_len_ratio,
-                      max_len_const=max_len_const, attention=attention)
+                      max_len_const=max_len_const, min_len=min_len, attention=attention)
     return beam_search(model, src, src_lengths, beam_size=beam_size, alpha=alpha,
-                       max_len_ratio=max_len_ratio, max_len_const=max_len_const, nbest=nbest,
-                       attention=attention)
+                       max_len_ratio=max_len_ratio, max_len_const=max_len_const, min_len=min_len,
+                       nbest=nbest, attention=attention)

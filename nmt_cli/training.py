@@ -123,7 +123,8 @@ def validate(model, split: EncodedSplit, refs: list[str], tokenizer: Tokenizer, 
         total_tokens += batch.tgt_tokens
     sources = [list(split.src.get(i)) for i in range(n)]
     opts = DecodeOptions(beam_size=1, max_len_ratio=recipe.decode.max_len_ratio,
-                         max_len_const=recipe.decode.max_len_const, batch_size=100)
+                         max_len_const=recipe.decode.max_len_const,
+                         min_len=recipe.decode.min_len, batch_size=100)
     with autocast():
         hyps = decode_ids(model, [s or [PAD] for s in sources], opts, device)
     texts = tokenizer.decode_tgt([h[0].tokens for h in hyps])

@@ -25,6 +25,7 @@ class DecodeOptions:
     length_penalty: float = 0.6
     max_len_ratio: float = 1.5
     max_len_const: int = 10
+    min_len: int = 1                # tokens before EOS may be chosen
     batch_size: int = 64            # sentences per batch
     batch_tokens: int = 0           # if > 0: source tokens per batch instead
     nbest: int = 1
@@ -62,7 +63,8 @@ def decode_ids(model, sources: Sequence[Sequence[int]], opts: DecodeOptions,
         src_lengths = torch.tensor([max(lengths[i], 1) for i in batch])
         hyps = search(model, src.to(device), src_lengths, beam_size=opts.beam_size,
                       alpha=opts.length_penalty, max_len_ratio=opts.max_len_ratio,
-                      max_len_const=opts.max_len_const, nbest=opts.nbest, attention=opts.attention)
+                      max_len_const=opts.max_len_const, min_len=opts.min_len, nbest=opts.nbest,
+                      attention=opts.attention)
         for i, h in zip(batch, hyps):
             results[i] = h
     return results  # type: ignore[return-value]

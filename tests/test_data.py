@@ -19,9 +19,6 @@ def test_filter_counts_each_reason():
     keep, dropped = filter_pairs(src, tgt, max_len=10, max_ratio=3.0)
     assert keep == [0, 5]  # 3:1 is within the ratio
     assert dropped == {"empty side": 2, "longer than 10 words": 1, "length ratio over 3": 1}
-    assert any("empty" in k for k in dropped)
-    assert any("longer than 5" in k for k in dropped)
-    assert any("ratio" in k for k in dropped)
 
 
 def test_read_lines_replaces_invalid_utf8(tmp_path):

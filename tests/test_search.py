@@ -72,7 +72,8 @@ def test_beam_search_finds_the_exhaustive_best_on_a_tiny_space():
     # to enumerate; a wide beam must find the best normalised hypothesis.
     m = model(3)
     src, lengths = torch.tensor([[5, 6]]), torch.tensor([2])
-    hyps = beam_search(m, src, lengths, beam_size=V, alpha=0.0, max_len_ratio=0.01, max_len_const=1)
+    hyps = beam_search(m, src, lengths, beam_size=V, alpha=0.0, max_len_ratio=0.01, max_len_const=1,
+                       min_len=0)
     best = max(
         [([], sequence_logprob(m, src, lengths, []))] +
         [([a], sequence_logprob(m, src, lengths, [a])) for a in range(4, V)] +
@@ -80,6 +81,17 @@ def test_beam_search_finds_the_exhaustive_best_on_a_tiny_space():
         key=lambda x: x[1])
     assert hyps[0][0].tokens == best[0]
     assert hyps[0][0].score == pytest.approx(best[1], abs=1e-4)
+
+
+def test_min_len_bars_the_empty_translation():
+    m = model(5)
+    with torch.no_grad():
+        m.output.bias[EOS] += 20.0  # EOS dominates every step, as in a barely trained model
+    src, lengths = sources()
+    for search, kw in ((greedy, {}), (beam_search, {"beam_size": 3})):
+        assert all(h[0].tokens == [] for h in search(m, src, lengths, min_len=0, **kw))
+        for h in search(m, src, lengths, min_len=2, **kw):
+            assert len(h[0].tokens) == 2 and EOS not in h[0].tokens
 
 
 def test_max_length_is_respected():
