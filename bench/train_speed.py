@@ -17,7 +17,7 @@ from nmt_cli.config import load_recipe
 from nmt_cli.data import iterate_epoch, load_split
 from nmt_cli.model import build_model
 from nmt_cli.tokenizer import Tokenizer
-from nmt_cli.training import make_optimizer, sequence_loss
+from nmt_cli.training import make_optimizer, resolve_precision, sequence_loss
 
 
 def main() -> None:
@@ -34,7 +34,8 @@ def main() -> None:
     torch.manual_seed(0)
     model = build_model(recipe.model, tok.src_vocab_size, tok.tgt_vocab_size).train()
     opt = make_optimizer(model, recipe)
-    autocast = (torch.autocast("cpu", dtype=torch.bfloat16) if recipe.train.precision == "bf16" else nullcontext())
+    precision = resolve_precision(recipe.train.precision, torch.device("cpu"))
+    autocast = torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16" else nullcontext()
     batches = iterate_epoch(split, recipe.train.batch_tokens, 0, 0)
     tokens = sents = 0
     start = None
@@ -52,7 +53,7 @@ def main() -> None:
         sents += b.src.size(0)
     dt = time.perf_counter() - start
     print(f"{recipe.name}: {model.parameter_count() / 1e6:.2f}M params, {recipe.model.rnn} "
-          f"{recipe.model.attention}/{recipe.model.decoder}, {recipe.train.precision}: "
+          f"{recipe.model.attention}/{recipe.model.decoder}, {precision}: "
           f"{tokens / dt:.0f} tgt tok/s, {sents / dt:.1f} sent/s, {1000 * dt / args.steps:.0f} ms/step")
 
 

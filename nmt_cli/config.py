@@ -41,29 +41,37 @@ class DataConfig:
 
 @dataclass
 class TokenizerConfig:
-    type: str = _opt("unigram", choices=("unigram", "bpe"))
-    vocab_size: int = _opt(8000, lo=16, hi=1_000_000)
+    type: str = _opt("unigram", choices=("unigram", "bpe"), help="SentencePiece model type")
+    vocab_size: int = _opt(8000, lo=16, hi=1_000_000, help="pieces per SentencePiece model")
     joint: bool = _opt(True, help="one SentencePiece model for both languages")
-    character_coverage: float = _opt(1.0, lo=0.9, hi=1.0)
+    character_coverage: float = _opt(1.0, lo=0.9, hi=1.0,
+                                     help="share of characters the vocabulary must cover")
     sample_sentences: int = _opt(2_000_000, lo=1000, help="sentences SentencePiece trains on")
 
 
 @dataclass
 class ModelConfig:
-    rnn: str = _opt("gru", choices=("gru", "lstm", "rnn"))
-    embed_dim: int = _opt(256, lo=1)
+    rnn: str = _opt("gru", choices=("gru", "lstm", "rnn"), help="recurrent unit of encoder and decoder")
+    embed_dim: int = _opt(256, lo=1, help="embedding size")
     hidden_dim: int = _opt(512, lo=2, help="decoder state size; a BiRNN encoder uses half per direction")
-    layers: int = _opt(1, lo=1, hi=8)
-    bidirectional: bool = _opt(True)
-    bridge: str = _opt("linear", choices=("zero", "last", "linear", "mean"))
-    attention: str = _opt("concat", choices=("none", "dot", "general", "concat", "cosine"))
-    attention_heads: int = _opt(1, lo=1, hi=16)
-    decoder: str = _opt("luong", choices=("bahdanau", "luong"))
-    input_feeding: bool = _opt(False)
-    initial_state_attention: bool = _opt(False)
-    tie_embeddings: bool = _opt(True)
+    layers: int = _opt(1, lo=1, hi=8, help="RNN layers in encoder and decoder")
+    bidirectional: bool = _opt(True, help="BiRNN encoder: h_j = [→h_j; ←h_j]")
+    bridge: str = _opt("linear", choices=("zero", "last", "linear", "mean"),
+                       help="decoder initial state and fixed context: zero, last (c = h_N), linear (q(h_N)), mean (q(h_1..h_N))")
+    attention: str = _opt("concat", choices=("none", "dot", "general", "concat", "cosine"),
+                          help="score: none (fixed context, Cho et al.), dot (h^T s), general (h^T W s), concat (v^T tanh(W1 h + W2 s)), cosine")
+    attention_heads: int = _opt(1, lo=1, hi=16,
+                                help="K heads with their own parameters, contexts concatenated (TF legacy attention_decoder)")
+    decoder: str = _opt("luong", choices=("bahdanau", "luong"),
+                        help="bahdanau (query s_{i-1}, context into the RNN) or luong (query s_i, h~ = tanh(W_c[c; s]))")
+    input_feeding: bool = _opt(False, help="feed h~_{i-1} into the next step's input (Luong et al.)")
+    initial_state_attention: bool = _opt(False,
+                                         help="attend with s_0 before step 0 (TF legacy decoder); matters with input_feeding")
+    tie_embeddings: bool = _opt(True,
+                                help="output projection W_s = target embedding matrix (h~ gets the embedding size)")
     share_embeddings: bool = _opt(True, help="one embedding table for source and target (joint vocab)")
-    dropout: float = _opt(0.2, lo=0.0, hi=0.9)
+    dropout: float = _opt(0.2, lo=0.0, hi=0.9,
+                          help="dropout on embeddings, encoder states, between layers and on h~")
     init: str = _opt("embedding", choices=("embedding", "uniform", "xavier"),
                      help="embedding: N(0,1) embeddings and PyTorch defaults elsewhere; uniform: all U(-0.1,0.1); xavier")
 
@@ -74,37 +82,43 @@ class TrainConfig:
     max_steps: int = _opt(0, lo=0, help="0 = no limit")
     max_epochs: int = _opt(0, lo=0, help="0 = no limit")
     max_minutes: float = _opt(0.0, lo=0.0, help="wall-clock limit, 0 = no limit")
-    optimizer: str = _opt("adam", choices=("adam", "adamw", "sgd"))
-    lr: float = _opt(1e-3, lo=0.0, lo_open=True)
-    weight_decay: float = _opt(0.0, lo=0.0)
-    schedule: str = _opt("constant", choices=("constant", "inverse_sqrt", "plateau", "cosine"))
-    warmup_steps: int = _opt(0, lo=0)
-    plateau_factor: float = _opt(0.5, lo=0.0, hi=1.0, lo_open=True)
-    plateau_patience: int = _opt(2, lo=0)
-    min_lr: float = _opt(1e-5, lo=0.0)
-    label_smoothing: float = _opt(0.1, lo=0.0, hi=0.99)
+    optimizer: str = _opt("adam", choices=("adam", "adamw", "sgd"), help="optimiser")
+    lr: float = _opt(1e-3, lo=0.0, lo_open=True, help="peak learning rate")
+    weight_decay: float = _opt(0.0, lo=0.0, help="L2 (adam, sgd) or decoupled (adamw)")
+    schedule: str = _opt("constant", choices=("constant", "inverse_sqrt", "plateau", "cosine"),
+                         help="learning-rate schedule (docs/training.md)")
+    warmup_steps: int = _opt(0, lo=0, help="linear warm-up steps")
+    plateau_factor: float = _opt(0.5, lo=0.0, hi=1.0, lo_open=True,
+                                 help="plateau: lr *= factor when validation stalls")
+    plateau_patience: int = _opt(2, lo=0, help="plateau: validations without gain before lowering")
+    min_lr: float = _opt(1e-5, lo=0.0, help="floor for plateau and cosine")
+    label_smoothing: float = _opt(0.1, lo=0.0, hi=0.99, help="label smoothing ε of the cross-entropy")
     clip_norm: float = _opt(1.0, lo=0.0, help="0 = no clipping")
-    accumulate: int = _opt(1, lo=1)
-    seed: int = _opt(1234, lo=0)
-    checkpoint_every: int = _opt(500, lo=1)
-    keep_checkpoints: int = _opt(5, lo=1)
-    valid_every: int = _opt(500, lo=1)
-    valid_max_sentences: int = _opt(1014, lo=1)
-    valid_metric: str = _opt("bleu", choices=("bleu", "loss"))
+    accumulate: int = _opt(1, lo=1, help="batches per optimiser step")
+    seed: int = _opt(1234, lo=0, help="seeds initialisation, dropout and batch order")
+    checkpoint_every: int = _opt(500, lo=1, help="steps between checkpoints")
+    keep_checkpoints: int = _opt(5, lo=1, help="numbered checkpoints kept (last.pt and best.pt stay)")
+    valid_every: int = _opt(500, lo=1, help="steps between validations (loss, perplexity, greedy BLEU)")
+    valid_max_sentences: int = _opt(1014, lo=1, help="cap on the valid sentences used per validation")
+    valid_metric: str = _opt("bleu", choices=("bleu", "loss"),
+                             help="what picks best.pt, early stopping and the plateau schedule")
     patience: int = _opt(0, lo=0, help="early stopping after this many validations without gain; 0 = off")
     sampling: str = _opt("none", choices=("none", "constant", "linear", "inverse_sigmoid"),
                          help="scheduled sampling: how often the model's own prediction is fed back")
     sampling_prob: float = _opt(0.25, lo=0.0, hi=1.0, help="final probability of feeding back a prediction")
     sampling_steps: int = _opt(5000, lo=1, help="steps over which the schedule ramps up")
-    precision: str = _opt("fp32", choices=("fp32", "bf16", "fp16"))
+    precision: str = _opt("auto", choices=("auto", "fp32", "bf16", "fp16"),
+                          help="auto: bf16 autocast where the hardware has bf16 (AVX512-BF16/AMX CPU, "
+                               "Ampere+ GPU), else fp32")
     max_nan_batches: int = _opt(20, lo=1, help="stop after this many non-finite losses in a row")
 
 
 @dataclass
 class DecodeConfig:
-    beam_size: int = _opt(5, lo=1, hi=100)
-    max_len_ratio: float = _opt(1.5, lo=0.0, lo_open=True)
-    max_len_const: int = _opt(10, lo=0)
+    beam_size: int = _opt(5, lo=1, hi=100, help="beam width (1 = greedy)")
+    max_len_ratio: float = _opt(1.5, lo=0.0, lo_open=True,
+                                help="output length cap: ratio × source length + max_len_const")
+    max_len_const: int = _opt(10, lo=0, help="see max_len_ratio")
     min_len: int = _opt(1, lo=0, help="subwords before EOS is allowed (0 allows empty output)")
     length_penalty: float = _opt(0.6, lo=0.0, help="GNMT alpha; 0 = raw log-probability")
     batch_size: int = _opt(64, lo=1, help="sentences per batch")
@@ -112,9 +126,10 @@ class DecodeConfig:
 
 @dataclass
 class Recipe:
-    name: str = _opt("unnamed")
-    src: str = _opt("en")
-    tgt: str = _opt("fr")
+    name: str = _opt("unnamed",
+                     help="run name; the default run dir is runs/<name> (defaults to the file name)")
+    src: str = _opt("en", help="source language code (the file suffix: train.en.gz)")
+    tgt: str = _opt("fr", help="target language code")
     data: DataConfig = field(default_factory=DataConfig)
     tokenizer: TokenizerConfig = field(default_factory=TokenizerConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
@@ -320,3 +335,31 @@ def recipe_differences(old: dict, new: dict) -> tuple[list[str], list[str]]:
                 and k not in ("train.schedule", "train.warmup_steps")]
     allowed = [k for k in changed if k not in blocking]
     return blocking, allowed
+
+
+def key_table() -> str:
+    """Every recipe key as a Markdown table (docs/recipes.md holds it; a test keeps them equal)."""
+    rows = ["| key | type | default | allowed | meaning |", "|---|---|---|---|---|"]
+
+    def walk(cls: type, prefix: str) -> None:
+        hints = typing.get_type_hints(cls)
+        for f in dataclasses.fields(cls):
+            if dataclasses.is_dataclass(hints[f.name]):
+                walk(hints[f.name], f"{prefix}{f.name}.")
+                continue
+            meta = f.metadata
+            default = f.default_factory() if f.default is dataclasses.MISSING else f.default
+            allowed = []
+            if meta.get("choices"):
+                allowed.append(" \\| ".join(meta["choices"]))
+            if meta.get("lo") is not None:
+                allowed.append(f"{'>' if meta['lo_open'] else '>='} {meta['lo']:g}")
+            if meta.get("hi") is not None:
+                allowed.append(f"<= {meta['hi']:g}")
+            type_name = str(f.type).replace(" | None", " or null")
+            shown = yaml.safe_dump(default, default_flow_style=True).strip().removesuffix("...").strip()
+            rows.append(f"| `{prefix}{f.name}` | {type_name} | `{shown}` | {', '.join(allowed)} "
+                        f"| {meta.get('help', '').replace('|', chr(92) + '|')} |")
+
+    walk(Recipe, "")
+    return "\n".join(rows) + "\n"

@@ -71,6 +71,28 @@ def pick_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+def native_bf16(device: torch.device) -> bool:
+    """Whether bf16 matrix products run in hardware here (AVX512-BF16/AMX CPUs, Ampere+ GPUs).
+    Without it a CPU emulates bf16 about a hundred times slower than fp32."""
+    if device.type == "cuda":
+        return torch.cuda.is_bf16_supported()
+    if device.type == "cpu":
+        try:
+            return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+        except (AttributeError, RuntimeError):  # older or newer torch without this probe
+            return False
+    return False
+
+
+def resolve_precision(requested: str, device: torch.device) -> str:
+    """``auto``: bf16 autocast where the hardware has it, fp32 elsewhere."""
+    if requested == "auto":
+        return "bf16" if native_bf16(device) else "fp32"
+    if requested == "fp16" and device.type != "cuda":
+        raise UserError("train.precision: fp16 needs a CUDA device; use auto, bf16 or fp32")
+    return requested
+
+
 def peak_rss_mb() -> float:
     kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return kb / 1024.0 if sys.platform != "darwin" else kb / (1024.0 * 1024.0)
@@ -147,6 +169,7 @@ class Trainer:
         self.device = pick_device(device)
         if self.distributed:
             self._init_distributed()
+        self.precision = resolve_precision(self.cfg.precision, self.device)
         self.main = self.rank == 0
         self.progress_bar = progress_bar
         self.meta = load_meta(self.run_dir)
@@ -172,8 +195,7 @@ class Trainer:
             from torch.nn.parallel import DistributedDataParallel
             self.train_model = DistributedDataParallel(
                 self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
-        self.scaler = torch.amp.GradScaler("cuda") if (self.cfg.precision == "fp16"
-                                                       and self.device.type == "cuda") else None
+        self.scaler = torch.amp.GradScaler("cuda") if self.precision == "fp16" else None
         self.stop_signal: int | None = None
 
     # ------------------------------------------------------------------ setup
@@ -188,12 +210,9 @@ class Trainer:
         dist.init_process_group(backend)
 
     def autocast(self):
-        p = self.cfg.precision
-        if p == "fp32":
+        if self.precision == "fp32":
             return nullcontext()
-        dtype = torch.bfloat16 if p == "bf16" else torch.float16
-        if p == "fp16" and self.device.type != "cuda":
-            raise UserError("train.precision: fp16 needs a CUDA device; use bf16 or fp32")
+        dtype = torch.bfloat16 if self.precision == "bf16" else torch.float16
         return torch.autocast(self.device.type, dtype=dtype)
 
     def _resume(self, path: Path) -> None:
@@ -332,7 +351,10 @@ class Trainer:
             n_params = self.model.parameter_count()
             log.info(f"model: {n_params / 1e6:.2f}M parameters, {self.recipe.model.rnn} "
                      f"{self.recipe.model.attention} attention, {self.recipe.model.decoder} decoder; "
-                     f"device {self.device}; {len(self.train_split)} training pairs")
+                     f"device {self.device}, {self.precision}; {len(self.train_split)} training pairs")
+            if self.precision == "bf16" and not native_bf16(self.device):
+                log.warning("warning: train.precision bf16 has no hardware support on this device and "
+                            "runs far slower than fp32; use precision auto or fp32")
         handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         bar = None
         if self.main and (self.progress_bar if self.progress_bar is not None else sys.stderr.isatty()):
