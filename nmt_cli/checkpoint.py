@@ -19,6 +19,7 @@ import torch
 
 from nmt_cli.config import Recipe, recipe_from_dict
 from nmt_cli.errors import CheckpointError
+from nmt_cli.shortlist import Shortlist
 from nmt_cli.tokenizer import Tokenizer
 
 FORMAT = 1
@@ -151,6 +152,18 @@ def load_model(model_path: str | os.PathLike, device: torch.device | str = "cpu"
     except (RuntimeError, KeyError, TypeError) as exc:
         first = (str(exc).strip().splitlines() or ["mismatch"])[0]
         raise CheckpointError(f"{path}: weights do not fit the recipe's model ({first[:120]})") from None
+    model.shortlist = None  # learned at preprocess time; older checkpoints have none
+    if "shortlist" in payload:
+        try:
+            model.shortlist = Shortlist.from_payload(payload["shortlist"])
+            table = model.shortlist.table
+            fits = (table.size(0) == tokenizer.src_vocab_size and
+                    int(table.max()) < tokenizer.tgt_vocab_size and
+                    int(model.shortlist.frequent.max()) < tokenizer.tgt_vocab_size)
+        except (KeyError, TypeError, AttributeError, RuntimeError):
+            fits = False
+        if not fits:
+            raise CheckpointError(f"{path}: its vocabulary shortlist does not fit the vocabulary")
     return model.to(device).eval(), recipe, tokenizer, path
 
 
@@ -177,5 +190,7 @@ def average(paths: list[Path], output: Path) -> Path:
                 for k, v in total.items()}
     out = {"format": FORMAT, "model": averaged, "recipe": first["recipe"], "tokenizer": first["tokenizer"],
            "averaged_from": [str(p) for p in paths]}
+    if "shortlist" in first:
+        out["shortlist"] = first["shortlist"]
     save_atomic(out, Path(output))
     return Path(output)

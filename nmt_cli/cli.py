@@ -84,7 +84,8 @@ def train(recipe: Annotated[Path, typer.Argument(help="YAML recipe, e.g. recipes
                                                      "peak_rss_mb")}))
 
 
-def _translator(models: list[str], beam_size, batch_size, batch_tokens, nbest, attention, device, quantize):
+def _translator(models: list[str], beam_size, batch_size, batch_tokens, nbest, attention, device, quantize,
+                shortlist=None):
     import torch
     from nmt_cli.checkpoint import load_model
     from nmt_cli.model.ensemble import Ensemble
@@ -104,12 +105,22 @@ def _translator(models: list[str], beam_size, batch_size, batch_tokens, nbest, a
     elif quantize != "none":
         raise UserError(f"--quantize: '{quantize}' is not one of none, int8")
     model = loaded[0][0] if len(loaded) == 1 else Ensemble([x[0] for x in loaded]).eval()
+    if len(loaded) > 1:
+        from nmt_cli.shortlist import merge_shortlists
+        model.shortlist = merge_shortlists([x[0].shortlist for x in loaded])
     d = recipe.decode
     opts = DecodeOptions(beam_size=beam_size or d.beam_size, length_penalty=d.length_penalty,
                          max_len_ratio=d.max_len_ratio, max_len_const=d.max_len_const,
                          min_len=d.min_len, batch_size=batch_size or d.batch_size,
                          batch_tokens=batch_tokens or 0,
-                         nbest=nbest, attention=attention)
+                         nbest=nbest, attention=attention,
+                         shortlist=bool(shortlist))
+    has_shortlist = getattr(model, "shortlist", None) is not None
+    if shortlist is None:  # the recipe's default applies where the checkpoint has a shortlist
+        opts.shortlist = d.shortlist and has_shortlist
+    elif shortlist and not has_shortlist:
+        raise UserError(f"--shortlist: {loaded[0][3]} has no vocabulary shortlist "
+                        "(trained before shortlists existed); use --no-shortlist")
     if nbest > opts.beam_size:
         raise UserError(f"--nbest {nbest} exceeds the beam size {opts.beam_size}")
     torch.set_grad_enabled(False)
@@ -129,6 +140,7 @@ def translate(model: ModelOption = [],
               attention_plot: Annotated[Optional[Path], typer.Option(help="Save a heatmap PNG of the attention per sentence here (needs the plot extra).")] = None,
               show_attention: Annotated[bool, typer.Option("--show-attention", help="Print the attention as a Unicode heatmap on stderr.")] = False,
               quantize: Annotated[str, typer.Option(help="none or int8 (dynamic int8 quantisation for CPU decoding).")] = "none",
+              shortlist: Annotated[Optional[bool], typer.Option("--shortlist/--no-shortlist", help="Decode over the vocabulary shortlist learned from the training data (faster on CPU; default: the recipe's decode.shortlist).")] = None,
               device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto") -> None:
     """Translate lines from stdin (or -i) to stdout (or -o): one output line per input line, in order."""
     from nmt_cli.translate import OutputOptions, translate_stream
@@ -138,7 +150,8 @@ def translate(model: ModelOption = [],
         except ImportError:
             raise UserError("--attention-plot needs matplotlib: pip install 'nmt[plot]'") from None
     want_attention = alignments or attention_plot is not None or show_attention
-    translator, _ = _translator(model, beam_size, batch_size, batch_tokens, nbest, want_attention, device, quantize)
+    translator, _ = _translator(model, beam_size, batch_size, batch_tokens, nbest, want_attention, device, quantize,
+                                shortlist)
     out_opts = OutputOptions(scores=scores, alignments=alignments, nbest=nbest,
                              attention_plot=str(attention_plot) if attention_plot else None,
                              show_attention=show_attention)

@@ -122,6 +122,8 @@ class DecodeConfig:
     min_len: int = _opt(1, lo=0, help="subwords before EOS is allowed (0 allows empty output)")
     length_penalty: float = _opt(0.6, lo=0.0, help="GNMT alpha; 0 = raw log-probability")
     batch_size: int = _opt(64, lo=1, help="sentences per batch")
+    shortlist: bool = _opt(True, help="decode over the vocabulary shortlist learned from the training data, "
+                                      "where the checkpoint has one")
 
 
 @dataclass

@@ -23,6 +23,7 @@ import torch
 from nmt_cli import corpora
 from nmt_cli.config import Recipe, save_recipe
 from nmt_cli.errors import DataError
+from nmt_cli.shortlist import Shortlist, learn_shortlist
 from nmt_cli.tokenizer import BOS, EOS, PAD, Tokenizer, train_tokenizer
 
 DATA_FORMAT = 1
@@ -172,6 +173,28 @@ def load_split(run_dir: Path, split: str) -> EncodedSplit:
     return EncodedSplit(*sides)
 
 
+def learn_split_shortlist(data_dir: Path, tokenizer) -> Shortlist:
+    """The vocabulary shortlist of the stored training split (nmt_cli/shortlist.py)."""
+    arrays = [np.load(data_dir / f"train.{side}.{part}.npy", mmap_mode="r")
+              for side in ("src", "tgt") for part in ("ids", "offsets")]
+    return learn_shortlist(*arrays, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
+
+
+def save_shortlist(data_dir: Path, shortlist: Shortlist) -> None:
+    _atomic_save(data_dir / "shortlist.frequent.npy", shortlist.frequent.numpy().astype(np.int32))
+    _atomic_save(data_dir / "shortlist.table.npy", shortlist.table.numpy().astype(np.int32))
+
+
+def load_shortlist(run_dir: Path) -> Shortlist | None:
+    """The run's shortlist, or None for data preprocessed before shortlists existed."""
+    try:
+        frequent = np.load(run_dir / "data" / "shortlist.frequent.npy", allow_pickle=False)
+        table = np.load(run_dir / "data" / "shortlist.table.npy", allow_pickle=False)
+    except (FileNotFoundError, ValueError, OSError, EOFError):
+        return None
+    return Shortlist(torch.from_numpy(frequent.astype(np.int64)), torch.from_numpy(table.astype(np.int64)))
+
+
 def load_meta(run_dir: Path) -> dict:
     path = run_dir / "data" / "meta.json"
     try:
@@ -239,6 +262,7 @@ def preprocess(recipe: Recipe, run_dir: Path, log=print) -> dict:
         s = meta["splits"][name]
         log(f"{name}: {s['src']['sentences']} pairs, {s['src']['tokens']} source and "
             f"{s['tgt']['tokens']} target subwords")
+    save_shortlist(data_dir, learn_split_shortlist(data_dir, tokenizer))
     tmp = data_dir / "meta.json.part"
     tmp.write_text(json.dumps(meta, indent=1), encoding="utf-8")
     os.replace(tmp, data_dir / "meta.json")

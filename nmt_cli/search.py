@@ -64,8 +64,9 @@ def _trim(row: list[int]) -> list[int]:
 @torch.no_grad()
 def greedy(model, src: torch.Tensor, src_lengths: torch.Tensor, *, max_len_ratio: float = 1.5,
            max_len_const: int = 10, min_len: int = 1, attention: bool = False,
-           check_every: int = 4) -> list[list[Hypothesis]]:
-    """Batched greedy decoding; returns one 1-best hypothesis list per sentence."""
+           vocab: torch.Tensor | None = None, check_every: int = 4) -> list[list[Hypothesis]]:
+    """Batched greedy decoding; returns one 1-best hypothesis list per sentence.
+    ``vocab``: sorted target ids to choose from (a shortlist); None = all."""
     b = src.size(0)
     device = src.device
     state, memory = model.encode(src, src_lengths)
@@ -78,9 +79,11 @@ def greedy(model, src: torch.Tensor, src_lengths: torch.Tensor, *, max_len_ratio
     prev = torch.full((b,), BOS, dtype=torch.long, device=device)
     t = 0
     for t in range(steps):
-        logp, state, weights = model.step(prev, state, memory)
+        logp, state, weights = model.step(prev, state, memory, vocab)
         logp = _restrict(logp, limit - 1 <= t, t < min_len)
         best, token = logp.max(dim=-1)
+        if vocab is not None:
+            token = vocab[token]
         token = token.masked_fill(done, PAD)
         scores += best.masked_fill(done, 0.0)
         tokens[:, t] = token
@@ -106,8 +109,14 @@ def greedy(model, src: torch.Tensor, src_lengths: torch.Tensor, *, max_len_ratio
 @torch.no_grad()
 def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_size: int = 5,
                 alpha: float = 0.6, max_len_ratio: float = 1.5, max_len_const: int = 10,
-                min_len: int = 1, nbest: int = 1, attention: bool = False) -> list[list[Hypothesis]]:
-    """Batched beam search; returns the ``nbest`` best hypotheses per sentence, best first."""
+                min_len: int = 1, nbest: int = 1, attention: bool = False,
+                vocab: torch.Tensor | None = None) -> list[list[Hypothesis]]:
+    """Batched beam search; returns the ``nbest`` best hypotheses per sentence, best first.
+    ``vocab``: sorted target ids to choose from (a shortlist); None = all.
+
+    A sentence is done once it has K finished hypotheses and its best alive one, length-penalised
+    at its current length, scores below the worst finished one; done sentences leave the batch,
+    so the tensors shrink as the batch finishes."""
     k = beam_size
     b = src.size(0)
     device = src.device
@@ -119,6 +128,7 @@ def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_siz
     s_len = src.size(1)
     neg_inf = float("-inf")
 
+    rows = torch.arange(b, device=device)         # original sentence of each active row
     alive_seq = torch.full((b, k, 0), BOS, dtype=torch.long, device=device)
     alive_logp = torch.full((b, k), neg_inf, device=device)
     alive_logp[:, 0] = 0.0
@@ -127,34 +137,49 @@ def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_siz
     fin_norm = torch.full((b, k), neg_inf, device=device)
     fin_logp = torch.full((b, k), neg_inf, device=device)
     fin_attn = torch.zeros(b, k, steps, s_len, device=device) if attention else None
-    batch_offset = (torch.arange(b, device=device) * k).unsqueeze(1)
     prev = torch.full((b * k,), BOS, dtype=torch.long, device=device)
+    results: list[list[Hypothesis]] = [[] for _ in range(b)]
+
+    def emit(which: torch.Tensor) -> None:
+        seqs, norms, logps = fin_seq[which].tolist(), fin_norm[which].tolist(), fin_logp[which].tolist()
+        for r, i in enumerate(rows[which].tolist()):
+            hyps = []
+            for j in range(k):
+                if norms[r][j] == neg_inf:
+                    continue
+                seq = _trim(seqs[r][j])
+                a = None if not attention else fin_attn[which][r, j, :len(seq) + 1, :int(src_lengths[i])].cpu()
+                hyps.append(Hypothesis(seq, logps[r][j], norms[r][j], a))
+            results[i] = hyps[:nbest]
 
     for t in range(steps):
-        logp, state, weights = model.step(prev, state, memory)
+        n = rows.size(0)
+        logp, state, weights = model.step(prev, state, memory, vocab)
         v = logp.size(-1)
-        logp = _restrict(logp, (limit - 1 <= t).repeat_interleave(k), t < min_len).view(b, k, v)
-        cand = (alive_logp.unsqueeze(-1) + logp).view(b, k * v)
-        top_logp, top_idx = cand.topk(2 * k, dim=-1)                        # (B, 2K)
+        logp = _restrict(logp, (limit - 1 <= t).repeat_interleave(k), t < min_len).view(n, k, v)
+        cand = (alive_logp.unsqueeze(-1) + logp).view(n, k * v)
+        top_logp, top_idx = cand.topk(2 * k, dim=-1)                        # (N, 2K)
         top_beam, top_tok = top_idx // v, top_idx % v
+        if vocab is not None:
+            top_tok = vocab[top_tok]
         gathered_seq = alive_seq.gather(1, top_beam.unsqueeze(-1).expand(-1, -1, t))
-        top_seq = torch.cat([gathered_seq, top_tok.unsqueeze(-1)], dim=-1)  # (B, 2K, t+1)
+        top_seq = torch.cat([gathered_seq, top_tok.unsqueeze(-1)], dim=-1)  # (N, 2K, t+1)
         if attention:
-            w = weights.view(b, k, 1, -1)
-            step_attn = torch.cat([alive_attn, w], dim=2)                   # (B, K, t+1, S)
+            w = weights.view(n, k, 1, -1)
+            step_attn = torch.cat([alive_attn, w], dim=2)                   # (N, K, t+1, S)
             top_attn = step_attn.gather(1, top_beam[..., None, None].expand(-1, -1, t + 1, s_len))
         is_eos = top_tok == EOS
 
         # Finished: EOS candidates, ranked by the length-penalised score.
         lp = length_penalty(torch.full_like(top_logp, t + 1), alpha)
         new_norm = torch.where(is_eos, top_logp / lp, torch.full_like(top_logp, neg_inf))
-        merged_norm = torch.cat([fin_norm, new_norm], dim=1)                # (B, 3K)
+        merged_norm = torch.cat([fin_norm, new_norm], dim=1)                # (N, 3K)
         fin_norm, pick = merged_norm.topk(k, dim=-1)
-        padded_new = torch.cat([top_seq, top_seq.new_full((b, 2 * k, steps - t - 1), PAD)], dim=-1)
+        padded_new = torch.cat([top_seq, top_seq.new_full((n, 2 * k, steps - t - 1), PAD)], dim=-1)
         fin_seq = torch.cat([fin_seq, padded_new], dim=1).gather(1, pick.unsqueeze(-1).expand(-1, -1, steps))
         fin_logp = torch.cat([fin_logp, top_logp], dim=1).gather(1, pick)
         if attention:
-            padded_attn = torch.cat([top_attn, top_attn.new_zeros(b, 2 * k, steps - t - 1, s_len)], dim=2)
+            padded_attn = torch.cat([top_attn, top_attn.new_zeros(n, 2 * k, steps - t - 1, s_len)], dim=2)
             fin_attn = torch.cat([fin_attn, padded_attn], dim=1).gather(
                 1, pick[..., None, None].expand(-1, -1, steps, s_len))
 
@@ -165,35 +190,33 @@ def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_siz
         if attention:
             alive_attn = top_attn.gather(1, keep[..., None, None].expand(-1, -1, t + 1, s_len))
         source_beam = top_beam.gather(1, keep)
-        reorder = (batch_offset + source_beam).view(-1)
-        state, prev = state.select(reorder), alive_seq[:, :, -1].reshape(-1)
 
-        # Done when the best alive hypothesis, even at the longest length, cannot beat the worst
-        # finished one (for alpha > 0 the bound uses the cap; log-probs only fall).
-        best_possible = alive_logp[:, 0] / length_penalty(limit, alpha)
-        if bool((fin_norm[:, -1] >= best_possible).all()) or t + 1 == steps:
+        done = (fin_norm[:, -1] > alive_logp[:, 0] / length_penalty(torch.full_like(limit, t + 1), alpha))
+        done |= limit - 1 <= t
+        if t + 1 == steps or bool(done.all()):
+            emit(torch.arange(n, device=device))
             break
-
-    fin_seq_l = fin_seq.tolist()
-    results = []
-    for i in range(b):
-        hyps = []
-        for j in range(k):
-            if fin_norm[i, j] == neg_inf:
-                continue
-            seq = _trim(fin_seq_l[i][j])
-            a = None if not attention else fin_attn[i, j, :len(seq) + 1, :int(src_lengths[i])].cpu()
-            hyps.append(Hypothesis(seq, float(fin_logp[i, j]), float(fin_norm[i, j]), a))
-        results.append(hyps[:nbest])
+        beam_rows = (torch.arange(n, device=device) * k).unsqueeze(1) + source_beam  # (N, K)
+        if bool(done.any()):
+            emit(done.nonzero().squeeze(1))
+            live = (~done).nonzero().squeeze(1)
+            rows, limit = rows[live], limit[live]
+            alive_seq, alive_logp = alive_seq[live], alive_logp[live]
+            fin_seq, fin_norm, fin_logp = fin_seq[live], fin_norm[live], fin_logp[live]
+            if attention:
+                alive_attn, fin_attn = alive_attn[live], fin_attn[live]
+            beam_rows = beam_rows[live]
+            memory = memory.select((live * k).repeat_interleave(k) + torch.arange(k, device=device).repeat(live.numel()))
+        state, prev = state.select(beam_rows.view(-1)), alive_seq[:, :, -1].reshape(-1)
     return results
 
 
 def search(model, src, src_lengths, *, beam_size: int, alpha: float, max_len_ratio: float,
-           max_len_const: int, min_len: int = 1, nbest: int = 1,
-           attention: bool = False) -> list[list[Hypothesis]]:
+           max_len_const: int, min_len: int = 1, nbest: int = 1, attention: bool = False,
+           vocab: torch.Tensor | None = None) -> list[list[Hypothesis]]:
     if beam_size == 1 and nbest == 1:
         return greedy(model, src, src_lengths, max_len_ratio=max_len_ratio,
-                      max_len_const=max_len_const, min_len=min_len, attention=attention)
+                      max_len_const=max_len_const, min_len=min_len, attention=attention, vocab=vocab)
     return beam_search(model, src, src_lengths, beam_size=beam_size, alpha=alpha,
                        max_len_ratio=max_len_ratio, max_len_const=max_len_const, min_len=min_len,
-                       nbest=nbest, attention=attention)
+                       nbest=nbest, attention=attention, vocab=vocab)

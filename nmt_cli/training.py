@@ -26,7 +26,8 @@ import torch.nn.functional as F
 
 from nmt_cli import checkpoint as ckpt
 from nmt_cli.config import Recipe, recipe_differences
-from nmt_cli.data import EncodedSplit, iterate_epoch, load_meta, load_split, load_text, make_batch
+from nmt_cli.data import (EncodedSplit, iterate_epoch, learn_split_shortlist, load_meta, load_shortlist,
+                          load_split, load_text, make_batch, save_shortlist)
 from nmt_cli.errors import CheckpointError, UserError
 from nmt_cli.model import build_model
 from nmt_cli.schedule import LearningRate, sampling_probability
@@ -177,6 +178,11 @@ class Trainer:
         self.train_split = load_split(self.run_dir, "train")
         self.valid_split = load_split(self.run_dir, "valid")
         self.valid_refs = load_text(self.run_dir, "valid", "tgt")
+        self.shortlist = load_shortlist(self.run_dir)
+        if self.shortlist is None:  # data preprocessed before shortlists existed
+            self.shortlist = learn_split_shortlist(self.run_dir / "data", self.tokenizer)
+            if self.main:
+                save_shortlist(self.run_dir / "data", self.shortlist)
         torch.manual_seed(self.cfg.seed)
         self.model = build_model(recipe.model, self.tokenizer.src_vocab_size,
                                  self.tokenizer.tgt_vocab_size).to(self.device)
@@ -250,7 +256,8 @@ class Trainer:
                 "optimizer": self.optimizer.state_dict(), "schedule": self.lr.state_dict(),
                 "progress": {k: getattr(p, k) for k in p.__dataclass_fields__},
                 "rng": rng, "recipe": self.recipe.to_dict(),
-                "tokenizer": ckpt.tokenizer_payload(self.tokenizer)}
+                "tokenizer": ckpt.tokenizer_payload(self.tokenizer),
+                "shortlist": self.shortlist.to_payload()}
 
     def save_checkpoint(self, best: bool = False) -> Path | None:
         if not self.main:

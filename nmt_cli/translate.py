@@ -30,6 +30,7 @@ class DecodeOptions:
     batch_tokens: int = 0           # if > 0: source tokens per batch instead
     nbest: int = 1
     attention: bool = False
+    shortlist: bool = False         # decode over the model's vocabulary shortlist, if it has one
 
 
 def _batches(order: Sequence[int], lengths: Sequence[int], opts: DecodeOptions) -> Iterator[list[int]]:
@@ -52,6 +53,7 @@ def _batches(order: Sequence[int], lengths: Sequence[int], opts: DecodeOptions) 
 def decode_ids(model, sources: Sequence[Sequence[int]], opts: DecodeOptions,
                device: torch.device | str = "cpu") -> list[list[Hypothesis]]:
     """Decode token-id sources (non-empty) in length-sorted batches; results in input order."""
+    shortlist = getattr(model, "shortlist", None) if opts.shortlist else None
     lengths = [len(s) for s in sources]
     order = sorted(range(len(sources)), key=lambda i: -lengths[i])
     results: list[list[Hypothesis] | None] = [None] * len(sources)
@@ -64,7 +66,8 @@ def decode_ids(model, sources: Sequence[Sequence[int]], opts: DecodeOptions,
         hyps = search(model, src.to(device), src_lengths, beam_size=opts.beam_size,
                       alpha=opts.length_penalty, max_len_ratio=opts.max_len_ratio,
                       max_len_const=opts.max_len_const, min_len=opts.min_len, nbest=opts.nbest,
-                      attention=opts.attention)
+                      attention=opts.attention,
+                      vocab=None if shortlist is None else shortlist.vocabulary(src).to(device))
         for i, h in zip(batch, hyps):
             results[i] = h
     return results  # type: ignore[return-value]

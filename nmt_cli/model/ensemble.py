@@ -29,10 +29,11 @@ class Ensemble(nn.Module):
         states, memories = zip(*(m.encode(src, src_lengths) for m in self.models))
         return EnsembleState(list(states)), EnsembleState(list(memories))
 
-    def step(self, prev: torch.Tensor, state: EnsembleState, memory: EnsembleState):
+    def step(self, prev: torch.Tensor, state: EnsembleState, memory: EnsembleState,
+             vocab: torch.Tensor | None = None):
         logps, states, weights = [], [], []
         for m, s, mem in zip(self.models, state.parts, memory.parts):
-            logp, s, w = m.step(prev, s, mem)
+            logp, s, w = m.step(prev, s, mem, vocab)
             logps.append(logp)
             states.append(s)
             if w is not None:

@@ -77,10 +77,28 @@ class Seq2Seq(nn.Module):
         memory = DecoderMemory(None if attention is None else attention.prepare(enc.states, enc.mask), summary)
         return self.decoder.init_state(hidden, cell, memory), memory
 
-    def step(self, prev: torch.Tensor, state: DecoderState, memory: DecoderMemory):
-        """prev (B,) -> log p(y | ...) (B, V), new state, attention weights (B, S) or None."""
+    def step(self, prev: torch.Tensor, state: DecoderState, memory: DecoderMemory,
+             vocab: torch.Tensor | None = None):
+        """prev (B,) -> log p(y | ...) (B, V), new state, attention weights (B, S) or None.
+        With ``vocab`` (sorted target ids) only those rows of W_s are used: (B, len(vocab))."""
         h_tilde, state, weights = self.decoder.step(prev, state, memory)
-        return F.log_softmax(self.output(h_tilde).float(), dim=-1), state, weights
+        if vocab is None:
+            logits = self.output(h_tilde)
+        else:
+            weight, bias = self._output_rows(vocab)
+            logits = F.linear(h_tilde, weight, bias)
+        return F.log_softmax(logits.float(), dim=-1), state, weights
+
+    def _output_rows(self, vocab: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """W_s and b rows for ``vocab``, cut once per batch rather than once per step."""
+        cached = getattr(self, "_rows_cache", None)
+        if cached is None or cached[0] is not vocab:
+            weight, bias = self.output.weight, self.output.bias
+            if callable(weight):  # an int8 dynamic-quantised layer keeps them behind methods
+                weight, bias = weight().dequantize(), bias()
+            cached = (vocab, weight.index_select(0, vocab), bias.index_select(0, vocab))
+            self._rows_cache = cached
+        return cached[1], cached[2]
 
     # ------------------------------------------------------------------ training
 

@@ -1,0 +1,105 @@
+"""The model-family table of docs/models.md: each attention/decoder variant trained with the same
+wall-clock budget on the same preprocessed data, then BLEU/chrF on a test split and BLEU by
+source length.
+
+    python bench/variants.py recipes/en-fr.yaml --base runs/en-fr --minutes 5 \
+        [--only none,bahdanau-concat] [--out runs/variants]
+
+--base is a preprocessed run dir of the recipe (`nmt preprocess`); its data and SentencePiece
+model are copied, so every variant sees identical batches. Validation runs once, at the end, so
+it costs every variant the same. Each row is printed with the command that reproduces it, and
+all results go to OUT/variants.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+VARIANTS = {
+    "none": ["model.attention=none"],
+    "bahdanau-concat": ["model.decoder=bahdanau", "model.attention=concat"],
+    "luong-general-feeding": ["model.attention=general", "model.input_feeding=true"],
+    "luong-concat-feeding": ["model.attention=concat", "model.input_feeding=true"],
+    "luong-general": ["model.attention=general"],
+    "luong-dot": ["model.attention=dot"],
+    "luong-general-4heads": ["model.attention=general", "model.attention_heads=4"],
+}
+SAME_BUDGET = ["train.valid_every=1000000", "train.checkpoint_every=1000000"]
+
+
+def nmt(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "nmt_cli", *args], capture_output=True, text=True, check=True)
+
+
+def run_variant(name: str, recipe: str, base: Path, out: Path, minutes: float, split: str) -> dict:
+    from nmt_cli.scoring import bleu_by_length, score
+    run_dir = out / name
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True)
+    for item in ("data", "spm.model", "recipe.yaml"):
+        src = base / item
+        (shutil.copytree if src.is_dir() else shutil.copy)(src, run_dir / item)
+    sets = [x for s in VARIANTS[name] + SAME_BUDGET for x in ("--set", s)]
+    train_cmd = ["train", recipe, "--run-dir", str(run_dir), "--max-minutes", f"{minutes:g}", *sets]
+    nmt(*train_cmd)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    src_file, ref_file = run_dir / "data" / f"{split}.src.txt", run_dir / "data" / f"{split}.tgt.txt"
+    start = time.perf_counter()
+    hyps = nmt("translate", "-m", str(run_dir), "-i", str(src_file)).stdout.split("\n")[:-1]
+    decode_s = time.perf_counter() - start
+    sources = src_file.read_text(encoding="utf-8").split("\n")[:-1]
+    refs = ref_file.read_text(encoding="utf-8").split("\n")[:-1]
+    scores = {s.metric.lower(): round(s.score, 2) for s in score(hyps, refs, ("bleu", "chrf"))}
+    return {"variant": name, "sets": VARIANTS[name], "minutes": minutes,
+            "steps": summary["final_step"], "tgt_tokens_per_s": summary["tgt_tokens_per_s"],
+            "params_m": round(_params(run_dir) / 1e6, 2), "valid_bleu": summary.get("best_valid_bleu"),
+            "test_split": split, **{f"test_{k}": v for k, v in scores.items()},
+            "decode_s": round(decode_s, 1), "by_length": bleu_by_length(sources, hyps, refs),
+            "command": "nmt " + " ".join(train_cmd).replace(str(out), "OUT")}
+
+
+def _params(run_dir: Path) -> int:
+    from nmt_cli.checkpoint import load_model
+    model, *_ = load_model(run_dir)
+    return model.parameter_count()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("recipe")
+    ap.add_argument("--base", type=Path, required=True, help="preprocessed run dir of the recipe")
+    ap.add_argument("--minutes", type=float, default=5.0, help="training budget per variant")
+    ap.add_argument("--only", default="", help="comma-separated subset of: " + ", ".join(VARIANTS))
+    ap.add_argument("--split", default="test", help="test split of the run dir to score (test = first)")
+    ap.add_argument("--out", type=Path, default=Path("runs/variants"))
+    args = ap.parse_args()
+    names = [n for n in args.only.split(",") if n] or list(VARIANTS)
+    unknown = [n for n in names if n not in VARIANTS]
+    if unknown:
+        sys.exit(f"unknown variant(s): {', '.join(unknown)}; known: {', '.join(VARIANTS)}")
+    args.out.mkdir(parents=True, exist_ok=True)
+    results_path = args.out / "variants.json"
+    results = json.loads(results_path.read_text()) if results_path.exists() else {}
+    print("| variant | params | steps | train tgt tok/s | valid BLEU (greedy) | test BLEU | test chrF |")
+    print("|---|---|---|---|---|---|---|")
+    for name in names:
+        r = run_variant(name, args.recipe, args.base, args.out, args.minutes, args.split)
+        results[name] = r
+        results_path.write_text(json.dumps(results, indent=1))
+        print(f"| {name} | {r['params_m']}M | {r['steps']} | {r['tgt_tokens_per_s']:.0f} | {r['valid_bleu']} "
+              f"| {r['test_bleu']} | {r['test_chrf']} |", flush=True)
+    print("\nBLEU by source length (words):")
+    for name in names:
+        r = results[name]
+        print(f"  {name:<24}" + "  ".join(f"{b['bucket']}: {b['bleu']} ({b['sentences']})" for b in r["by_length"]))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,85 @@
+"""Vocabulary shortlist: decode over the target pieces likely for a batch, not all of them.
+
+Most of a CPU decoding step goes into the output layer and what follows it (log-softmax, top-k)
+over the whole target vocabulary, although a sentence can only plausibly use a few hundred
+pieces. Learned once from the training split: the ``frequent`` most common target pieces, and for
+every source piece s the ``per_source`` target pieces t most associated with it by sentence
+co-occurrence, ranked by cooc(s,t)^2 / (count(s) count(t)) (so the pieces that come with s, not
+the ones that come with everything). A batch decodes over the union of the frequent pieces and
+the candidates of its source pieces; log-probabilities are normalised over that set.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from nmt_cli.tokenizer import BOS, EOS, PAD, UNK
+
+SPECIALS = (PAD, UNK, BOS, EOS)
+
+
+@dataclass
+class Shortlist:
+    frequent: torch.Tensor  # (F,) int64 target ids, specials included
+    table: torch.Tensor     # (src_vocab, K) int64 target ids per source piece
+
+    def vocabulary(self, src: torch.Tensor) -> torch.Tensor:
+        """Sorted target ids a batch of source ids (B, S) may produce. Sorting keeps the special
+        ids 0..3 at positions 0..3, so search code can mask PAD/BOS/EOS by position."""
+        candidates = self.table[src.flatten().cpu()].flatten()
+        return torch.unique(torch.cat([self.frequent, candidates]))  # unique() sorts
+
+    def to_payload(self) -> dict:
+        return {"frequent": self.frequent.to(torch.int32), "table": self.table.to(torch.int32)}
+
+    @classmethod
+    def from_payload(cls, payload: dict) -> "Shortlist":
+        return cls(payload["frequent"].long(), payload["table"].long())
+
+
+def learn_shortlist(src_ids: np.ndarray, src_offsets: np.ndarray, tgt_ids: np.ndarray,
+                    tgt_offsets: np.ndarray, src_vocab: int, tgt_vocab: int, *, frequent: int = 300,
+                    per_source: int = 30, max_pairs: int = 300_000, seed: int = 0) -> Shortlist:
+    """Count co-occurrences over (at most ``max_pairs`` sampled) training pairs; see module doc."""
+    n = len(src_offsets) - 1
+    pairs = np.arange(n)
+    if n > max_pairs:
+        pairs = np.sort(np.random.default_rng(seed).choice(n, max_pairs, replace=False))
+    tgt_count = np.bincount(tgt_ids, minlength=tgt_vocab)
+    tgt_count[list(SPECIALS)] = np.iinfo(np.int64).max  # specials always in
+    top = np.argsort(-tgt_count, kind="stable")[:max(frequent, len(SPECIALS))]
+
+    keys = []
+    for i in pairs:
+        s = np.unique(src_ids[src_offsets[i]:src_offsets[i + 1]]).astype(np.int64)
+        t = np.unique(tgt_ids[tgt_offsets[i]:tgt_offsets[i + 1]]).astype(np.int64)
+        keys.append((s[:, None] * tgt_vocab + t[None, :]).ravel())
+    pair_keys, cooc = np.unique(np.concatenate(keys) if keys else np.zeros(0, np.int64), return_counts=True)
+    s_of, t_of = pair_keys // tgt_vocab, pair_keys % tgt_vocab
+    s_docs = np.zeros(src_vocab, np.float64)
+    t_docs = np.zeros(tgt_vocab, np.float64)
+    for i in pairs:  # sentence frequencies (each piece once per sentence)
+        s_docs[np.unique(src_ids[src_offsets[i]:src_offsets[i + 1]])] += 1
+        t_docs[np.unique(tgt_ids[tgt_offsets[i]:tgt_offsets[i + 1]])] += 1
+    association = cooc.astype(np.float64) ** 2 / (s_docs[s_of] * t_docs[t_of])
+
+    table = np.full((src_vocab, per_source), EOS, dtype=np.int64)  # EOS: a harmless filler
+    order = np.lexsort((-association, s_of))  # by source piece, best association first
+    s_sorted, t_sorted = s_of[order], t_of[order]
+    starts = np.searchsorted(s_sorted, np.arange(src_vocab))
+    ends = np.searchsorted(s_sorted, np.arange(src_vocab), side="right")
+    for s in np.nonzero(ends > starts)[0]:
+        best = t_sorted[starts[s]:min(ends[s], starts[s] + per_source)]
+        table[s, :len(best)] = best
+    return Shortlist(torch.from_numpy(np.sort(top)), torch.from_numpy(table))
+
+
+def merge_shortlists(shortlists: list["Shortlist | None"]) -> "Shortlist | None":
+    """An ensemble's shortlist: the union of its members' (None if any member has none)."""
+    if not shortlists or any(s is None for s in shortlists):
+        return None
+    return Shortlist(torch.unique(torch.cat([s.frequent for s in shortlists])),
+                     torch.cat([s.table for s in shortlists], dim=1))

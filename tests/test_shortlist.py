@@ -1,0 +1,77 @@
+import numpy as np
+import torch
+
+from nmt_cli.config import ModelConfig
+from nmt_cli.model import build_model
+from nmt_cli.search import beam_search, greedy
+from nmt_cli.shortlist import Shortlist, learn_shortlist, merge_shortlists
+from nmt_cli.tokenizer import EOS
+
+
+def flat(seqs):
+    offsets = np.concatenate([[0], np.cumsum([len(s) for s in seqs])]).astype(np.int64)
+    return np.concatenate(seqs).astype(np.int32), offsets
+
+
+def test_learns_the_associated_pieces_not_the_common_ones():
+    # source 10 always comes with target 20, source 11 with 21; target 30 comes with everything.
+    src = [np.array([10, 5]), np.array([11, 5]), np.array([10, 5]), np.array([11, 5])] * 5
+    tgt = [np.array([20, 30]), np.array([21, 30]), np.array([20, 30]), np.array([21, 30])] * 5
+    s_ids, s_off = flat(src)
+    t_ids, t_off = flat(tgt)
+    sl = learn_shortlist(s_ids, s_off, t_ids, t_off, 40, 40, frequent=5, per_source=1)
+    assert sl.table[10, 0] == 20 and sl.table[11, 0] == 21
+    assert set(sl.frequent.tolist()) >= {0, 1, 2, 3}
+    vocab = sl.vocabulary(torch.tensor([[10, 5]]))
+    assert vocab.tolist() == sorted(vocab.tolist()) and 20 in vocab and vocab[:4].tolist() == [0, 1, 2, 3]
+
+
+def test_learning_on_real_data(tiny_run):
+    from nmt_cli.data import load_shortlist
+    recipe, run_dir = tiny_run
+    stored = load_shortlist(run_dir)
+    assert stored is not None and stored.table.shape[0] == 300
+    # A real sentence's shortlist is a small part of the vocabulary that holds most of its reference.
+    from nmt_cli.data import load_split
+    split = load_split(run_dir, "train")
+    sl = learn_shortlist(split.src.ids, split.src.offsets, split.tgt.ids, split.tgt.offsets, 300, 300,
+                         frequent=50, per_source=10)
+    vocab = set(sl.vocabulary(torch.as_tensor(split.src.get(0).astype(np.int64))[None]).tolist())
+    assert len(vocab) < 150
+    covered = np.mean([t in vocab for t in split.tgt.get(0)])
+    assert covered > 0.8
+
+
+def test_search_over_a_shortlist_equals_search_over_a_vocabulary_without_the_rest():
+    torch.manual_seed(0)
+    v = 30
+    model = build_model(ModelConfig(embed_dim=12, hidden_dim=16, dropout=0.0, tie_embeddings=False), v, v).eval()
+    src, lengths = torch.tensor([[5, 6, 7], [8, 9, 0]]), torch.tensor([3, 2])
+    vocab = torch.tensor([0, 1, 2, 3, 5, 9, 12, 17, 25])
+    banned = torch.ones(v, dtype=torch.bool)
+    banned[vocab] = False
+    masked = build_model(ModelConfig(embed_dim=12, hidden_dim=16, dropout=0.0, tie_embeddings=False), v, v).eval()
+    masked.load_state_dict(model.state_dict())
+    with torch.no_grad():
+        masked.output.bias[banned] = float("-inf")  # the full-vocabulary equivalent of the shortlist
+    for search, kw in ((greedy, {}), (beam_search, {"beam_size": 3, "nbest": 3})):
+        fast = search(model, src, lengths, vocab=vocab, **kw)
+        slow = search(masked, src, lengths, **kw)
+        for a, b in zip(fast, slow):
+            assert [h.tokens for h in a] == [h.tokens for h in b]
+            assert all(t in vocab.tolist() for h in a for t in h.tokens)
+            assert [h.score for h in a] == [pytest_approx(h.score) for h in b]
+
+
+def pytest_approx(x):
+    import pytest
+    return pytest.approx(x, abs=1e-4)
+
+
+def test_ensemble_shortlist_is_the_union():
+    a = Shortlist(torch.tensor([0, 1, 2, 3, 7]), torch.tensor([[3], [8]]))
+    b = Shortlist(torch.tensor([0, 1, 2, 3, 9]), torch.tensor([[3], [6]]))
+    merged = merge_shortlists([a, b])
+    assert merged.vocabulary(torch.tensor([[1]])).tolist() == [0, 1, 2, 3, 6, 7, 8, 9]
+    assert merge_shortlists([a, None]) is None
+    assert EOS in merged.vocabulary(torch.tensor([[0]]))
