@@ -101,6 +101,17 @@ def _flat(seqs: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
     return ids, offsets
 
 
+def encode_flat(encode, lines: Sequence[str], chunk: int = 50_000) -> tuple[np.ndarray, np.ndarray]:
+    """Encode in chunks straight into int32 arrays: Python lists of ints cost ~36 bytes an id,
+    which on a 10M-pair corpus would be most of the memory preprocessing needs."""
+    parts = [_flat(encode(lines[i:i + chunk])) for i in range(0, len(lines), chunk)] or [_flat([])]
+    ids = np.concatenate([p[0] for p in parts])
+    lengths = np.concatenate([np.diff(p[1]) for p in parts])
+    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return ids, offsets
+
+
 def _atomic_save(path: Path, array: np.ndarray) -> None:
     tmp = path.with_name(path.name + ".part")
     with open(tmp, "wb") as fh:
@@ -135,13 +146,14 @@ class EncodedSplit:
         return len(self.src)
 
 
-def save_split(data_dir: Path, split: str, src: Sequence[Sequence[int]], tgt: Sequence[Sequence[int]]) -> dict:
+def save_split(data_dir: Path, split: str, src, tgt) -> dict:
+    """Store both sides; each is a list of id sequences or an already flat (ids, offsets) pair."""
     meta = {}
     for side, seqs in (("src", src), ("tgt", tgt)):
-        ids, offsets = _flat(seqs)
+        ids, offsets = seqs if isinstance(seqs, tuple) else _flat(seqs)
         _atomic_save(data_dir / f"{split}.{side}.ids.npy", ids)
         _atomic_save(data_dir / f"{split}.{side}.offsets.npy", offsets)
-        meta[side] = {"sentences": len(seqs), "tokens": int(offsets[-1])}
+        meta[side] = {"sentences": len(offsets) - 1, "tokens": int(offsets[-1])}
     return meta
 
 
@@ -245,6 +257,7 @@ def preprocess(recipe: Recipe, run_dir: Path, log=print) -> dict:
         raise DataError(f"{sources['train'][0]}: no training pair survives filtering "
                         f"(data.max_len={recipe.data.max_len}, data.max_ratio={recipe.data.max_ratio})")
     texts["train"] = ([train_src[i] for i in keep], [train_tgt[i] for i in keep])
+    del train_src, train_tgt  # the unfiltered lines: on a large corpus, gigabytes
 
     log(f"training SentencePiece ({recipe.tokenizer.type}, {recipe.tokenizer.vocab_size} pieces, "
         f"{'joint' if recipe.tokenizer.joint else 'one per side'})")
@@ -255,7 +268,8 @@ def preprocess(recipe: Recipe, run_dir: Path, log=print) -> dict:
             "dropped": dict(dropped), "src_vocab": tokenizer.src_vocab_size,
             "tgt_vocab": tokenizer.tgt_vocab_size}
     for name, (src, tgt) in texts.items():
-        meta["splits"][name] = save_split(data_dir, name, tokenizer.encode_src(src), tokenizer.encode_tgt(tgt))
+        meta["splits"][name] = save_split(data_dir, name, encode_flat(tokenizer.encode_src, src),
+                                          encode_flat(tokenizer.encode_tgt, tgt))
         if name != "train":
             _write_text(data_dir / f"{name}.src.txt", src)
             _write_text(data_dir / f"{name}.tgt.txt", tgt)

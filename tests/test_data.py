@@ -118,3 +118,16 @@ def test_iterate_epoch_resumes_from_position_and_shards(tiny_run):
     r0 = [p for p, _ in iterate_epoch(split, 400, 5, 0, rank=0, world=2)]
     r1 = [p for p, _ in iterate_epoch(split, 400, 5, 0, rank=1, world=2)]
     assert len(r0) == len(r1) and r0 == list(range(0, 2 * len(r0), 2))
+
+
+def test_chunked_encoding_equals_encoding_at_once():
+    from nmt_cli.data import _flat, encode_flat
+    encode = lambda lines: [[len(w) for w in line.split()] for line in lines]
+    lines = ["a bb ccc", "", "dddd", "e f", "gg hh ii jj", "k"]
+    for chunk in (1, 2, 4, 100):
+        ids, offsets = encode_flat(encode, lines, chunk=chunk)
+        want_ids, want_offsets = _flat(encode(lines))
+        assert ids.dtype == np.int32 and ids.tolist() == want_ids.tolist()
+        assert offsets.tolist() == want_offsets.tolist()
+    ids, offsets = encode_flat(encode, [])
+    assert len(ids) == 0 and offsets.tolist() == [0]
