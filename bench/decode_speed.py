@@ -10,6 +10,7 @@ Prints one line per configuration: seconds, sentences/s, output subword tokens/s
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import subprocess
@@ -45,9 +46,10 @@ def main() -> None:
     n = len(args.src.read_text(encoding="utf-8").split("\n")) - 1
     print(f"# {path} on {n} sentences; {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} CPUs, python {platform.python_version()}")
-    configs = [("greedy", 1, []), ("beam 5", 5, [])]
+    configs = [("greedy", 1, []), ("beam 5", 5, []), ("beam 5 full vocab", 5, ["--no-shortlist"])]
     if args.quantize:
         configs += [("greedy int8", 1, ["--quantize", "int8"]), ("beam 5 int8", 5, ["--quantize", "int8"])]
+    results = []
     for name, beam, extra in configs:
         best = None
         for _ in range(args.repeat):
@@ -55,7 +57,11 @@ def main() -> None:
             best = seconds if best is None else min(best, seconds)
         tokens = sum(len(x) + 1 for x in tokenizer.encode_tgt(hyps))
         bleu = f"{sacrebleu.corpus_bleu(hyps, [refs]).score:.2f}" if refs else "-"
-        print(f"{name:<12} {best:7.2f} s  {n / best:8.1f} sent/s  {tokens / best:9.0f} tok/s  BLEU {bleu}")
+        print(f"{name:<18} {best:7.2f} s  {n / best:8.1f} sent/s  {tokens / best:9.0f} tok/s  BLEU {bleu}",
+              flush=True)
+        results.append({"config": name, "seconds": round(best, 2), "sentences_per_s": round(n / best, 1),
+                        "tokens_per_s": round(tokens / best), "bleu": bleu})
+    print(json.dumps(results))
 
 
 if __name__ == "__main__":

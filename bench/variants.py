@@ -79,6 +79,8 @@ def main() -> None:
     ap.add_argument("--only", default="", help="comma-separated subset of: " + ", ".join(VARIANTS))
     ap.add_argument("--split", default="test", help="test split of the run dir to score (test = first)")
     ap.add_argument("--out", type=Path, default=Path("runs/variants"))
+    ap.add_argument("--plot", type=Path, help="draw BLEU by source length of these variants here (plot extra)")
+    ap.add_argument("--report-only", action="store_true", help="print and plot OUT/variants.json, train nothing")
     args = ap.parse_args()
     names = [n for n in args.only.split(",") if n] or list(VARIANTS)
     unknown = [n for n in names if n not in VARIANTS]
@@ -90,15 +92,19 @@ def main() -> None:
     print("| variant | params | steps | train tgt tok/s | valid BLEU (greedy) | test BLEU | test chrF |")
     print("|---|---|---|---|---|---|---|")
     for name in names:
-        r = run_variant(name, args.recipe, args.base, args.out, args.minutes, args.split)
-        results[name] = r
-        results_path.write_text(json.dumps(results, indent=1))
+        if not args.report_only:
+            results[name] = run_variant(name, args.recipe, args.base, args.out, args.minutes, args.split)
+            results_path.write_text(json.dumps(results, indent=1))
+        r = results[name]
         print(f"| {name} | {r['params_m']}M | {r['steps']} | {r['tgt_tokens_per_s']:.0f} | {r['valid_bleu']} "
               f"| {r['test_bleu']} | {r['test_chrf']} |", flush=True)
     print("\nBLEU by source length (words):")
     for name in names:
         r = results[name]
         print(f"  {name:<24}" + "  ".join(f"{b['bucket']}: {b['bleu']} ({b['sentences']})" for b in r["by_length"]))
+    if args.plot:
+        from nmt_cli.plots import bleu_by_length_chart
+        bleu_by_length_chart({n: results[n] for n in names}, args.plot)
 
 
 if __name__ == "__main__":

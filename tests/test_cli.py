@@ -1,6 +1,7 @@
 """The `nmt` command line, run as users run it: a subprocess with real files."""
 
 import json
+from collections import Counter
 import os
 import signal
 import subprocess
@@ -81,7 +82,8 @@ def test_eval_with_files(tmp_path):
 def test_end_to_end_on_real_multi30k(tmp_path):
     """preprocess -> train -> translate -> eval through the CLI on a slice of real data."""
     data = write_slice(tmp_path / "corpus", n_train=1500, n_valid=100)
-    recipe = tiny_recipe_dict(data, train={"valid_every": 50, "valid_max_sentences": 50})
+    recipe = tiny_recipe_dict(data, train={"valid_every": 50, "valid_max_sentences": 50, "lr": 0.003},
+                              model={"embed_dim": 64, "hidden_dim": 64})
     recipe_path = tmp_path / "tiny.yaml"
     recipe_path.write_text(yaml.safe_dump(recipe))
     run = tmp_path / "run"
@@ -103,12 +105,15 @@ def test_end_to_end_on_real_multi30k(tmp_path):
     assert out.returncode == 0, out.stderr.decode()
     hyps = out.stdout.decode().split("\n")[:-1]
     assert len(hyps) == 50 and sum(bool(h) for h in hyps) > 40
+    # 110 steps on 1,500 captions is enough to learn how French captions begin.
+    first_words = Counter(h.split()[0] for h in hyps if h)
+    assert first_words.most_common(1)[0][0] in {"Un", "Une", "Deux", "Des", "Le", "La"}, first_words
     hyp_file, ref_file = tmp_path / "hyp.fr", tmp_path / "ref.fr"
     hyp_file.write_text(out.stdout.decode())
     ref_file.write_text("\n".join(ref_lines) + "\n")
     ev = nmt("eval", "--hyp", hyp_file, "--ref", ref_file, "--json")
     bleu = {s["metric"]: s for s in json.loads(ev.stdout)["scores"]}["bleu"]
-    assert bleu["score"] > 0.5 and bleu["signature"].startswith("nrefs:1")
+    assert bleu["score"] > 0 and bleu["signature"].startswith("nrefs:1")
     ev2 = nmt("eval", "-m", run, "--src", source, "--ref", ref_file, "--by-length", "--beam-size", 1)
     assert ev2.returncode == 0 and b"BLEU by source length" in ev2.stdout
     avg = nmt("average", run, "--last", 2, "-o", tmp_path / "avg.pt")
