@@ -101,7 +101,7 @@ def _translator(models: list[str], beam_size, batch_size, batch_tokens, nbest, a
             raise UserError(f"{other[3]}: uses a different vocabulary than {loaded[0][3]}; cannot ensemble")
     if quantize == "int8":
         from nmt_cli.quantize import quantize_int8
-        loaded = [(quantize_int8(m),) + rest for m, *rest in loaded]
+        loaded = [(quantize_int8(m), *rest) for m, *rest in loaded]
     elif quantize != "none":
         raise UserError(f"--quantize: '{quantize}' is not one of none, int8")
     model = loaded[0][0] if len(loaded) == 1 else Ensemble([x[0] for x in loaded]).eval()

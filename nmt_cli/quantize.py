@@ -4,6 +4,7 @@ quantised on the fly. Decoding-only; the float model stays what training and che
 from __future__ import annotations
 
 import copy
+import warnings
 
 import torch
 from torch import nn
@@ -20,4 +21,6 @@ def quantize_int8(model: nn.Module) -> nn.Module:
     if tied:
         # Untie before quantising the output layer, so the embedding stays float.
         model.output.weight = nn.Parameter(model.output.weight.detach().clone())
-    return quantize_dynamic(model, {nn.Linear, nn.GRU, nn.LSTM}, dtype=torch.qint8)
+    with warnings.catch_warnings():  # torch's own deprecation notes about its quantised tensors
+        warnings.simplefilter("ignore", UserWarning)
+        return quantize_dynamic(model, {nn.Linear, nn.GRU, nn.LSTM}, dtype=torch.qint8)

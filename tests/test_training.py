@@ -122,3 +122,45 @@ def test_precision_auto_uses_bf16_only_where_the_hardware_has_it():
     assert resolve_precision("bf16", cpu) == "bf16"  # an explicit choice is kept (and warned about)
     with pytest.raises(UserError, match="fp16 needs a CUDA device"):
         resolve_precision("fp16", cpu)
+
+
+def test_early_stopping_and_max_minutes(tiny_run, tmp_path):
+    # lr so small that valid BLEU cannot move: patience 2 stops after the 3rd validation.
+    recipe, run_dir = fresh_run(tiny_run, tmp_path / "early", max_steps=500, valid_every=4,
+                                valid_max_sentences=4, patience=2, lr=1e-9, schedule="constant")
+    summary = train(recipe, run_dir, device="cpu")
+    assert summary["stop_reason"].startswith("early stopping") and summary["final_step"] == 12
+    recipe, run_dir = fresh_run(tiny_run, tmp_path / "clock", max_steps=100000, max_minutes=0.002)
+    summary = train(recipe, run_dir, device="cpu")
+    assert summary["stop_reason"] == "reached max_minutes 0.002" and summary["final_step"] < 1000
+
+
+def _ddp_rank(rank: int, world: int, port: int, recipe_dict: dict, run_dir: str, out: str) -> None:
+    import os
+    from pathlib import Path
+    import torch.distributed as dist
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                      WORLD_SIZE=str(world), LOCAL_RANK=str(rank))
+    torch.set_num_threads(1)
+    trainer = Trainer(recipe_from_dict(recipe_dict), Path(run_dir), device="cpu", progress_bar=False)
+    trainer.train()
+    torch.save(trainer.model.state_dict(), Path(out) / f"rank{rank}.pt")
+    dist.destroy_process_group()
+
+
+def test_two_process_gloo_run_keeps_ranks_identical(tiny_run, tmp_path):
+    import socket
+    import torch.multiprocessing as mp
+    recipe, run_dir = fresh_run(tiny_run, tmp_path, max_steps=6, valid_every=6, valid_max_sentences=4,
+                                checkpoint_every=6)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    mp.spawn(_ddp_rank, args=(2, port, recipe.to_dict(), str(run_dir), str(tmp_path)), nprocs=2)
+    a, b = (torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1))
+    start = params(run_dir / "checkpoints" / "step-6.pt")
+    for name in a:
+        assert torch.equal(a[name], b[name]), name
+        assert torch.equal(a[name], start[name]), name  # rank 0 wrote what both ranks hold
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["final_step"] == 6

@@ -1,0 +1,63 @@
+"""BLEU and chrF of a trained run on each of its test splits, in both conditions: standard
+sacreBLEU (cased, detokenized, raw references) and the literature's (lowercased, normalised,
+Moses-tokenized hypotheses against the official tokenized Multi30k references, when they are in
+the mirror as ``multi30k/tok/<split>.lc.norm.tok.<lang>.gz``).
+
+    python bench/test_bleu.py -m runs/en-fr [--beam-size 5] [--no-shortlist]
+
+Prints a Markdown table and writes RUN/test_scores.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("-m", "--model", type=Path, required=True, help="run dir")
+    ap.add_argument("--beam-size", type=int, default=0, help="0 = the recipe's")
+    ap.add_argument("--no-shortlist", action="store_true")
+    args = ap.parse_args()
+
+    from nmt_cli.data import load_meta, read_lines
+    from nmt_cli.scoring import score
+    meta = load_meta(args.model)
+    mirror = Path(os.environ.get("NMT_DATA_MIRROR", "../shared/data"))
+    rows = []
+    print("| test set | BLEU | chrF | BLEU, lc-tok (papers) | seconds to translate |")
+    print("|---|---|---|---|---|")
+    for split, (src_file, _) in meta["files"].items():
+        if not split.startswith("test"):
+            continue
+        name = Path(src_file).name.split(".")[0]
+        src, ref = args.model / "data" / f"{split}.src.txt", args.model / "data" / f"{split}.tgt.txt"
+        cmd = [sys.executable, "-m", "nmt_cli", "translate", "-m", str(args.model), "-i", str(src)]
+        if args.beam_size:
+            cmd += ["--beam-size", str(args.beam_size)]
+        if args.no_shortlist:
+            cmd.append("--no-shortlist")
+        start = time.perf_counter()
+        hyps = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.split("\n")[:-1]
+        seconds = time.perf_counter() - start
+        refs = ref.read_text(encoding="utf-8").split("\n")[:-1]
+        cased = {s.metric.lower(): round(s.score, 2) for s in score(hyps, refs, ("bleu", "chrf"))}
+        tok_ref = mirror / "multi30k" / "tok" / f"{name}.lc.norm.tok.{meta['tgt']}.gz"
+        lc_tok = None
+        if tok_ref.exists():
+            lc_tok = round(score(hyps, read_lines(tok_ref), ("bleu",), lc_tok=meta["tgt"])[0].score, 2)
+        rows.append({"test": name, "bleu": cased["bleu"], "chrf": cased["chrf"], "bleu_lc_tok": lc_tok,
+                     "seconds": round(seconds, 1)})
+        print(f"| {name} | {cased['bleu']} | {cased['chrf']} | {lc_tok if lc_tok is not None else '-'} "
+              f"| {seconds:.1f} |", flush=True)
+    (args.model / "test_scores.json").write_text(json.dumps(rows, indent=1))
+
+
+if __name__ == "__main__":
+    main()
