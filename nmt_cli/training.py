@@ -189,6 +189,7 @@ class Trainer:
         self.optimizer = make_optimizer(self.model, recipe)
         self.lr = LearningRate(self.cfg)
         self.progress = Progress()
+        self.started = time.perf_counter()
         self.resumed_from = None
         last = self.ckpt_dir / "last.pt"
         if last.exists() and not restart:
@@ -319,7 +320,8 @@ class Trainer:
         lowered = self.lr.observe(result["bleu"] if self.cfg.valid_metric == "bleu" else result["loss"],
                                   self.cfg.valid_metric == "bleu")
         record = {"step": p.step, "valid_loss": round(result["loss"], 4), "valid_ppl": round(result["ppl"], 3),
-                  "valid_bleu": round(result["bleu"], 2)}
+                  "valid_bleu": round(result["bleu"], 2),
+                  "minutes": round((time.perf_counter() - self.started) / 60, 2)}  # of this invocation
         p.history.append(record)
         self._metrics({"kind": "valid", **record})
         log.info(f"step {p.step}: valid loss {result['loss']:.3f}  ppl {result['ppl']:.2f}  "
@@ -367,7 +369,7 @@ class Trainer:
         if self.main and (self.progress_bar if self.progress_bar is not None else sys.stderr.isatty()):
             from tqdm import tqdm
             bar = tqdm(total=cfg.max_steps or None, initial=p.step, unit="step", dynamic_ncols=True)
-        start = time.perf_counter()
+        start = self.started = time.perf_counter()
         train_time = data_wait = 0.0
         tgt_tokens = src_tokens = 0
         steps_done = 0
