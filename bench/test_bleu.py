@@ -3,7 +3,7 @@ sacreBLEU (cased, detokenized, raw references) and the literature's (lowercased,
 Moses-tokenized hypotheses against the official tokenized Multi30k references, when they are in
 the mirror as ``multi30k/tok/<split>.lc.norm.tok.<lang>.gz``).
 
-    python bench/test_bleu.py -m runs/en-fr [--beam-size 5] [--no-shortlist]
+    python bench/test_bleu.py -m runs/en-fr [--beam-size 5] [--length-penalty A] [--no-shortlist]
 
 Prints a Markdown table and writes RUN/test_scores.json.
 """
@@ -24,6 +24,7 @@ def main() -> None:
     ap.add_argument("-m", "--model", type=Path, required=True, help="run dir")
     ap.add_argument("--beam-size", type=int, default=0, help="0 = the recipe's")
     ap.add_argument("--no-shortlist", action="store_true")
+    ap.add_argument("--length-penalty", type=float, default=None, help="default: the recipe's")
     args = ap.parse_args()
 
     from nmt_cli.data import load_meta, read_lines
@@ -41,6 +42,8 @@ def main() -> None:
         cmd = [sys.executable, "-m", "nmt_cli", "translate", "-m", str(args.model), "-i", str(src)]
         if args.beam_size:
             cmd += ["--beam-size", str(args.beam_size)]
+        if args.length_penalty is not None:
+            cmd += ["--length-penalty", str(args.length_penalty)]
         if args.no_shortlist:
             cmd.append("--no-shortlist")
         start = time.perf_counter()

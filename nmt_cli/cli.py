@@ -85,7 +85,7 @@ def train(recipe: Annotated[Path, typer.Argument(help="YAML recipe, e.g. recipes
 
 
 def _translator(models: list[str], beam_size, batch_size, batch_tokens, nbest, attention, device, quantize,
-                shortlist=None):
+                shortlist=None, length_penalty=None):
     import torch
     from nmt_cli.checkpoint import load_model
     from nmt_cli.model.ensemble import Ensemble
@@ -109,7 +109,8 @@ def _translator(models: list[str], beam_size, batch_size, batch_tokens, nbest, a
         from nmt_cli.shortlist import merge_shortlists
         model.shortlist = merge_shortlists([x[0].shortlist for x in loaded])
     d = recipe.decode
-    opts = DecodeOptions(beam_size=beam_size or d.beam_size, length_penalty=d.length_penalty,
+    opts = DecodeOptions(beam_size=beam_size or d.beam_size,
+                         length_penalty=d.length_penalty if length_penalty is None else length_penalty,
                          max_len_ratio=d.max_len_ratio, max_len_const=d.max_len_const,
                          min_len=d.min_len, batch_size=batch_size or d.batch_size,
                          batch_tokens=batch_tokens or 0,
@@ -132,6 +133,7 @@ def translate(model: ModelOption = [],
               input: Annotated[Optional[Path], typer.Option("-i", "--input", help="Read this file instead of stdin.")] = None,
               output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write here instead of stdout.")] = None,
               beam_size: Annotated[Optional[int], typer.Option(min=1, help="Beam width; 1 = greedy (default: the recipe's decode.beam_size).")] = None,
+              length_penalty: Annotated[Optional[float], typer.Option(min=0.0, help="GNMT length penalty alpha (default: the recipe's decode.length_penalty).")] = None,
               batch_size: Annotated[Optional[int], typer.Option(min=1, help="Sentences per batch.")] = None,
               batch_tokens: Annotated[Optional[int], typer.Option(min=1, help="Source tokens per batch (instead of --batch-size).")] = None,
               nbest: Annotated[int, typer.Option(min=1, help="Print the K best as 'i ||| text ||| score ||| normalised score'.")] = 1,
@@ -151,7 +153,7 @@ def translate(model: ModelOption = [],
             raise UserError("--attention-plot needs matplotlib: pip install 'nmt[plot]'") from None
     want_attention = alignments or attention_plot is not None or show_attention
     translator, _ = _translator(model, beam_size, batch_size, batch_tokens, nbest, want_attention, device, quantize,
-                                shortlist)
+                                shortlist, length_penalty)
     out_opts = OutputOptions(scores=scores, alignments=alignments, nbest=nbest,
                              attention_plot=str(attention_plot) if attention_plot else None,
                              show_attention=show_attention)
@@ -197,6 +199,7 @@ def evaluate(hyp: Annotated[Optional[Path], typer.Option(help="Hypotheses, one p
              by_length: Annotated[bool, typer.Option("--by-length", help="BLEU per source-length bucket (0-10, 10-20, 20-30, 30+ words).")] = False,
              lc_tok: Annotated[Optional[str], typer.Option(help="Score in the literature's condition: lowercase, normalise punctuation and Moses-tokenize the hypotheses for LANG; give the official tokenized references.")] = None,
              beam_size: Annotated[Optional[int], typer.Option(min=1, help="Beam width when translating with -m.")] = None,
+             length_penalty: Annotated[Optional[float], typer.Option(min=0.0, help="GNMT length penalty alpha when translating with -m.")] = None,
              plot: Annotated[Optional[Path], typer.Option(help="With --by-length: save the BLEU-by-length chart here (plot extra).")] = None,
              json_out: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
              device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto") -> None:
@@ -216,7 +219,8 @@ def evaluate(hyp: Annotated[Optional[Path], typer.Option(help="Hypotheses, one p
             raise UserError("--src: give the source file to translate with -m")
         sources = _read(src)
         for m in model:
-            translator, _ = _translator([m], beam_size, None, None, 1, False, device, "none")
+            translator, _ = _translator([m], beam_size, None, None, 1, False, device, "none",
+                                        length_penalty=length_penalty)
             systems[m] = [t.text for t in translator.translate(sources)]
     elif hyp is not None:
         systems[str(hyp)] = _read(hyp)
