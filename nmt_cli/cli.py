@@ -10,6 +10,11 @@ from typing import List, Optional
 import typer
 from typing_extensions import Annotated
 
+try:  # typer vendors click from 0.2x on; older typer uses click itself
+    from typer._click.exceptions import ClickException
+except ImportError:  # pragma: no cover
+    from click.exceptions import ClickException
+
 from nmt_cli import __version__
 from nmt_cli.errors import UserError
 
@@ -109,19 +114,18 @@ def _translator(models: list[str], beam_size, batch_size, batch_tokens, nbest, a
         from nmt_cli.shortlist import merge_shortlists
         model.shortlist = merge_shortlists([x[0].shortlist for x in loaded])
     d = recipe.decode
+    has_shortlist = getattr(model, "shortlist", None) is not None
+    if shortlist and not has_shortlist:
+        raise UserError(f"--shortlist: {loaded[0][3]} has no vocabulary shortlist "
+                        "(trained before shortlists existed); use --no-shortlist")
+    if shortlist is None:  # the recipe's default applies where the checkpoint has a shortlist
+        shortlist = d.shortlist and has_shortlist
     opts = DecodeOptions(beam_size=beam_size or d.beam_size,
                          length_penalty=d.length_penalty if length_penalty is None else length_penalty,
                          max_len_ratio=d.max_len_ratio, max_len_const=d.max_len_const,
                          min_len=d.min_len, batch_size=batch_size or d.batch_size,
                          batch_tokens=batch_tokens or 0,
-                         nbest=nbest, attention=attention,
-                         shortlist=bool(shortlist))
-    has_shortlist = getattr(model, "shortlist", None) is not None
-    if shortlist is None:  # the recipe's default applies where the checkpoint has a shortlist
-        opts.shortlist = d.shortlist and has_shortlist
-    elif shortlist and not has_shortlist:
-        raise UserError(f"--shortlist: {loaded[0][3]} has no vocabulary shortlist "
-                        "(trained before shortlists existed); use --no-shortlist")
+                         nbest=nbest, attention=attention, shortlist=shortlist)
     if nbest > opts.beam_size:
         raise UserError(f"--nbest {nbest} exceeds the beam size {opts.beam_size}")
     torch.set_grad_enabled(False)
@@ -295,9 +299,16 @@ def main() -> None:
     """Entry point: user errors become one line on stderr and exit code 2, never a traceback."""
     from nmt_cli.training import TrainingInterrupted
     try:
-        app(standalone_mode=False)
+        app(standalone_mode=False, prog_name="nmt")
     except UserError as exc:
         print(f"nmt: error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except ClickException as exc:  # a bad option or value on the command line
+        if type(exc).__name__ == "NoArgsIsHelpError":  # bare `nmt`: the help is the message
+            print(exc.format_message(), file=sys.stderr)
+            sys.exit(exc.exit_code)
+        where = getattr(getattr(exc, "ctx", None), "command_path", "nmt")
+        print(f"nmt: error: {exc.format_message()} (see {where} --help)", file=sys.stderr)
         sys.exit(exc.exit_code)
     except TrainingInterrupted as exc:
         print(f"nmt: {exc}; checkpoint written, run the same command to resume", file=sys.stderr)

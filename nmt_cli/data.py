@@ -146,11 +146,11 @@ class EncodedSplit:
         return len(self.src)
 
 
-def save_split(data_dir: Path, split: str, src, tgt) -> dict:
-    """Store both sides; each is a list of id sequences or an already flat (ids, offsets) pair."""
+def save_split(data_dir: Path, split: str, src: tuple[np.ndarray, np.ndarray],
+               tgt: tuple[np.ndarray, np.ndarray]) -> dict:
+    """Store both sides, each a flat (ids, offsets) pair from :func:`encode_flat`."""
     meta = {}
-    for side, seqs in (("src", src), ("tgt", tgt)):
-        ids, offsets = seqs if isinstance(seqs, tuple) else _flat(seqs)
+    for side, (ids, offsets) in (("src", src), ("tgt", tgt)):
         _atomic_save(data_dir / f"{split}.{side}.ids.npy", ids)
         _atomic_save(data_dir / f"{split}.{side}.offsets.npy", offsets)
         meta[side] = {"sentences": len(offsets) - 1, "tokens": int(offsets[-1])}

@@ -4,7 +4,8 @@ Both work on whole batches: beam search keeps a (B, K) grid of hypotheses in ten
 loops over hypotheses in Python. It follows the alive/finished scheme: each step proposes 2K
 continuations per sentence; those ending in EOS enter the finished set (scored with the GNMT
 length penalty lp(Y) = ((5 + |Y|) / 6)^alpha), the best K others stay alive. A sentence is done
-when no alive hypothesis can still beat its worst finished one.
+once it has K finished hypotheses and its best alive one, length-penalised at its current length,
+scores below the worst of them; done sentences leave the batch.
 
 The output length is capped at ``max_len_ratio * source length + max_len_const``; at the cap EOS
 is forced. EOS is also barred before ``min_len`` tokens: a barely trained model gives EOS more
@@ -41,15 +42,16 @@ def max_lengths(src_lengths: torch.Tensor, ratio: float, const: int) -> torch.Te
 
 
 def _restrict(logp: torch.Tensor, at_limit: torch.Tensor, too_short: bool) -> torch.Tensor:
-    """Never emit PAD or BOS, nor EOS while too short; at the length cap only EOS may follow
-    (with its real log-probability)."""
+    """Never emit PAD or BOS, nor EOS while too short; at the length cap only EOS may follow, with
+    its real log-probability (the cap wins over ``min_len``). Works in place."""
+    eos = logp[:, EOS].clone()
     logp[:, PAD] = float("-inf")
     logp[:, BOS] = float("-inf")
     if too_short:
         logp[:, EOS] = float("-inf")
-    not_eos = torch.ones(logp.size(-1), dtype=torch.bool, device=logp.device)
-    not_eos[EOS] = False
-    return logp.masked_fill(at_limit.unsqueeze(1) & not_eos.unsqueeze(0), float("-inf"))
+    logp.masked_fill_(at_limit.unsqueeze(1), float("-inf"))
+    logp[:, EOS] = torch.where(at_limit, eos, logp[:, EOS])
+    return logp
 
 
 def _trim(row: list[int]) -> list[int]:
@@ -142,13 +144,14 @@ def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_siz
 
     def emit(which: torch.Tensor) -> None:
         seqs, norms, logps = fin_seq[which].tolist(), fin_norm[which].tolist(), fin_logp[which].tolist()
+        attn = fin_attn[which] if attention else None
         for r, i in enumerate(rows[which].tolist()):
             hyps = []
             for j in range(k):
                 if norms[r][j] == neg_inf:
                     continue
                 seq = _trim(seqs[r][j])
-                a = None if not attention else fin_attn[which][r, j, :len(seq) + 1, :int(src_lengths[i])].cpu()
+                a = None if attn is None else attn[r, j, :len(seq) + 1, :int(src_lengths[i])].cpu()
                 hyps.append(Hypothesis(seq, logps[r][j], norms[r][j], a))
             results[i] = hyps[:nbest]
 

@@ -52,18 +52,19 @@ def learn_shortlist(src_ids: np.ndarray, src_offsets: np.ndarray, tgt_ids: np.nd
     tgt_count[list(SPECIALS)] = np.iinfo(np.int64).max  # specials always in
     top = np.argsort(-tgt_count, kind="stable")[:max(frequent, len(SPECIALS))]
 
-    keys = []
+    keys, s_seen, t_seen = [], [], []
     for i in pairs:
         s = np.unique(src_ids[src_offsets[i]:src_offsets[i + 1]]).astype(np.int64)
         t = np.unique(tgt_ids[tgt_offsets[i]:tgt_offsets[i + 1]]).astype(np.int64)
         keys.append((s[:, None] * tgt_vocab + t[None, :]).ravel())
-    pair_keys, cooc = np.unique(np.concatenate(keys) if keys else np.zeros(0, np.int64), return_counts=True)
+        s_seen.append(s)
+        t_seen.append(t)
+    flat = lambda parts: np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    pair_keys, cooc = np.unique(flat(keys), return_counts=True)
     s_of, t_of = pair_keys // tgt_vocab, pair_keys % tgt_vocab
-    s_docs = np.zeros(src_vocab, np.float64)
-    t_docs = np.zeros(tgt_vocab, np.float64)
-    for i in pairs:  # sentence frequencies (each piece once per sentence)
-        s_docs[np.unique(src_ids[src_offsets[i]:src_offsets[i + 1]])] += 1
-        t_docs[np.unique(tgt_ids[tgt_offsets[i]:tgt_offsets[i + 1]])] += 1
+    # sentence frequencies: each piece counted once per sentence
+    s_docs = np.bincount(flat(s_seen), minlength=src_vocab).astype(np.float64)
+    t_docs = np.bincount(flat(t_seen), minlength=tgt_vocab).astype(np.float64)
     association = cooc.astype(np.float64) ** 2 / (s_docs[s_of] * t_docs[t_of])
 
     table = np.full((src_vocab, per_source), EOS, dtype=np.int64)  # EOS: a harmless filler

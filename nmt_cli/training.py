@@ -189,7 +189,6 @@ class Trainer:
         self.optimizer = make_optimizer(self.model, recipe)
         self.lr = LearningRate(self.cfg)
         self.progress = Progress()
-        self.started = time.perf_counter()
         self.resumed_from = None
         last = self.ckpt_dir / "last.pt"
         if last.exists() and not restart:

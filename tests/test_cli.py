@@ -61,6 +61,14 @@ def test_bad_set_and_missing_recipe(tmp_path):
     one_line_error(nmt("train", tmp_path / "nope.yaml"), "recipe file not found")
 
 
+def test_bad_command_lines_are_one_line():
+    one_line_error(nmt("translate", "--bogus"), "No such option: --bogus", "nmt translate --help")
+    one_line_error(nmt("translate", "-m", "x", "--beam-size", 0, input=b"hi\n"), "--beam-size")
+    one_line_error(nmt("translate", "-m", "x", "--length-penalty", -1, input=b"hi\n"), "--length-penalty")
+    one_line_error(nmt("train"), "Missing argument")
+    one_line_error(nmt("bogus"), "No such command")
+
+
 def test_translate_without_a_model_is_one_line(tmp_path):
     one_line_error(nmt("translate", "-m", tmp_path / "nothing", input=b"hi\n"), "no such run dir")
     (tmp_path / "junk.pt").write_bytes(os.urandom(1000))

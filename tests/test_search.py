@@ -92,6 +92,9 @@ def test_min_len_bars_the_empty_translation():
         assert all(h[0].tokens == [] for h in search(m, src, lengths, min_len=0, **kw))
         for h in search(m, src, lengths, min_len=2, **kw):
             assert len(h[0].tokens) == 2 and EOS not in h[0].tokens
+        # The length cap wins over min_len: with room for EOS only, EOS it is, with a real score.
+        for h in search(m, src, lengths, min_len=5, max_len_ratio=0.01, max_len_const=0, **kw):
+            assert h[0].tokens == [] and h[0].score > float("-inf")
 
 
 def test_max_length_is_respected():
