@@ -3,7 +3,7 @@ wall-clock budget on the same preprocessed data, then BLEU/chrF on a test split 
 source length.
 
     python bench/variants.py recipes/en-fr.yaml --base runs/en-fr --minutes 5 \
-        [--only none,bahdanau-concat] [--out runs/variants]
+        [--only none,bahdanau-concat] [--set KEY=VALUE ...] [--out runs/variants]
 
 --base is a preprocessed run dir of the recipe (`nmt preprocess`); its data and SentencePiece
 model are copied, so every variant sees identical batches. Validation runs once, at the end, so
@@ -37,7 +37,8 @@ def nmt(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "nmt_cli", *args], capture_output=True, text=True, check=True)
 
 
-def run_variant(name: str, recipe: str, base: Path, out: Path, minutes: float, split: str) -> dict:
+def run_variant(name: str, recipe: str, base: Path, out: Path, minutes: float, split: str,
+                common: list[str]) -> dict:
     from nmt_cli.scoring import bleu_by_length, score
     run_dir = out / name
     if run_dir.exists():
@@ -46,7 +47,7 @@ def run_variant(name: str, recipe: str, base: Path, out: Path, minutes: float, s
     for item in ("data", "spm.model", "recipe.yaml"):
         src = base / item
         (shutil.copytree if src.is_dir() else shutil.copy)(src, run_dir / item)
-    sets = [x for s in VARIANTS[name] + SAME_BUDGET for x in ("--set", s)]
+    sets = [x for s in common + VARIANTS[name] + SAME_BUDGET for x in ("--set", s)]
     train_cmd = ["train", recipe, "--run-dir", str(run_dir), "--max-minutes", f"{minutes:g}", *sets]
     nmt(*train_cmd)
     summary = json.loads((run_dir / "summary.json").read_text())
@@ -80,6 +81,8 @@ def main() -> None:
     ap.add_argument("--split", default="test", help="test split of the run dir to score (test = first)")
     ap.add_argument("--out", type=Path, default=Path("runs/variants"))
     ap.add_argument("--plot", type=Path, help="draw BLEU by source length of these variants here (plot extra)")
+    ap.add_argument("--set", dest="common", action="append", default=[], metavar="KEY=VALUE",
+                    help="a recipe override applied to every variant (repeatable)")
     ap.add_argument("--report-only", action="store_true", help="print and plot OUT/variants.json, train nothing")
     args = ap.parse_args()
     names = [n for n in args.only.split(",") if n] or list(VARIANTS)
@@ -93,7 +96,8 @@ def main() -> None:
     print("|---|---|---|---|---|---|---|")
     for name in names:
         if not args.report_only:
-            results[name] = run_variant(name, args.recipe, args.base, args.out, args.minutes, args.split)
+            results[name] = run_variant(name, args.recipe, args.base, args.out, args.minutes, args.split,
+                                        args.common)
             results_path.write_text(json.dumps(results, indent=1))
         r = results[name]
         print(f"| {name} | {r['params_m']}M | {r['steps']} | {r['tgt_tokens_per_s']:.0f} | {r['valid_bleu']} "

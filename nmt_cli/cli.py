@@ -90,7 +90,7 @@ def train(recipe: Annotated[Path, typer.Argument(help="YAML recipe, e.g. recipes
 
 
 def _translator(models: list[str], beam_size, batch_size, batch_tokens, nbest, attention, device, quantize,
-                shortlist=None, length_penalty=None):
+                shortlist=None, length_penalty=None, workers=None, per_source=None):
     import torch
     from nmt_cli.checkpoint import load_model
     from nmt_cli.model.ensemble import Ensemble
@@ -125,7 +125,9 @@ def _translator(models: list[str], beam_size, batch_size, batch_tokens, nbest, a
                          max_len_ratio=d.max_len_ratio, max_len_const=d.max_len_const,
                          min_len=d.min_len, batch_size=batch_size or d.batch_size,
                          batch_tokens=batch_tokens or 0,
-                         nbest=nbest, attention=attention, shortlist=shortlist)
+                         nbest=nbest, attention=attention, shortlist=shortlist,
+                         shortlist_per_source=d.shortlist_per_source if per_source is None else per_source,
+                         workers=workers or d.workers or torch.get_num_threads())
     if nbest > opts.beam_size:
         raise UserError(f"--nbest {nbest} exceeds the beam size {opts.beam_size}")
     torch.set_grad_enabled(False)
@@ -147,6 +149,8 @@ def translate(model: ModelOption = [],
               show_attention: Annotated[bool, typer.Option("--show-attention", help="Print the attention as a Unicode heatmap on stderr.")] = False,
               quantize: Annotated[str, typer.Option(help="none or int8 (dynamic int8 quantisation for CPU decoding).")] = "none",
               shortlist: Annotated[Optional[bool], typer.Option("--shortlist/--no-shortlist", help="Decode over the vocabulary shortlist learned from the training data (faster on CPU; default: the recipe's decode.shortlist).")] = None,
+              shortlist_per_source: Annotated[Optional[int], typer.Option(min=0, help="Candidates per source piece the shortlist adds; 0 = all it learned (default: the recipe's decode.shortlist_per_source).")] = None,
+              workers: Annotated[Optional[int], typer.Option(min=1, help="CPU: decode this many batches side by side, one core each (default: the recipe's decode.workers; 0 there = one per CPU thread torch uses).")] = None,
               device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto") -> None:
     """Translate lines from stdin (or -i) to stdout (or -o): one output line per input line, in order."""
     from nmt_cli.translate import OutputOptions, translate_stream
@@ -157,7 +161,7 @@ def translate(model: ModelOption = [],
             raise UserError("--attention-plot needs matplotlib: pip install 'nmt[plot]'") from None
     want_attention = alignments or attention_plot is not None or show_attention
     translator, _ = _translator(model, beam_size, batch_size, batch_tokens, nbest, want_attention, device, quantize,
-                                shortlist, length_penalty)
+                                shortlist, length_penalty, workers, shortlist_per_source)
     out_opts = OutputOptions(scores=scores, alignments=alignments, nbest=nbest,
                              attention_plot=str(attention_plot) if attention_plot else None,
                              show_attention=show_attention)

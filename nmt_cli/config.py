@@ -98,6 +98,8 @@ class TrainConfig:
     seed: int = _opt(1234, lo=0, help="seeds initialisation, dropout and batch order")
     checkpoint_every: int = _opt(500, lo=1, help="steps between checkpoints")
     keep_checkpoints: int = _opt(5, lo=1, help="numbered checkpoints kept (last.pt and best.pt stay)")
+    average_last: int = _opt(0, lo=0, help="at the end, average the N newest numbered checkpoints into "
+                                           "averaged.pt; it becomes best.pt if it validates better (0 = off)")
     valid_every: int = _opt(500, lo=1, help="steps between validations (loss, perplexity, greedy BLEU)")
     valid_max_sentences: int = _opt(1014, lo=1, help="cap on the valid sentences used per validation")
     valid_metric: str = _opt("bleu", choices=("bleu", "loss"),
@@ -124,6 +126,10 @@ class DecodeConfig:
     batch_size: int = _opt(64, lo=1, help="sentences per batch")
     shortlist: bool = _opt(True, help="decode over the vocabulary shortlist learned from the training data, "
                                       "where the checkpoint has one")
+    shortlist_per_source: int = _opt(10, lo=0, help="candidates per source piece the shortlist adds "
+                                                    "(0 = all it learned, 30)")
+    workers: int = _opt(0, lo=0, help="CPU decoding: batches decoded side by side, one thread and one "
+                                      "core each; 0 = as many as torch's CPU threads (OMP_NUM_THREADS)")
 
 
 @dataclass
@@ -145,7 +151,7 @@ class Recipe:
 # Keys that may differ between a checkpoint's recipe and the one used to resume it.
 RESUMABLE_KEYS = frozenset({
     "name", "data.test", "train.max_steps", "train.max_epochs", "train.max_minutes",
-    "train.valid_every", "train.checkpoint_every", "train.keep_checkpoints",
+    "train.valid_every", "train.checkpoint_every", "train.keep_checkpoints", "train.average_last",
     "train.valid_max_sentences", "train.patience", "train.min_lr", "train.plateau_patience",
     "train.max_nan_batches",
 }) | {f"decode.{f.name}" for f in dataclasses.fields(DecodeConfig)}

@@ -24,12 +24,15 @@ SPECIALS = (PAD, UNK, BOS, EOS)
 @dataclass
 class Shortlist:
     frequent: torch.Tensor  # (F,) int64 target ids, specials included
-    table: torch.Tensor     # (src_vocab, K) int64 target ids per source piece
+    table: torch.Tensor     # (src_vocab, K * members) int64 target ids per source piece, best first
+    members: int = 1        # an ensemble's merged shortlist interleaves its members' columns
 
-    def vocabulary(self, src: torch.Tensor) -> torch.Tensor:
-        """Sorted target ids a batch of source ids (B, S) may produce. Sorting keeps the special
-        ids 0..3 at positions 0..3, so search code can mask PAD/BOS/EOS by position."""
-        candidates = self.table[src.flatten().cpu()].flatten()
+    def vocabulary(self, src: torch.Tensor, per_source: int = 0) -> torch.Tensor:
+        """Sorted target ids a batch of source ids (B, S) may produce: the frequent pieces and the
+        ``per_source`` best candidates of each source piece (0 = all the table holds). Sorting keeps
+        the special ids 0..3 at positions 0..3, so search code can mask PAD/BOS/EOS by position."""
+        table = self.table[:, :per_source * self.members] if per_source > 0 else self.table
+        candidates = table[src.flatten().cpu()].flatten()
         return torch.unique(torch.cat([self.frequent, candidates]))  # unique() sorts
 
     def to_payload(self) -> dict:
@@ -79,8 +82,12 @@ def learn_shortlist(src_ids: np.ndarray, src_offsets: np.ndarray, tgt_ids: np.nd
 
 
 def merge_shortlists(shortlists: list["Shortlist | None"]) -> "Shortlist | None":
-    """An ensemble's shortlist: the union of its members' (None if any member has none)."""
+    """An ensemble's shortlist: the union of its members' (None if any member has none). Columns
+    are interleaved rank by rank, so the first k·M columns hold every member's k best."""
     if not shortlists or any(s is None for s in shortlists):
         return None
+    width = min(s.table.size(1) // s.members for s in shortlists)
+    tables = [s.table[:, :width * s.members].reshape(s.table.size(0), width, s.members) for s in shortlists]
     return Shortlist(torch.unique(torch.cat([s.frequent for s in shortlists])),
-                     torch.cat([s.table for s in shortlists], dim=1))
+                     torch.cat(tables, dim=2).reshape(tables[0].size(0), -1),
+                     sum(s.members for s in shortlists))

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import sacrebleu
 import torch
 import torch.nn.functional as F
 
@@ -151,6 +150,7 @@ def validate(model, split: EncodedSplit, refs: list[str], tokenizer: Tokenizer, 
     with autocast():
         hyps = decode_ids(model, [s or [PAD] for s in sources], opts, device)
     texts = tokenizer.decode_tgt([h[0].tokens for h in hyps])
+    import sacrebleu  # here, not at the top: `nmt translate` imports this module and never scores
     bleu = sacrebleu.corpus_bleu(texts, [refs[:n]]).score
     model.train()
     loss = total_nll / max(total_tokens, 1)
@@ -331,6 +331,38 @@ class Trainer:
         self.save_checkpoint(best=improved)
         return bool(self.cfg.patience) and p.bad_validations >= self.cfg.patience
 
+    def _average(self) -> dict | None:
+        """Average the newest ``average_last`` numbered checkpoints into averaged.pt and validate it;
+        when it beats the best checkpoint on the valid metric it becomes best.pt. Averaging the
+        weights of the last checkpoints smooths out the noise of training at a high learning rate:
+        on en-fr after 15 minutes, +3.4 valid BLEU (docs/training.md)."""
+        import copy
+        paths = ckpt.step_checkpoints(self.run_dir)[-self.cfg.average_last:]
+        if len(paths) < 2:
+            return None
+        out = self.ckpt_dir / "averaged.pt"
+        try:
+            ckpt.average(paths, out)
+        except OSError as exc:
+            log.warning(f"warning: could not write {out} ({exc.strerror or exc}); no averaged model")
+            return None
+        model = copy.deepcopy(self.model)
+        model.load_state_dict(ckpt.load(out)["model"])
+        result = validate(model, self.valid_split, self.valid_refs, self.tokenizer, self.recipe,
+                          self.device, self.autocast)
+        metric = result["bleu"] if self.cfg.valid_metric == "bleu" else -result["loss"]
+        p = self.progress
+        better = p.best_metric is None or metric > p.best_metric
+        if better:
+            ckpt.link_atomic(out, self.ckpt_dir / "best.pt")
+        steps = [int(x.stem.split("-", 1)[1]) for x in paths]
+        log.info(f"averaged steps {', '.join(map(str, steps))}: valid loss {result['loss']:.3f}  "
+                 f"BLEU {result['bleu']:.2f}{'  (best: now best.pt)' if better else ''}")
+        record = {"steps": steps, "valid_loss": round(result["loss"], 4), "valid_bleu": round(result["bleu"], 2),
+                  "best": better}
+        self._metrics({"kind": "averaged", **record})
+        return record
+
     def _metrics(self, record: dict) -> None:
         if not self.main:
             return
@@ -431,12 +463,20 @@ class Trainer:
                 signal.signal(s, h)
             if bar is not None:
                 bar.close()
+        averaged = None
         if self.stop_signal is None and self.main and (not p.history or p.history[-1]["step"] != p.step):
             if steps_done:
                 self._validate()
         elif self.main:
             self.save_checkpoint()
+        if self.stop_signal is None and self.main and steps_done and cfg.average_last:
+            averaged = self._average()
         wall = time.perf_counter() - start
+        if self.distributed:  # throughput is the job's: every rank's tokens
+            import torch.distributed as dist
+            counts = torch.tensor([tgt_tokens, src_tokens], dtype=torch.float64, device=self.device)
+            dist.all_reduce(counts)
+            tgt_tokens, src_tokens = (int(c) for c in counts.tolist())
         summary = {"steps": steps_done, "final_step": p.step, "epoch": p.epoch, "wall_s": round(wall, 2),
                    "train_s": round(train_time, 2), "data_wait_s": round(data_wait, 3),
                    "tgt_tokens": tgt_tokens, "src_tokens": src_tokens,
@@ -448,6 +488,8 @@ class Trainer:
                    "resumed_from": self.resumed_from, "validations": p.history[-5:]}
         if self.cfg.valid_metric == "bleu" and p.best_metric is not None:
             summary["best_valid_bleu"] = round(p.best_metric, 2)
+        if averaged is not None:
+            summary["averaged"] = averaged
         if torch.cuda.is_available() and self.device.type == "cuda":
             summary["peak_gpu_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
         if self.main:

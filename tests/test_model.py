@@ -162,3 +162,35 @@ def test_overfits_64_real_pairs(tiny_run):
         loss.backward()
         opt.step()
     assert loss.item() < 0.1
+
+
+@pytest.mark.parametrize("rnn, layers, decoder, feeding", list(itertools.product(
+    ["gru", "lstm", "rnn"], [1, 2], ["bahdanau", "luong"], [False, True])))
+def test_decoding_step_from_the_input_table_equals_the_rnn_module(rnn, layers, decoder, feeding):
+    torch.manual_seed(0)
+    m = build_model(small(rnn=rnn, layers=layers, decoder=decoder, input_feeding=feeding,
+                          attention="general"), V, V).double().eval()
+    src, lengths, tgt = batch()
+    with torch.no_grad():
+        state, memory = m.encode(src, lengths)
+        assert m.decoder._input_table() is not None
+        fast = [m.step(tgt[:, i], state, memory) for i in range(3)]
+    state, memory = m.encode(src, lengths)  # gradients on: PyTorch's own RNN module runs
+    assert m.decoder._input_table() is None
+    slow = [m.step(tgt[:, i], state, memory) for i in range(3)]
+    for (lp_fast, st_fast, w_fast), (lp_slow, st_slow, w_slow) in zip(fast, slow):
+        assert torch.allclose(lp_fast, lp_slow, atol=1e-10)
+        assert torch.allclose(st_fast.hidden, st_slow.hidden, atol=1e-10)
+        assert torch.allclose(w_fast, w_slow, atol=1e-10)
+
+
+def test_input_table_follows_weight_updates():
+    torch.manual_seed(0)
+    m = build_model(small(), V, V).eval()
+    with torch.no_grad():
+        before = m.decoder._input_table().clone()
+        m.tgt_embedding.weight.add_(0.5)  # what an optimiser step does between validations
+        after = m.decoder._input_table()
+    assert not torch.allclose(before, after)
+    expected = m.tgt_embedding.weight @ m.decoder.rnn.weight_ih_l0.t() + m.decoder.rnn.bias_ih_l0
+    assert torch.allclose(after, expected.detach(), atol=1e-5)

@@ -75,3 +75,17 @@ def test_ensemble_shortlist_is_the_union():
     assert merged.vocabulary(torch.tensor([[1]])).tolist() == [0, 1, 2, 3, 6, 7, 8, 9]
     assert merge_shortlists([a, None]) is None
     assert EOS in merged.vocabulary(torch.tensor([[0]]))
+
+
+def test_per_source_keeps_each_pieces_best_candidates():
+    table = torch.tensor([[10, 11, 12], [20, 21, 22]])
+    sl = Shortlist(torch.tensor([0, 1, 2, 3]), table)
+    src = torch.tensor([[0, 1]])
+    assert sl.vocabulary(src).tolist() == [0, 1, 2, 3, 10, 11, 12, 20, 21, 22]
+    assert sl.vocabulary(src, per_source=1).tolist() == [0, 1, 2, 3, 10, 20]
+    assert sl.vocabulary(src, per_source=2).tolist() == [0, 1, 2, 3, 10, 11, 20, 21]
+    # An ensemble's merged table: per_source=1 gives every member's best, not member one's two.
+    other = Shortlist(torch.tensor([0, 1, 2, 3]), torch.tensor([[30, 31, 32], [40, 41, 42]]))
+    merged = merge_shortlists([sl, other])
+    assert merged.vocabulary(src, per_source=1).tolist() == [0, 1, 2, 3, 10, 20, 30, 40]
+    assert merge_shortlists([merged, sl]).vocabulary(src, per_source=1).tolist() == [0, 1, 2, 3, 10, 20, 30, 40]

@@ -1,10 +1,12 @@
 import json
+import os
 import shutil
 
 import pytest
 import torch
 
 from nmt_cli import checkpoint as ckpt
+from nmt_cli.checkpoint import load_model
 from nmt_cli.config import recipe_from_dict
 from nmt_cli.errors import CheckpointError, UserError
 from nmt_cli.schedule import LearningRate, sampling_probability
@@ -164,3 +166,27 @@ def test_two_process_gloo_run_keeps_ranks_identical(tiny_run, tmp_path):
         assert torch.equal(a[name], start[name]), name  # rank 0 wrote what both ranks hold
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["final_step"] == 6
+    # Throughput counts both ranks' batches: the first 12 of the shared order (6 steps x 2 ranks).
+    from nmt_cli.data import iterate_epoch, load_split
+    split, cfg = load_split(run_dir, "train"), recipe.train
+    both = [b.tgt_tokens for _, b in iterate_epoch(split, cfg.batch_tokens, cfg.seed, 0)][:12]
+    assert summary["tgt_tokens"] == sum(both)
+
+
+def test_average_last_writes_the_mean_and_keeps_the_better_as_best(tiny_run, tmp_path):
+    recipe, run_dir = fresh_run(tiny_run, tmp_path, max_steps=12, checkpoint_every=4, valid_every=6,
+                                valid_max_sentences=16, average_last=3)
+    summary = train(recipe, run_dir, device="cpu")
+    ckpts = run_dir / "checkpoints"
+    averaged = params(ckpts / "averaged.pt")
+    parts = [params(ckpts / f"step-{s}.pt") for s in (6, 8, 12)]  # the three newest numbered ones
+    assert summary["averaged"]["steps"] == [6, 8, 12]
+    for name, value in averaged.items():
+        if value.is_floating_point():
+            assert torch.allclose(value, sum(p[name] for p in parts) / 3, atol=1e-6), name
+    best_is_averaged = os.path.samefile(ckpts / "best.pt", ckpts / "averaged.pt")
+    assert best_is_averaged == summary["averaged"]["best"]
+    if not best_is_averaged:
+        assert summary["averaged"]["valid_bleu"] <= summary["best_valid_bleu"]
+    model, *_ = load_model(run_dir)  # the run dir still translates
+    assert model is not None

@@ -48,6 +48,18 @@ def test_n_lines_in_n_lines_out_in_order(trained):
         assert out[i] == tr.translate([lines[i]])[0].text
 
 
+@pytest.mark.parametrize("beam", [1, 3])
+def test_worker_threads_give_the_same_output_in_order(trained, beam):
+    model, tokenizer, run_dir = trained
+    lines = (run_dir / "data" / "valid.src.txt").read_text(encoding="utf-8").split("\n")[:40]
+    threads = torch.get_num_threads()
+    one = translator(trained, beam_size=beam, shortlist=True).translate(lines)
+    two = translator(trained, beam_size=beam, shortlist=True, workers=2).translate(lines)
+    assert [t.text for t in two] == [t.text for t in one]
+    assert [t.hypotheses[0].score for t in two] == pytest.approx([t.hypotheses[0].score for t in one], abs=1e-4)
+    assert torch.get_num_threads() == threads  # the pool gives the cores back
+
+
 def test_invalid_utf8_and_missing_final_newline(trained):
     out = run_stream(translator(trained), b"\xff\xfe broken \xc3\n\xe2\x82 last line without newline")
     assert len(out) == 2

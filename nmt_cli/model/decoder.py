@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from nmt_cli.model.attention import Attention, AttentionMemory
@@ -118,21 +119,88 @@ class Decoder(nn.Module):
 
         prev (B,) ids of y_{i-1} -> h~_i (B, D), new state, attention weights (B, S) or None.
         """
-        e = self.dropout(self.embedding(prev)).unsqueeze(1)                     # (B, 1, E)
-        inputs = [e]
+        table = self._input_table()
+        e = None
+        if table is None or self.order == "bahdanau":
+            e = self.dropout(self.embedding(prev)).unsqueeze(1)                 # (B, 1, E)
+        extra = []
         weights = None
         if self.context_as_input:
             c, weights = self._attend(memory, state.hidden[-1].unsqueeze(1))   # query s_{i-1}
-            inputs.append(c)
+            extra.append(c)
         if self.input_feeding:
-            inputs.append(state.feed.unsqueeze(1))
-        out, rnn_state = self.rnn(torch.cat(inputs, dim=-1) if len(inputs) > 1 else e, state.rnn_state())
-        hidden, cell = rnn_state if isinstance(rnn_state, tuple) else (rnn_state, None)
+            extra.append(state.feed.unsqueeze(1))
+        if table is None:
+            out, rnn_state = self.rnn(torch.cat([e, *extra], dim=-1) if extra else e, state.rnn_state())
+            hidden, cell = rnn_state if isinstance(rnn_state, tuple) else (rnn_state, None)
+        else:
+            rest = torch.cat(extra, dim=-1).squeeze(1) if extra else None
+            hidden, cell = self._rnn_step(table.index_select(0, prev), rest, state)
+            out = hidden[-1].unsqueeze(1)
         if not self.context_as_input:
             c, weights = self._attend(memory, out)                              # query s_i
         h_tilde = self._attentional_hidden(out, c, e).squeeze(1)
         new_state = DecoderState(hidden, cell, h_tilde if self.input_feeding else None)
         return h_tilde, new_state, (None if weights is None else weights.squeeze(1))
+
+    # ------------------------------------------------------------------ decoding-time RNN step
+
+    def _input_table(self) -> torch.Tensor | None:
+        """For decoding: the first RNN layer's input projection of every target word,
+        W_ih[:, :E] · E_y + b_ih, one (V, G) table, so a step looks its row up instead of
+        multiplying (a third of a GRU step's work). Rebuilt whenever the weights have changed
+        (their version counters move on every optimiser step), so validation during training
+        never reads a stale table. None while training, with gradients on, for RNN modules other
+        than PyTorch's own (an int8-quantised one, say), and off the CPU, where cuDNN runs the
+        whole step as one kernel and a hand-written cell would only add launches."""
+        rnn = self.rnn
+        if self.training or torch.is_grad_enabled() or type(rnn) not in (nn.GRU, nn.LSTM, nn.RNN) \
+                or not rnn.bias or rnn.weight_ih_l0.device.type != "cpu":
+            return None
+        w, b, emb = rnn.weight_ih_l0, rnn.bias_ih_l0, self.embedding.weight
+        key = (w._version, b._version, emb._version, w.data_ptr(), b.data_ptr(), emb.data_ptr(), w.dtype)
+        if getattr(self, "_table_key", None) != key:
+            self._table = torch.addmm(b, emb, w[:, :emb.size(1)].t())
+            self._table_key = key
+        return self._table
+
+    def _rnn_step(self, projected: torch.Tensor, rest: torch.Tensor | None, state: DecoderState):
+        """One step of the (stacked) RNN from the looked-up input projection, in eval mode.
+
+        gru:  r, z = σ(W_ir x + b_ir + W_hr h + b_hr), σ(W_iz x + b_iz + W_hz h + b_hz)
+              n = tanh(W_in x + b_in + r ⊙ (W_hn h + b_hn)),  h' = (1 - z) ⊙ n + z ⊙ h
+        lstm: i, f, g, o = σ, σ, tanh, σ of (W_i x + b_i + W_h h + b_h);  c' = f ⊙ c + i ⊙ g,
+              h' = o ⊙ tanh(c')
+        rnn:  h' = act(W_i x + b_i + W_h h + b_h)
+        """
+        rnn, e_dim = self.rnn, self.embedding.embedding_dim
+        hidden_in = state.hidden
+        size = hidden_in.size(-1)
+        hiddens, cells = [], []
+        x = None
+        for layer in range(rnn.num_layers):
+            w_ih = getattr(rnn, f"weight_ih_l{layer}")
+            w_hh, b_hh = getattr(rnn, f"weight_hh_l{layer}"), getattr(rnn, f"bias_hh_l{layer}")
+            if layer == 0:
+                gi = projected if rest is None else torch.addmm(projected, rest, w_ih[:, e_dim:].t())
+            else:
+                gi = F.linear(x, w_ih, getattr(rnn, f"bias_ih_l{layer}"))
+            h = hidden_in[layer]
+            gh = F.linear(h, w_hh, b_hh)
+            if isinstance(rnn, nn.GRU):
+                rz = torch.sigmoid(gi[:, :2 * size] + gh[:, :2 * size])
+                r, z = rz[:, :size], rz[:, size:]
+                n = torch.tanh(torch.addcmul(gi[:, 2 * size:], r, gh[:, 2 * size:]))
+                x = torch.lerp(n, h, z)
+            elif isinstance(rnn, nn.LSTM):
+                i, f, g, o = (gi + gh).chunk(4, dim=1)
+                c = torch.sigmoid(f) * state.cell[layer] + torch.sigmoid(i) * torch.tanh(g)
+                x = torch.sigmoid(o) * torch.tanh(c)
+                cells.append(c)
+            else:
+                x = torch.tanh(gi + gh) if rnn.nonlinearity == "tanh" else torch.relu(gi + gh)
+            hiddens.append(x)
+        return torch.stack(hiddens), (torch.stack(cells) if cells else None)
 
     # ------------------------------------------------------------------ whole target
 

@@ -90,15 +90,19 @@ class Seq2Seq(nn.Module):
         return F.log_softmax(logits.float(), dim=-1), state, weights
 
     def _output_rows(self, vocab: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """W_s and b rows for ``vocab``, cut once per batch rather than once per step."""
-        cached = getattr(self, "_rows_cache", None)
-        if cached is None or cached[0] is not vocab:
+        """W_s and b rows for ``vocab``, cut once per batch rather than once per step. Keyed by
+        the vocab tensor itself, so batches decoded side by side in threads keep their own rows."""
+        cache = self.__dict__.setdefault("_rows_cache", {})
+        hit = cache.get(id(vocab))
+        if hit is None or hit[0] is not vocab:
             weight, bias = self.output.weight, self.output.bias
             if callable(weight):  # an int8 dynamic-quantised layer keeps them behind methods
                 weight, bias = weight().dequantize(), bias()
-            cached = (vocab, weight.index_select(0, vocab), bias.index_select(0, vocab))
-            self._rows_cache = cached
-        return cached[1], cached[2]
+            if len(cache) >= 8:
+                cache.clear()
+            # The entry holds ``vocab`` itself, so its id cannot be reused while cached.
+            hit = cache[id(vocab)] = (vocab, weight.index_select(0, vocab), bias.index_select(0, vocab))
+        return hit[1], hit[2]
 
     # ------------------------------------------------------------------ training
 
