@@ -127,12 +127,17 @@ def resolve(model_path: str | os.PathLike) -> Path:
     return path
 
 
+def step_of(path: Path) -> int:
+    """The step of a numbered checkpoint ``step-N.pt``; ValueError for any other name."""
+    return int(path.stem.split("-", 1)[1])
+
+
 def step_checkpoints(run_dir: Path) -> list[Path]:
     """The run's numbered checkpoints, oldest first."""
     found = []
     for p in (run_dir / CHECKPOINT_DIR).glob("step-*.pt"):
         try:
-            found.append((int(p.stem.split("-", 1)[1]), p))
+            found.append((step_of(p), p))
         except ValueError:
             continue
     return [p for _, p in sorted(found)]
@@ -169,6 +174,12 @@ def load_model(model_path: str | os.PathLike, device: torch.device | str = "cpu"
 
 def average(paths: list[Path], output: Path) -> Path:
     """Average the model weights of several checkpoints of one run into a translate-only checkpoint."""
+    save_atomic(averaged_payload(paths), Path(output))
+    return Path(output)
+
+
+def averaged_payload(paths: list[Path]) -> dict:
+    """The translate-only checkpoint payload whose weights are the mean of ``paths``' weights."""
     if not paths:
         raise CheckpointError("nothing to average: no numbered checkpoints found")
     total = None
@@ -192,5 +203,4 @@ def average(paths: list[Path], output: Path) -> Path:
            "averaged_from": [str(p) for p in paths]}
     if "shortlist" in first:
         out["shortlist"] = first["shortlist"]
-    save_atomic(out, Path(output))
-    return Path(output)
+    return out

@@ -293,6 +293,8 @@ def average(run_dir: Annotated[Path, typer.Argument(help="Run dir whose numbered
     """Average the weights of the last N checkpoints into one checkpoint that translate can use."""
     from nmt_cli.checkpoint import average as run_average, step_checkpoints
     paths = step_checkpoints(run_dir)[-last:]
+    if not paths:
+        raise UserError(f"{run_dir}: no numbered checkpoints (checkpoints/step-N.pt) to average")
     if len(paths) < last:
         typer.echo(f"note: only {len(paths)} checkpoints found, averaging those", err=True)
     out = run_average(paths, output)

@@ -303,6 +303,10 @@ class Trainer:
         self.stop_signal = signum
         log.info(f"{signal.Signals(signum).name} received: finishing this step, then checkpointing")
 
+    def _metric(self, result: dict) -> float:
+        """The validation result as a score where higher is better (``train.valid_metric``)."""
+        return result["bleu"] if self.cfg.valid_metric == "bleu" else -result["loss"]
+
     def _validate(self) -> bool:
         """Validate, keep the best checkpoint; True when early stopping says stop."""
         if not self.main:
@@ -310,7 +314,7 @@ class Trainer:
         result = validate(self.model, self.valid_split, self.valid_refs, self.tokenizer, self.recipe,
                           self.device, self.autocast)
         p = self.progress
-        metric = result["bleu"] if self.cfg.valid_metric == "bleu" else -result["loss"]
+        metric = self._metric(result)
         improved = p.best_metric is None or metric > p.best_metric
         if improved:
             p.best_metric, p.best_step, p.bad_validations = metric, p.step, 0
@@ -341,21 +345,21 @@ class Trainer:
         if len(paths) < 2:
             return None
         out = self.ckpt_dir / "averaged.pt"
+        payload = ckpt.averaged_payload(paths)
         try:
-            ckpt.average(paths, out)
+            ckpt.save_atomic(payload, out)
         except OSError as exc:
             log.warning(f"warning: could not write {out} ({exc.strerror or exc}); no averaged model")
             return None
         model = copy.deepcopy(self.model)
-        model.load_state_dict(ckpt.load(out)["model"])
+        model.load_state_dict(payload["model"])
         result = validate(model, self.valid_split, self.valid_refs, self.tokenizer, self.recipe,
                           self.device, self.autocast)
-        metric = result["bleu"] if self.cfg.valid_metric == "bleu" else -result["loss"]
         p = self.progress
-        better = p.best_metric is None or metric > p.best_metric
+        better = p.best_metric is None or self._metric(result) > p.best_metric
         if better:
             ckpt.link_atomic(out, self.ckpt_dir / "best.pt")
-        steps = [int(x.stem.split("-", 1)[1]) for x in paths]
+        steps = [ckpt.step_of(x) for x in paths]
         log.info(f"averaged steps {', '.join(map(str, steps))}: valid loss {result['loss']:.3f}  "
                  f"BLEU {result['bleu']:.2f}{'  (best: now best.pt)' if better else ''}")
         record = {"steps": steps, "valid_loss": round(result["loss"], 4), "valid_bleu": round(result["bleu"], 2),

@@ -73,6 +73,8 @@ def test_translate_without_a_model_is_one_line(tmp_path):
     one_line_error(nmt("translate", "-m", tmp_path / "nothing", input=b"hi\n"), "no such run dir")
     (tmp_path / "junk.pt").write_bytes(os.urandom(1000))
     one_line_error(nmt("translate", "-m", tmp_path / "junk.pt", input=b"hi\n"), "junk.pt")
+    one_line_error(nmt("average", tmp_path, "--last", 3), str(tmp_path), "no numbered checkpoints")
+    one_line_error(nmt("translate", "-m", "x", "--workers", 0, input=b"hi\n"), "--workers")
 
 
 def test_eval_with_files(tmp_path):
