@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import pickle
 import shutil
-import zipfile
 from pathlib import Path
 
 import torch
@@ -92,7 +91,7 @@ def load(path: Path) -> dict:
             raise CheckpointError(f"{path}: refused: the file holds objects that could run code "
                                   f"when loaded ({first[:120]})") from None
         raise CheckpointError(f"{path}: corrupt checkpoint ({first[:120]}); use another checkpoint") from None
-    except (RuntimeError, EOFError, OSError, ValueError, zipfile.BadZipFile, KeyError, AttributeError) as exc:
+    except Exception as exc:  # garbage bytes make the unpickler raise anything (IndexError, struct.error, ...)
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise CheckpointError(f"{path}: corrupt or truncated checkpoint ({first[:120]}); "
                               "use another checkpoint or retrain") from None

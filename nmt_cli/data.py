@@ -11,7 +11,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import sys
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +23,7 @@ from nmt_cli import corpora
 from nmt_cli.config import Recipe, save_recipe
 from nmt_cli.errors import DataError
 from nmt_cli.shortlist import Shortlist, learn_shortlist
-from nmt_cli.tokenizer import BOS, EOS, PAD, Tokenizer, train_tokenizer
+from nmt_cli.tokenizer import BOS, EOS, PAD, train_tokenizer
 
 DATA_FORMAT = 1
 

@@ -11,12 +11,12 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Iterable, Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import torch
 
 from nmt_cli.search import Hypothesis, search
-from nmt_cli.tokenizer import EOS, Tokenizer
+from nmt_cli.tokenizer import Tokenizer
 
 MAX_SOURCE_TOKENS = 250
 

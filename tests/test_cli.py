@@ -3,6 +3,7 @@
 import json
 from collections import Counter
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -71,7 +72,7 @@ def test_bad_command_lines_are_one_line():
 
 def test_translate_without_a_model_is_one_line(tmp_path):
     one_line_error(nmt("translate", "-m", tmp_path / "nothing", input=b"hi\n"), "no such run dir")
-    (tmp_path / "junk.pt").write_bytes(os.urandom(1000))
+    (tmp_path / "junk.pt").write_bytes(random.Random(0).randbytes(1000))
     one_line_error(nmt("translate", "-m", tmp_path / "junk.pt", input=b"hi\n"), "junk.pt")
     one_line_error(nmt("average", tmp_path, "--last", 3), str(tmp_path), "no numbered checkpoints")
     one_line_error(nmt("translate", "-m", "x", "--workers", 0, input=b"hi\n"), "--workers")

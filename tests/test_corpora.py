@@ -2,7 +2,6 @@ import gzip
 import hashlib
 import http.server
 import threading
-from pathlib import Path
 
 import pytest
 

@@ -1,6 +1,5 @@
 """Faults a long-running toolkit meets: kills, broken run dirs, odd input files."""
 
-import os
 import random
 import shutil
 import signal
@@ -67,7 +66,7 @@ def test_broken_tokenizer_model(tiny_run, tmp_path):
     _, run_dir = tiny_run
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)
-    (copy / "spm.model").write_bytes(os.urandom(300))
+    (copy / "spm.model").write_bytes(random.Random(0).randbytes(300))
     recipe_yaml = tmp_path / "r.yaml"
     recipe_yaml.write_text((copy / "recipe.yaml").read_text())
     one_line_error(nmt("train", recipe_yaml, "--run-dir", copy, "--max-steps", 1), "spm.model")
@@ -122,7 +121,6 @@ def test_preprocess_survives_random_bytes(tmp_path_factory, extra):
 
 
 def test_huge_line_and_many_empty_lines(tiny_run, tmp_path):
-    import resource
     _, run_dir = tiny_run
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)
