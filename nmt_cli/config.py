@@ -251,9 +251,9 @@ def _check_consistency(recipe: Recipe, origin: str) -> None:
     if m.attention == "dot" and m.attention_heads != 1:
         raise ConfigError(f"{origin}: model.attention_heads: dot attention has no parameters, so "
                           "its heads would be identical; use general, concat or cosine for several heads")
-    if recipe.train.schedule == "cosine" and not recipe.train.max_steps:
-        raise ConfigError(f"{origin}: train.schedule: cosine decays over train.max_steps, which is 0 "
-                          "(no limit); set train.max_steps")
+    if recipe.train.schedule == "cosine" and not (recipe.train.max_steps or recipe.train.max_minutes):
+        raise ConfigError(f"{origin}: train.schedule: cosine decays over train.max_steps or "
+                          "train.max_minutes, and neither is set; set one")
     if recipe.src == recipe.tgt:
         raise ConfigError(f"{origin}: tgt: source and target language are both '{recipe.src}'")
 

@@ -4,9 +4,11 @@ Every schedule keeps its state in plain numbers, so it goes into a checkpoint an
 
     constant:      lr_t = lr · w_t
     inverse_sqrt:  lr_t = lr · min(t / warmup, sqrt(warmup / t))
-    cosine:        lr_t = min_lr + (lr - min_lr) · (1 + cos(π · t / max_steps)) / 2   (after warmup)
+    cosine:        lr_t = min_lr + (lr - min_lr) · (1 + cos(π · f_t)) / 2   (after warmup)
     plateau:       lr_t = lr · factor^k, k = times validation stopped improving for `patience` checks
-with w_t = min(1, t / warmup) the linear warm-up (1 when warmup_steps is 0).
+with w_t = min(1, t / warmup) the linear warm-up (1 when warmup_steps is 0) and f_t the share of
+the budget spent: the larger of t / max_steps and minutes / max_minutes, whichever limits are set,
+so a run bounded by wall-clock time anneals to min_lr as its time runs out.
 
 Scheduled sampling (Bengio et al. 2015) feeds the model's own previous prediction with
 probability ε_t:
@@ -29,7 +31,8 @@ class LearningRate:
         self.best: float | None = None
         self.bad_checks = 0
 
-    def __call__(self, step: int) -> float:
+    def __call__(self, step: int, minutes: float = 0.0) -> float:
+        """The lr for ``step``; ``minutes`` of training so far matter only to cosine under max_minutes."""
         cfg = self.cfg
         t = max(step, 1)
         warm = min(1.0, t / cfg.warmup_steps) if cfg.warmup_steps else 1.0
@@ -39,8 +42,12 @@ class LearningRate:
         if cfg.schedule == "cosine":
             if t <= cfg.warmup_steps:
                 return cfg.lr * warm
-            span = max(cfg.max_steps - cfg.warmup_steps, 1)
-            progress = min(1.0, (t - cfg.warmup_steps) / span)
+            progress = 0.0
+            if cfg.max_steps:
+                progress = (t - cfg.warmup_steps) / max(cfg.max_steps - cfg.warmup_steps, 1)
+            if cfg.max_minutes:
+                progress = max(progress, minutes / cfg.max_minutes)
+            progress = min(1.0, progress)
             return cfg.min_lr + (cfg.lr - cfg.min_lr) * 0.5 * (1 + math.cos(math.pi * progress))
         if cfg.schedule == "plateau":
             return max(cfg.lr * self.scale, cfg.min_lr) * warm

@@ -290,12 +290,16 @@ class Trainer:
 
     def _agree(self, flag: bool) -> bool:
         """True on every rank when it is true on any (one tiny all-reduce per call under DDP)."""
+        return self._max_over_ranks(1.0 if flag else 0.0) > 0
+
+    def _max_over_ranks(self, value: float) -> float:
+        """The largest of each rank's value, so time-driven decisions are the same on every rank."""
         if not self.distributed:
-            return flag
+            return value
         import torch.distributed as dist
-        t = torch.tensor([1.0 if flag else 0.0], device=self.device)
+        t = torch.tensor([value], dtype=torch.float64, device=self.device)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
-        return bool(t.item() > 0)
+        return float(t.item())
 
     def _on_signal(self, signum, frame):
         if self.stop_signal is not None:  # a second Ctrl-C: stop now, checkpoints stay intact
@@ -416,8 +420,8 @@ class Trainer:
                 if cfg.max_steps and p.step >= cfg.max_steps:
                     reason = f"reached max_steps {cfg.max_steps}"
                     break
-                out_of_time = bool(cfg.max_minutes) and time.perf_counter() - start >= cfg.max_minutes * 60
-                if self._agree(out_of_time):
+                minutes = self._max_over_ranks(time.perf_counter() - start) / 60
+                if cfg.max_minutes and minutes >= cfg.max_minutes:
                     reason = f"reached max_minutes {cfg.max_minutes:g}"
                     break
                 t0 = time.perf_counter()
@@ -432,7 +436,7 @@ class Trainer:
                 if not group:
                     reason = f"reached max_epochs {cfg.max_epochs}"
                     break
-                loss_value, ntok, nsrc = self._step(group)
+                loss_value, ntok, nsrc = self._step(group, minutes)
                 train_time += time.perf_counter() - t1
                 if loss_value is not None:
                     steps_done += 1
@@ -509,10 +513,10 @@ class Trainer:
             raise TrainingInterrupted(self.stop_signal)
         return summary
 
-    def _step(self, group) -> tuple[float | None, int, int]:
+    def _step(self, group, minutes: float) -> tuple[float | None, int, int]:
         """One optimiser step over ``accumulate`` batches; None as loss when it was not finite."""
         cfg, p = self.cfg, self.progress
-        lr = self.lr(p.step + 1)
+        lr = self.lr(p.step + 1, minutes)
         for g in self.optimizer.param_groups:
             g["lr"] = lr
         eps = sampling_probability(cfg, p.step)

@@ -41,7 +41,7 @@ def test_defaults_and_nested_types(tmp_path):
     ("data: {test: 3}\n", "data.test: expected a list"),
     ("model: {hidden_dim: 33}\n", "model.hidden_dim: 33 must be even"),
     ("model: {attention: dot, attention_heads: 2}\n", "model.attention_heads: dot attention"),
-    ("train: {schedule: cosine}\n", "train.schedule: cosine decays over train.max_steps"),
+    ("train: {schedule: cosine}\n", "train.schedule: cosine decays over train.max_steps or train.max_minutes"),
 ])
 def test_each_error_names_the_key(tmp_path, text, expected):
     path = write(tmp_path, text)

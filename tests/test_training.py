@@ -102,6 +102,11 @@ def test_learning_rate_schedules():
     assert lr(50) == pytest.approx(0.5) and lr(100) == pytest.approx(1.0) and lr(400) == pytest.approx(0.5)
     cos = LearningRate(TrainConfig(lr=1.0, schedule="cosine", max_steps=100, min_lr=0.0))
     assert cos(50) == pytest.approx(0.5) and cos(100) == pytest.approx(0.0, abs=1e-9)
+    timed = LearningRate(TrainConfig(lr=1.0, schedule="cosine", max_minutes=10, min_lr=0.1))
+    assert timed(1, 0.0) == pytest.approx(1.0) and timed(1, 5.0) == pytest.approx(0.55)
+    assert timed(1, 10.0) == pytest.approx(0.1) and timed(1, 12.0) == pytest.approx(0.1)
+    both = LearningRate(TrainConfig(lr=1.0, schedule="cosine", max_steps=100, max_minutes=10, min_lr=0.0))
+    assert both(50, 1.0) == pytest.approx(0.5) and both(10, 5.0) == pytest.approx(0.5)  # whichever ends first
     plateau = LearningRate(TrainConfig(lr=1.0, schedule="plateau", plateau_patience=1, plateau_factor=0.5))
     assert not plateau.observe(10.0, True)
     assert not plateau.observe(9.0, True)
@@ -137,14 +142,18 @@ def test_early_stopping_and_max_minutes(tiny_run, tmp_path):
     assert summary["stop_reason"] == "reached max_minutes 0.002" and summary["final_step"] < 1000
 
 
-def _ddp_rank(rank: int, world: int, port: int, recipe_dict: dict, run_dir: str, out: str) -> None:
+def _ddp_rank(rank: int, world: int, port: int, recipe_dict: dict, run_dir: str, out: str,
+              late_start_s: float) -> None:
     import os
+    import time
     from pathlib import Path
     import torch.distributed as dist
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                       WORLD_SIZE=str(world), LOCAL_RANK=str(rank))
     torch.set_num_threads(1)
     trainer = Trainer(recipe_from_dict(recipe_dict), Path(run_dir), device="cpu", progress_bar=False)
+    if rank == 1:
+        time.sleep(late_start_s)  # its clock reads less: a time-driven lr must still agree
     trainer.train()
     torch.save(trainer.model.state_dict(), Path(out) / f"rank{rank}.pt")
     dist.destroy_process_group()
@@ -153,12 +162,15 @@ def _ddp_rank(rank: int, world: int, port: int, recipe_dict: dict, run_dir: str,
 def test_two_process_gloo_run_keeps_ranks_identical(tiny_run, tmp_path):
     import socket
     import torch.multiprocessing as mp
+    # Cosine over a 9 s budget with rank 1 starting 4 s late: rank 0 waits for it in the first
+    # all-reduce, so from step 2 its clock (4/9 of the budget > 2/6 of the steps) sets the lr
+    # unless the ranks share one clock.
     recipe, run_dir = fresh_run(tiny_run, tmp_path, max_steps=6, valid_every=6, valid_max_sentences=4,
-                                checkpoint_every=6)
+                                checkpoint_every=6, schedule="cosine", max_minutes=0.15)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    mp.spawn(_ddp_rank, args=(2, port, recipe.to_dict(), str(run_dir), str(tmp_path)), nprocs=2)
+    mp.spawn(_ddp_rank, args=(2, port, recipe.to_dict(), str(run_dir), str(tmp_path), 4.0), nprocs=2)
     a, b = (torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1))
     start = params(run_dir / "checkpoints" / "step-6.pt")
     for name in a:
