@@ -17,7 +17,7 @@ from nmt_cli.config import load_recipe
 from nmt_cli.data import iterate_epoch, load_split
 from nmt_cli.model import build_model
 from nmt_cli.tokenizer import Tokenizer
-from nmt_cli.training import make_optimizer, resolve_precision, sequence_loss
+from nmt_cli.training import make_optimizer, resolve_precision
 
 
 def main() -> None:
@@ -44,8 +44,9 @@ def main() -> None:
             start, tokens, sents = time.perf_counter(), 0, 0
         _, b = next(batches)
         with autocast:
-            logits, _ = model(b.src, b.src_lengths, b.tgt_in)
-        loss = sequence_loss(logits, b.tgt_out, recipe.train.label_smoothing) / b.tgt_tokens
+            summed, _ = model(b.src, b.src_lengths, b.tgt_in, tgt_out=b.tgt_out,
+                              label_smoothing=recipe.train.label_smoothing)
+        loss = summed / b.tgt_tokens
         opt.zero_grad()
         loss.backward()
         opt.step()

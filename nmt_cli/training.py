@@ -21,7 +21,6 @@ from pathlib import Path
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 
 from nmt_cli import checkpoint as ckpt
 from nmt_cli.config import Recipe, recipe_differences
@@ -114,12 +113,6 @@ def setup_logging(run_dir: Path) -> None:
     root.propagate = False
 
 
-def sequence_loss(logits: torch.Tensor, target: torch.Tensor, smoothing: float) -> torch.Tensor:
-    """Summed (label-smoothed) cross-entropy over real target tokens."""
-    return F.cross_entropy(logits.reshape(-1, logits.size(-1)).float(), target.reshape(-1),
-                           ignore_index=PAD, label_smoothing=smoothing, reduction="sum")
-
-
 def make_optimizer(model: torch.nn.Module, recipe: Recipe) -> torch.optim.Optimizer:
     t = recipe.train
     params = [p for p in model.parameters() if p.requires_grad]
@@ -140,8 +133,8 @@ def validate(model, split: EncodedSplit, refs: list[str], tokenizer: Tokenizer, 
     for start in range(0, n, 64):
         batch = make_batch(split, order[start:start + 64]).to(device)
         with autocast():
-            logits, _ = model(batch.src, batch.src_lengths, batch.tgt_in)
-        total_nll += float(sequence_loss(logits, batch.tgt_out, 0.0))
+            summed, _ = model(batch.src, batch.src_lengths, batch.tgt_in, tgt_out=batch.tgt_out)
+        total_nll += float(summed)
         total_tokens += batch.tgt_tokens
     sources = [list(split.src.get(i)) for i in range(n)]
     opts = DecodeOptions(beam_size=1, max_len_ratio=recipe.decode.max_len_ratio,
@@ -526,8 +519,9 @@ class Trainer:
         for _, batch in group:
             batch = batch.to(self.device)
             with self.autocast():
-                logits, _ = self.train_model(batch.src, batch.src_lengths, batch.tgt_in, eps)
-            loss = sequence_loss(logits, batch.tgt_out, cfg.label_smoothing) / (batch.tgt_tokens * len(group))
+                summed, _ = self.train_model(batch.src, batch.src_lengths, batch.tgt_in, eps,
+                                             batch.tgt_out, cfg.label_smoothing)
+            loss = summed / (batch.tgt_tokens * len(group))
             if self.scaler is not None:
                 self.scaler.scale(loss).backward()
             else:

@@ -194,3 +194,18 @@ def test_input_table_follows_weight_updates():
     assert not torch.allclose(before, after)
     expected = m.tgt_embedding.weight @ m.decoder.rnn.weight_ih_l0.t() + m.decoder.rnn.bias_ih_l0
     assert torch.allclose(after, expected.detach(), atol=1e-5)
+
+
+@pytest.mark.parametrize("feeding", [False, True])
+def test_loss_from_forward_equals_cross_entropy_of_its_logits(feeding):
+    import torch.nn.functional as F
+    torch.manual_seed(4)
+    m = build_model(small(attention="concat", input_feeding=feeding), V, V).double().eval()
+    src, lengths, tgt = batch(2)
+    tgt_in, tgt_out = tgt, torch.cat([tgt[:, 1:], torch.zeros(3, 1, dtype=torch.long)], dim=1)
+    logits, w_logits = m(src, lengths, tgt_in)
+    summed, w_loss = m(src, lengths, tgt_in, tgt_out=tgt_out, label_smoothing=0.1)
+    expected = F.cross_entropy(logits.reshape(-1, V), tgt_out.reshape(-1), ignore_index=0,
+                               label_smoothing=0.1, reduction="sum")
+    assert summed.item() == pytest.approx(expected.item(), rel=1e-12)
+    assert torch.equal(w_logits, w_loss)

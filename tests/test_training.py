@@ -77,8 +77,8 @@ def test_changed_recipe_refuses_resume_and_lists_keys(tiny_run, tmp_path):
 
 def test_non_finite_losses_skip_batches_then_stop(tiny_run, tmp_path, monkeypatch):
     recipe, run_dir = fresh_run(tiny_run, tmp_path, max_steps=10, max_nan_batches=3)
-    import nmt_cli.training as training
-    monkeypatch.setattr(training, "sequence_loss", lambda *a, **k: torch.tensor(float("nan"), requires_grad=True))
+    import nmt_cli.model.seq2seq as seq2seq
+    monkeypatch.setattr(seq2seq, "output_loss", lambda *a, **k: torch.tensor(float("nan"), requires_grad=True))
     with pytest.raises(UserError, match="3 non-finite losses in a row"):
         train(recipe, run_dir, device="cpu")
 

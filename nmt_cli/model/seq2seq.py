@@ -20,6 +20,7 @@ from nmt_cli.model.attention import Attention
 from nmt_cli.model.bridge import Bridge
 from nmt_cli.model.decoder import Decoder, DecoderMemory, DecoderState
 from nmt_cli.model.encoder import Encoder
+from nmt_cli.model.loss import output_loss
 
 PAD = 0
 
@@ -107,10 +108,18 @@ class Seq2Seq(nn.Module):
     # ------------------------------------------------------------------ training
 
     def forward(self, src: torch.Tensor, src_lengths: torch.Tensor, tgt_in: torch.Tensor,
-                sampling_prob: float | torch.Tensor = 0.0):
-        """Teacher-forced logits (B, T, V) and attention weights (B, T, S) or None."""
+                sampling_prob: float | torch.Tensor = 0.0, tgt_out: torch.Tensor | None = None,
+                label_smoothing: float = 0.0):
+        """Teacher-forced logits (B, T, V) and attention weights (B, T, S) or None.
+
+        Given ``tgt_out``, the first value is instead the summed (label-smoothed) cross-entropy
+        over its non-pad tokens, from ``output_loss`` without a (B, T, V) logits tensor. It is
+        an argument of forward, not a separate method, so DistributedDataParallel sees the call.
+        """
         state, memory = self.encode(src, src_lengths)
         h_tilde, weights = self.decoder(tgt_in, state, memory, self.output, sampling_prob)
+        if tgt_out is not None:
+            return output_loss(h_tilde, self.output.weight, self.output.bias, tgt_out, label_smoothing), weights
         return self.output(h_tilde), weights
 
     def parameter_count(self) -> int:
