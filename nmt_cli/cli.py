@@ -89,51 +89,6 @@ def train(recipe: Annotated[Path, typer.Argument(help="YAML recipe, e.g. recipes
                                                      "peak_rss_mb")}))
 
 
-def _translator(models: list[str], beam_size, batch_size, batch_tokens, nbest, attention, device, quantize,
-                shortlist=None, length_penalty=None, workers=None, per_source=None):
-    import torch
-    from nmt_cli.checkpoint import load_model
-    from nmt_cli.model.ensemble import Ensemble
-    from nmt_cli.training import pick_device
-    from nmt_cli.translate import DecodeOptions, Translator
-    if not models:
-        raise UserError("-m/--model: give a run dir or checkpoint")
-    dev = pick_device(device)
-    loaded = [load_model(m, dev) for m in models]
-    model, recipe, tokenizer, _ = loaded[0]
-    for other in loaded[1:]:
-        if other[2].tgt_proto != tokenizer.tgt_proto or other[2].src_proto != tokenizer.src_proto:
-            raise UserError(f"{other[3]}: uses a different vocabulary than {loaded[0][3]}; cannot ensemble")
-    if quantize == "int8":
-        from nmt_cli.quantize import quantize_int8
-        loaded = [(quantize_int8(m), *rest) for m, *rest in loaded]
-    elif quantize != "none":
-        raise UserError(f"--quantize: '{quantize}' is not one of none, int8")
-    model = loaded[0][0] if len(loaded) == 1 else Ensemble([x[0] for x in loaded]).eval()
-    if len(loaded) > 1:
-        from nmt_cli.shortlist import merge_shortlists
-        model.shortlist = merge_shortlists([x[0].shortlist for x in loaded])
-    d = recipe.decode
-    has_shortlist = getattr(model, "shortlist", None) is not None
-    if shortlist and not has_shortlist:
-        raise UserError(f"--shortlist: {loaded[0][3]} has no vocabulary shortlist "
-                        "(trained before shortlists existed); use --no-shortlist")
-    if shortlist is None:  # the recipe's default applies where the checkpoint has a shortlist
-        shortlist = d.shortlist and has_shortlist
-    opts = DecodeOptions(beam_size=beam_size or d.beam_size,
-                         length_penalty=d.length_penalty if length_penalty is None else length_penalty,
-                         max_len_ratio=d.max_len_ratio, max_len_const=d.max_len_const,
-                         min_len=d.min_len, batch_size=batch_size or d.batch_size,
-                         batch_tokens=batch_tokens or 0,
-                         nbest=nbest, attention=attention, shortlist=shortlist,
-                         shortlist_per_source=d.shortlist_per_source if per_source is None else per_source,
-                         workers=workers or d.workers or torch.get_num_threads())
-    if nbest > opts.beam_size:
-        raise UserError(f"--nbest {nbest} exceeds the beam size {opts.beam_size}")
-    torch.set_grad_enabled(False)
-    return Translator(model, tokenizer, opts, dev), recipe
-
-
 @app.command()
 def translate(model: ModelOption = [],
               input: Annotated[Optional[Path], typer.Option("-i", "--input", help="Read this file instead of stdin.")] = None,
@@ -153,15 +108,17 @@ def translate(model: ModelOption = [],
               workers: Annotated[Optional[int], typer.Option(min=1, help="CPU: decode this many batches side by side, one core each (default: the recipe's decode.workers; 0 there = one per CPU thread torch uses).")] = None,
               device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto") -> None:
     """Translate lines from stdin (or -i) to stdout (or -o): one output line per input line, in order."""
-    from nmt_cli.translate import OutputOptions, translate_stream
+    from nmt_cli.translate import OutputOptions, load_translator, translate_stream
     if attention_plot is not None:
         try:
             import matplotlib  # noqa: F401
         except ImportError:
             raise UserError("--attention-plot needs matplotlib: pip install 'nmt[plot]'") from None
     want_attention = alignments or attention_plot is not None or show_attention
-    translator, _ = _translator(model, beam_size, batch_size, batch_tokens, nbest, want_attention, device, quantize,
-                                shortlist, length_penalty, workers, shortlist_per_source)
+    translator = load_translator(model, device=device, quantize=quantize, beam_size=beam_size,
+                                 batch_size=batch_size, batch_tokens=batch_tokens, nbest=nbest,
+                                 attention=want_attention, shortlist=shortlist, length_penalty=length_penalty,
+                                 workers=workers, shortlist_per_source=shortlist_per_source)
     out_opts = OutputOptions(scores=scores, alignments=alignments, nbest=nbest,
                              attention_plot=str(attention_plot) if attention_plot else None,
                              show_attention=show_attention)
@@ -217,6 +174,7 @@ def evaluate(hyp: Annotated[Optional[Path], typer.Option(help="Hypotheses, one p
     -m with --by-length compare the models side by side.
     """
     from nmt_cli import scoring
+    from nmt_cli.translate import load_translator
     if ref is None:
         raise UserError("--ref: give the reference file")
     refs = _read(ref)
@@ -227,8 +185,7 @@ def evaluate(hyp: Annotated[Optional[Path], typer.Option(help="Hypotheses, one p
             raise UserError("--src: give the source file to translate with -m")
         sources = _read(src)
         for m in model:
-            translator, _ = _translator([m], beam_size, None, None, 1, False, device, "none",
-                                        length_penalty=length_penalty)
+            translator = load_translator([m], device=device, beam_size=beam_size, length_penalty=length_penalty)
             systems[m] = [t.text for t in translator.translate(sources)]
     elif hyp is not None:
         systems[str(hyp)] = _read(hyp)

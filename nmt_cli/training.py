@@ -356,6 +356,10 @@ class Trainer:
         better = p.best_metric is None or self._metric(result) > p.best_metric
         if better:
             ckpt.link_atomic(out, self.ckpt_dir / "best.pt")
+            # A resumed run must measure later checkpoints against the average, not against the
+            # single checkpoint it beat: the newest checkpoint is rewritten with the new best.
+            p.best_metric = self._metric(result)
+            self.save_checkpoint()
         steps = [ckpt.step_of(x) for x in paths]
         log.info(f"averaged steps {', '.join(map(str, steps))}: valid loss {result['loss']:.3f}  "
                  f"BLEU {result['bleu']:.2f}{'  (best: now best.pt)' if better else ''}")

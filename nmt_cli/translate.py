@@ -284,3 +284,53 @@ def force_decode(model, tokenizer: Tokenizer, sources: Sequence[str], targets: S
         picked = logp.gather(-1, target.unsqueeze(-1)).squeeze(-1).masked_fill(target == 0, 0.0)
         out.extend(picked.sum(-1).tolist())
     return out
+
+
+def load_translator(models: Sequence[str], *, device: str = "auto", quantize: str = "none",
+                    beam_size: int | None = None, batch_size: int | None = None,
+                    batch_tokens: int | None = None, nbest: int = 1, attention: bool = False,
+                    shortlist: bool | None = None, length_penalty: float | None = None,
+                    workers: int | None = None, shortlist_per_source: int | None = None) -> "Translator":
+    """A Translator for one model, or the ensemble of several (run dirs or checkpoint files with
+    one vocabulary). Options left as None (or 0) take the first model's recipe's ``decode.*``."""
+    from nmt_cli.checkpoint import load_model
+    from nmt_cli.errors import UserError
+    from nmt_cli.model.ensemble import Ensemble
+    from nmt_cli.training import pick_device
+    if not models:
+        raise UserError("-m/--model: give a run dir or checkpoint")
+    dev = pick_device(device)
+    loaded = [load_model(m, dev) for m in models]
+    model, recipe, tokenizer, _ = loaded[0]
+    for other in loaded[1:]:
+        if other[2].tgt_proto != tokenizer.tgt_proto or other[2].src_proto != tokenizer.src_proto:
+            raise UserError(f"{other[3]}: uses a different vocabulary than {loaded[0][3]}; cannot ensemble")
+    if quantize == "int8":
+        from nmt_cli.quantize import quantize_int8
+        loaded = [(quantize_int8(m), *rest) for m, *rest in loaded]
+    elif quantize != "none":
+        raise UserError(f"--quantize: '{quantize}' is not one of none, int8")
+    model = loaded[0][0] if len(loaded) == 1 else Ensemble([x[0] for x in loaded]).eval()
+    if len(loaded) > 1:
+        from nmt_cli.shortlist import merge_shortlists
+        model.shortlist = merge_shortlists([x[0].shortlist for x in loaded])
+    d = recipe.decode
+    has_shortlist = getattr(model, "shortlist", None) is not None
+    if shortlist and not has_shortlist:
+        raise UserError(f"--shortlist: {loaded[0][3]} has no vocabulary shortlist "
+                        "(trained before shortlists existed); use --no-shortlist")
+    if shortlist is None:  # the recipe's default applies where the checkpoint has a shortlist
+        shortlist = d.shortlist and has_shortlist
+    opts = DecodeOptions(beam_size=beam_size or d.beam_size,
+                         length_penalty=d.length_penalty if length_penalty is None else length_penalty,
+                         max_len_ratio=d.max_len_ratio, max_len_const=d.max_len_const,
+                         min_len=d.min_len, batch_size=batch_size or d.batch_size,
+                         batch_tokens=batch_tokens or 0,
+                         nbest=nbest, attention=attention, shortlist=shortlist,
+                         shortlist_per_source=d.shortlist_per_source if shortlist_per_source is None
+                         else shortlist_per_source,
+                         workers=workers or d.workers or torch.get_num_threads())
+    if nbest > opts.beam_size:
+        raise UserError(f"--nbest {nbest} exceeds the beam size {opts.beam_size}")
+    torch.set_grad_enabled(False)
+    return Translator(model, tokenizer, opts, dev)

@@ -198,6 +198,12 @@ def test_average_last_writes_the_mean_and_keeps_the_better_as_best(tiny_run, tmp
             assert torch.allclose(value, sum(p[name] for p in parts) / 3, atol=1e-6), name
     best_is_averaged = os.path.samefile(ckpts / "best.pt", ckpts / "averaged.pt")
     assert best_is_averaged == summary["averaged"]["best"]
+    # what a resumed run will compare new checkpoints against
+    resumed_best = ckpt.load(ckpts / "last.pt")["progress"]["best_metric"]
+    if best_is_averaged:
+        assert resumed_best == pytest.approx(summary["averaged"]["valid_bleu"], abs=0.01)
+    else:
+        assert resumed_best >= summary["averaged"]["valid_bleu"] - 0.01
     if not best_is_averaged:
         assert summary["averaged"]["valid_bleu"] <= summary["best_valid_bleu"]
     model, *_ = load_model(run_dir)  # the run dir still translates
