@@ -2,6 +2,9 @@
 target tokens/s and sentences/s over N steps after a short warm-up.
 
     python bench/train_speed.py recipes/en-fr.yaml --run-dir runs/en-fr [--steps 30] [--set K=V ...]
+
+``--compile`` wraps the model in ``torch.compile(dynamic=True)``; give it ``--warmup 20`` so the
+compilations (batch shapes vary) fall in the warm-up, whose seconds are printed too.
 """
 
 from __future__ import annotations
@@ -27,6 +30,7 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--set", dest="overrides", action="append", default=[])
+    ap.add_argument("--compile", action="store_true", help="torch.compile the model (dynamic shapes)")
     args = ap.parse_args()
     recipe = load_recipe(args.recipe, args.overrides)
     tok = Tokenizer.load(args.run_dir)
@@ -34,18 +38,21 @@ def main() -> None:
     torch.manual_seed(0)
     model = build_model(recipe.model, tok.src_vocab_size, tok.tgt_vocab_size).train()
     opt = make_optimizer(model, recipe)
+    forward = torch.compile(model, dynamic=True) if args.compile else model
     precision = resolve_precision(recipe.train.precision, torch.device("cpu"))
     autocast = torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16" else nullcontext()
     batches = iterate_epoch(split, recipe.train.batch_tokens, 0, 0)
     tokens = sents = 0
     start = None
+    began = time.perf_counter()
     for i in range(args.warmup + args.steps):
         if i == args.warmup:
             start, tokens, sents = time.perf_counter(), 0, 0
+            warmup_s = start - began
         _, b = next(batches)
         with autocast:
-            summed, _ = model(b.src, b.src_lengths, b.tgt_in, tgt_out=b.tgt_out,
-                              label_smoothing=recipe.train.label_smoothing)
+            summed, _ = forward(b.src, b.src_lengths, b.tgt_in, tgt_out=b.tgt_out,
+                                label_smoothing=recipe.train.label_smoothing)
         loss = summed / b.tgt_tokens
         opt.zero_grad()
         loss.backward()
@@ -55,7 +62,8 @@ def main() -> None:
     dt = time.perf_counter() - start
     print(f"{recipe.name}: {model.parameter_count() / 1e6:.2f}M params, {recipe.model.rnn} "
           f"{recipe.model.attention}/{recipe.model.decoder}, {precision}: "
-          f"{tokens / dt:.0f} tgt tok/s, {sents / dt:.1f} sent/s, {1000 * dt / args.steps:.0f} ms/step")
+          f"{tokens / dt:.0f} tgt tok/s, {sents / dt:.1f} sent/s, {1000 * dt / args.steps:.0f} ms/step"
+          f"{', compiled' if args.compile else ''}, warm-up {warmup_s:.1f} s")
 
 
 if __name__ == "__main__":
