@@ -78,11 +78,13 @@ def train(recipe: Annotated[Path, typer.Argument(help="YAML recipe, e.g. recipes
     stops; running the same command again resumes exactly.
     """
     from nmt_cli.data import ensure_preprocessed
+    from nmt_cli.training import pick_device, resolve_precision
     from nmt_cli.training import train as run_train
     extra = ([f"train.max_steps={max_steps}"] if max_steps is not None else []) + \
             ([f"train.max_minutes={max_minutes}"] if max_minutes is not None else [])
     r = _recipe(recipe, set_, extra)
     out = _run_dir(r, run_dir)
+    resolve_precision(r.train.precision, pick_device(device))  # a device mismatch fails before preprocessing
     ensure_preprocessed(r, out, log=lambda m: typer.echo(m, err=True))
     summary = run_train(r, out, device=device, restart=restart)
     typer.echo(json.dumps({k: summary[k] for k in ("steps", "final_step", "wall_s", "tgt_tokens_per_s",

@@ -62,6 +62,13 @@ def test_bad_set_and_missing_recipe(tmp_path):
     one_line_error(nmt("train", tmp_path / "nope.yaml"), "recipe file not found")
 
 
+def test_fp16_on_a_cpu_is_refused_before_preprocessing(tmp_path):
+    result = nmt("train", "recipes/en-fr.yaml", "--run-dir", tmp_path / "run", "--device", "cpu",
+                 "--set", "train.precision=fp16", timeout=60)
+    one_line_error(result, "fp16 needs a CUDA device")
+    assert not (tmp_path / "run" / "data").exists()
+
+
 def test_bad_command_lines_are_one_line():
     one_line_error(nmt("translate", "--bogus"), "No such option: --bogus", "nmt translate --help")
     one_line_error(nmt("translate", "-m", "x", "--beam-size", 0, input=b"hi\n"), "--beam-size")
