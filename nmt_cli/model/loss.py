@@ -6,9 +6,9 @@
 
 The plain route (``F.linear`` then ``F.cross_entropy``) keeps four or five (tokens × V) tensors
 per batch alive at once — logits, log-probabilities, a zero-filled gradient for the gathered
-target and the log-softmax gradient — and runs the output layer over padding positions too. On
-a CPU each of those tensors is larger than glibc's largest mmap threshold, so every batch also
-pays page faults to map and zero them afresh. Here padding rows are dropped first, rows go through
+target and the log-softmax gradient — and runs the output layer over padding positions too. At
+the recipes' batch sizes each of those tensors (48-96 MB with 8k pieces) is larger than glibc's
+largest mmap threshold, so on a CPU every batch also pays page faults to map and zero them afresh. Here padding rows are dropped first, rows go through
 in chunks small enough for the allocator to reuse their memory, and the log-probabilities kept for
 backward become the gradient in place.
 """
