@@ -17,11 +17,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+
+from rundirs import fresh_run_dir
 
 
 def parse_config(text: str) -> tuple[str, list[str]]:
@@ -35,13 +36,7 @@ def batch_tokens(recipe: str, sets: list[str]) -> int:
 
 
 def run_config(name: str, sets: list[str], args) -> dict:
-    run_dir = Path(args.out) / name
-    if run_dir.exists():
-        shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True)
-    for item in ("data", "spm.model", "recipe.yaml"):
-        src = Path(args.base) / item
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, run_dir / item)
+    run_dir = fresh_run_dir(Path(args.base), Path(args.out) / name)
     sets = args.common + sets  # a config's own overrides come last and win
     steps = max(1, round(args.tokens / batch_tokens(args.recipe, sets)))
     budget = [f"train.valid_every={steps}", "train.checkpoint_every=1000000", "train.patience=0"]

@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from rundirs import fresh_run_dir
 
 VARIANTS = {
     "none": ["model.attention=none"],
@@ -40,13 +41,7 @@ def nmt(*args: str) -> subprocess.CompletedProcess:
 def run_variant(name: str, recipe: str, base: Path, out: Path, minutes: float, split: str,
                 common: list[str]) -> dict:
     from nmt_cli.scoring import bleu_by_length, score
-    run_dir = out / name
-    if run_dir.exists():
-        shutil.rmtree(run_dir)
-    run_dir.mkdir(parents=True)
-    for item in ("data", "spm.model", "recipe.yaml"):
-        src = base / item
-        (shutil.copytree if src.is_dir() else shutil.copy)(src, run_dir / item)
+    run_dir = fresh_run_dir(base, out / name)
     sets = [x for s in common + VARIANTS[name] + SAME_BUDGET for x in ("--set", s)]
     train_cmd = ["train", recipe, "--run-dir", str(run_dir), "--max-minutes", f"{minutes:g}", *sets]
     nmt(*train_cmd)

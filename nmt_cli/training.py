@@ -353,12 +353,13 @@ class Trainer:
         result = validate(model, self.valid_split, self.valid_refs, self.tokenizer, self.recipe,
                           self.device, self.autocast)
         p = self.progress
-        better = p.best_metric is None or self._metric(result) > p.best_metric
+        metric = self._metric(result)
+        better = p.best_metric is None or metric > p.best_metric
         if better:
             ckpt.link_atomic(out, self.ckpt_dir / "best.pt")
             # A resumed run must measure later checkpoints against the average, not against the
             # single checkpoint it beat: the newest checkpoint is rewritten with the new best.
-            p.best_metric = self._metric(result)
+            p.best_metric = metric
             self.save_checkpoint()
         steps = [ckpt.step_of(x) for x in paths]
         log.info(f"averaged steps {', '.join(map(str, steps))}: valid loss {result['loss']:.3f}  "

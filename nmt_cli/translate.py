@@ -332,5 +332,4 @@ def load_translator(models: Sequence[str], *, device: str = "auto", quantize: st
                          workers=workers or d.workers or torch.get_num_threads())
     if nbest > opts.beam_size:
         raise UserError(f"--nbest {nbest} exceeds the beam size {opts.beam_size}")
-    torch.set_grad_enabled(False)
     return Translator(model, tokenizer, opts, dev)

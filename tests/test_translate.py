@@ -165,18 +165,16 @@ def test_load_translator_takes_the_recipe_defaults_and_ensembles(trained):
     from nmt_cli.translate import load_translator
     _, _, run_dir = trained
     recipe = load_model(run_dir)[1]
-    try:
-        one = load_translator([str(run_dir)], device="cpu")
-        assert one.opts.beam_size == recipe.decode.beam_size
-        assert one.opts.length_penalty == recipe.decode.length_penalty
-        tuned = load_translator([str(run_dir)], device="cpu", beam_size=3, length_penalty=0.0, nbest=2)
-        assert (tuned.opts.beam_size, tuned.opts.length_penalty, tuned.opts.nbest) == (3, 0.0, 2)
-        pair = load_translator([str(run_dir), str(run_dir)], device="cpu")
-        assert isinstance(pair.model, Ensemble)
-        assert [t.text for t in pair.translate(["a dog runs ."])] == [t.text for t in one.translate(["a dog runs ."])]
-        with pytest.raises(UserError, match="--nbest 9 exceeds the beam size"):
-            load_translator([str(run_dir)], device="cpu", nbest=9)
-        with pytest.raises(UserError, match="--quantize"):
-            load_translator([str(run_dir)], device="cpu", quantize="int4")
-    finally:
-        torch.set_grad_enabled(True)  # load_translator turns gradients off for the process
+    one = load_translator([str(run_dir)], device="cpu")
+    assert one.opts.beam_size == recipe.decode.beam_size
+    assert one.opts.length_penalty == recipe.decode.length_penalty
+    tuned = load_translator([str(run_dir)], device="cpu", beam_size=3, length_penalty=0.0, nbest=2)
+    assert (tuned.opts.beam_size, tuned.opts.length_penalty, tuned.opts.nbest) == (3, 0.0, 2)
+    pair = load_translator([str(run_dir), str(run_dir)], device="cpu")
+    assert isinstance(pair.model, Ensemble)
+    assert [t.text for t in pair.translate(["a dog runs ."])] == [t.text for t in one.translate(["a dog runs ."])]
+    with pytest.raises(UserError, match="--nbest 9 exceeds the beam size"):
+        load_translator([str(run_dir)], device="cpu", nbest=9)
+    with pytest.raises(UserError, match="--quantize"):
+        load_translator([str(run_dir)], device="cpu", quantize="int4")
+    assert torch.is_grad_enabled()  # a library call leaves the caller's grad mode alone

@@ -129,8 +129,9 @@ class Decoder(nn.Module):
 
     def _advance(self, e: torch.Tensor | None, projected: torch.Tensor | None, state: DecoderState,
                  memory: DecoderMemory):
-        """The step from y_{i-1}: its embedding e (B, 1, E) and/or the first RNN layer's input
-        projection of it, W_ih[:, :E] e + b_ih (B, G); with the projection the cell is run by hand."""
+        """The step from y_{i-1}: its embedding e (B, 1, E) and/or, when decoding on the CPU, the
+        first RNN layer's input projection of it, W_ih[:, :E] e + b_ih (B, G), looked up in
+        _input_table; with the projection the cell is run by hand (_rnn_step)."""
         extra = []
         weights = None
         if self.context_as_input:
@@ -162,7 +163,8 @@ class Decoder(nn.Module):
         than PyTorch's own (an int8-quantised one, say), and off the CPU, where cuDNN runs the
         whole step as one kernel and a hand-written cell would only add launches."""
         rnn = self.rnn
-        if self.training or torch.is_grad_enabled() or not self._cell_by_hand():
+        if self.training or torch.is_grad_enabled() or type(rnn) not in (nn.GRU, nn.LSTM, nn.RNN) \
+                or not rnn.bias or rnn.weight_ih_l0.device.type != "cpu":
             return None
         w, b, emb = rnn.weight_ih_l0, rnn.bias_ih_l0, self.embedding.weight
         key = (w._version, b._version, emb._version, w.data_ptr(), b.data_ptr(), emb.data_ptr(), w.dtype)
@@ -170,12 +172,6 @@ class Decoder(nn.Module):
             self._table = torch.addmm(b, emb, w[:, :emb.size(1)].t())
             self._table_key = key
         return self._table
-
-    def _cell_by_hand(self) -> bool:
-        """Whether _rnn_step can stand in for self.rnn: PyTorch's own module with biases, on the
-        CPU (where cuDNN is absent and PyTorch runs the cell as separate ops anyway)."""
-        rnn = self.rnn
-        return type(rnn) in (nn.GRU, nn.LSTM, nn.RNN) and rnn.bias and rnn.weight_ih_l0.device.type == "cpu"
 
     def _rnn_step(self, projected: torch.Tensor, rest: torch.Tensor | None, state: DecoderState):
         """One step of the (stacked) RNN from the looked-up input projection, in eval mode.
@@ -204,7 +200,7 @@ class Decoder(nn.Module):
                 rz = torch.sigmoid(gi[:, :2 * size] + gh[:, :2 * size])
                 r, z = rz[:, :size], rz[:, size:]
                 n = torch.tanh(torch.addcmul(gi[:, 2 * size:], r, gh[:, 2 * size:]))
-                x = torch.lerp(n, h.to(n.dtype), z.to(n.dtype))  # autocast may leave h in fp32
+                x = torch.lerp(n, h, z)
             elif isinstance(rnn, nn.LSTM):
                 i, f, g, o = (gi + gh).chunk(4, dim=1)
                 c = torch.sigmoid(f) * state.cell[layer] + torch.sigmoid(i) * torch.tanh(g)
@@ -213,8 +209,6 @@ class Decoder(nn.Module):
             else:
                 x = torch.tanh(gi + gh) if rnn.nonlinearity == "tanh" else torch.relu(gi + gh)
             hiddens.append(x)
-        if len(hiddens) == 1:
-            return hiddens[0].unsqueeze(0), (cells[0].unsqueeze(0) if cells else None)
         return torch.stack(hiddens), (torch.stack(cells) if cells else None)
 
     # ------------------------------------------------------------------ whole target

@@ -21,8 +21,8 @@ from nmt_cli.model.bridge import Bridge
 from nmt_cli.model.decoder import Decoder, DecoderMemory, DecoderState
 from nmt_cli.model.encoder import Encoder
 from nmt_cli.model.loss import output_loss
+from nmt_cli.tokenizer import PAD
 
-PAD = 0
 
 
 class Seq2Seq(nn.Module):
