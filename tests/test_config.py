@@ -14,10 +14,17 @@ def write(tmp_path, text: str) -> Path:
     return p
 
 
-@pytest.mark.parametrize("name", ["en-fr", "fr-en", "en-de", "de-en", "tatoeba-en-fr"])
-def test_shipped_recipes_validate(name):
-    recipe = load_recipe(ROOT / "recipes" / f"{name}.yaml")
-    assert recipe.name == name
+SHIPPED = sorted((ROOT / "recipes").rglob("*.yaml"))
+
+
+def test_every_pair_has_a_recipe():
+    assert {"en-fr", "fr-en", "en-de", "de-en", "tatoeba-en-fr", "en-fr-converge"} <= {p.stem for p in SHIPPED}
+
+
+@pytest.mark.parametrize("path", SHIPPED, ids=lambda p: p.stem)
+def test_shipped_recipes_validate(path):
+    recipe = load_recipe(path)
+    assert recipe.name == path.stem
     assert recipe.model.hidden_dim % 2 == 0
 
 
