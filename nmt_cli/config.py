@@ -100,6 +100,10 @@ class TrainConfig:
     keep_checkpoints: int = _opt(5, lo=1, help="numbered checkpoints kept (last.pt and best.pt stay)")
     average_last: int = _opt(0, lo=0, help="at the end, average the N newest numbered checkpoints into "
                                            "averaged.pt; it becomes best.pt if it validates better (0 = off)")
+    ema_decay: float = _opt(0.0, lo=0.0, hi=0.99999,
+                            help="exponential moving average of the weights, validated, checkpointed and "
+                                 "translated with instead of the raw weights: d in ema = d·ema + (1-d)·w "
+                                 "(0 = off)")
     valid_every: int = _opt(500, lo=1, help="steps between validations (loss, perplexity, greedy BLEU)")
     valid_max_sentences: int = _opt(1014, lo=1, help="cap on the valid sentences used per validation")
     valid_metric: str = _opt("bleu", choices=("bleu", "loss"),
@@ -153,7 +157,7 @@ RESUMABLE_KEYS = frozenset({
     "name", "data.test", "train.max_steps", "train.max_epochs", "train.max_minutes",
     "train.valid_every", "train.checkpoint_every", "train.keep_checkpoints", "train.average_last",
     "train.valid_max_sentences", "train.patience", "train.min_lr", "train.plateau_patience",
-    "train.max_nan_batches",
+    "train.max_nan_batches", "train.ema_decay",
 }) | {f"decode.{f.name}" for f in dataclasses.fields(DecodeConfig)}
 
 

@@ -26,6 +26,7 @@ from nmt_cli import checkpoint as ckpt
 from nmt_cli.config import Recipe, recipe_differences
 from nmt_cli.data import (EncodedSplit, iterate_epoch, learn_split_shortlist, load_meta, load_shortlist,
                           load_split, load_text, make_batch, save_shortlist)
+from nmt_cli.ema import WeightAverage
 from nmt_cli.errors import CheckpointError, UserError
 from nmt_cli.model import build_model
 from nmt_cli.schedule import LearningRate, sampling_probability
@@ -183,12 +184,17 @@ class Trainer:
         self.lr = LearningRate(self.cfg)
         self.progress = Progress()
         self.resumed_from = None
+        self._resumed_average: tuple[dict, int] | None = None
         last = self.ckpt_dir / "last.pt"
         if last.exists() and not restart:
             self._resume(last)
         elif restart and self.ckpt_dir.exists() and self.main:
             for p in self.ckpt_dir.glob("*.pt"):
                 p.unlink()
+        self.ema = WeightAverage(self.model, self.cfg.ema_decay) if self.cfg.ema_decay else None
+        if self.ema is not None and self._resumed_average is not None:
+            self.ema.load_state_dict(*self._resumed_average)
+        self._resumed_average = None
         self.train_model = self.model
         if self.distributed:
             from torch.nn.parallel import DistributedDataParallel
@@ -220,11 +226,16 @@ class Trainer:
         if blocking:
             raise CheckpointError(f"{path}: the recipe changed since this checkpoint in keys that "
                                   f"matter: {', '.join(blocking)}; use --restart to start over")
+        # With train.ema_decay the checkpoint's "model" is the moving average (what translate and
+        # validation use) and "raw_model" the weights training goes on from.
+        raw = payload.get("raw_model")
         try:
-            self.model.load_state_dict(payload["model"])
+            self.model.load_state_dict(raw if raw is not None else payload["model"])
             self.optimizer.load_state_dict(payload["optimizer"])
         except (RuntimeError, ValueError, KeyError) as exc:
             raise CheckpointError(f"{path}: does not fit this model ({str(exc)[:100]}); use --restart") from None
+        if raw is not None:
+            self._resumed_average = (payload["model"], int(payload.get("ema_updates", 1)))
         self.lr.load_state_dict(payload["schedule"])
         p = payload["progress"]
         self.progress = Progress(**p)
@@ -245,12 +256,17 @@ class Trainer:
         if torch.cuda.is_available():
             rng["cuda"] = torch.cuda.get_rng_state_all()
         p = self.progress
-        return {"format": ckpt.FORMAT, "model": self.model.state_dict(),
-                "optimizer": self.optimizer.state_dict(), "schedule": self.lr.state_dict(),
-                "progress": {k: getattr(p, k) for k in p.__dataclass_fields__},
-                "rng": rng, "recipe": self.recipe.to_dict(),
-                "tokenizer": ckpt.tokenizer_payload(self.tokenizer),
-                "shortlist": self.shortlist.to_payload()}
+        payload = {"format": ckpt.FORMAT, "model": self.model.state_dict(),
+                   "optimizer": self.optimizer.state_dict(), "schedule": self.lr.state_dict(),
+                   "progress": {k: getattr(p, k) for k in p.__dataclass_fields__},
+                   "rng": rng, "recipe": self.recipe.to_dict(),
+                   "tokenizer": ckpt.tokenizer_payload(self.tokenizer),
+                   "shortlist": self.shortlist.to_payload()}
+        if self.ema is not None:
+            payload["raw_model"] = payload["model"]
+            payload["model"] = self.ema.state_dict()
+            payload["ema_updates"] = self.ema.updates
+        return payload
 
     def save_checkpoint(self, best: bool = False) -> Path | None:
         if not self.main:
@@ -300,6 +316,11 @@ class Trainer:
         self.stop_signal = signum
         log.info(f"{signal.Signals(signum).name} received: finishing this step, then checkpointing")
 
+    @property
+    def eval_model(self) -> torch.nn.Module:
+        """What validation measures and checkpoints hand to translate: the moving average when on."""
+        return self.ema.module if self.ema is not None else self.model
+
     def _metric(self, result: dict) -> float:
         """The validation result as a score where higher is better (``train.valid_metric``)."""
         return result["bleu"] if self.cfg.valid_metric == "bleu" else -result["loss"]
@@ -308,7 +329,7 @@ class Trainer:
         """Validate, keep the best checkpoint; True when early stopping says stop."""
         if not self.main:
             return False
-        result = validate(self.model, self.valid_split, self.valid_refs, self.tokenizer, self.recipe,
+        result = validate(self.eval_model, self.valid_split, self.valid_refs, self.tokenizer, self.recipe,
                           self.device, self.autocast)
         p = self.progress
         metric = self._metric(result)
@@ -558,6 +579,8 @@ class Trainer:
             self.scaler.update()
         else:
             self.optimizer.step()
+        if self.ema is not None:
+            self.ema.update(self.model)
         return total_loss, ntok, nsrc
 
 

@@ -208,3 +208,23 @@ def test_average_last_writes_the_mean_and_keeps_the_better_as_best(tiny_run, tmp
         assert summary["averaged"]["valid_bleu"] <= summary["best_valid_bleu"]
     model, *_ = load_model(run_dir)  # the run dir still translates
     assert model is not None
+
+
+def test_ema_checkpoints_translate_with_the_average_and_resume_exactly(tiny_run, tmp_path):
+    r40, straight = fresh_run(tiny_run, tmp_path / "a", max_steps=40, checkpoint_every=20, ema_decay=0.99)
+    train(r40, straight, device="cpu")
+    r20, split_run = fresh_run(tiny_run, tmp_path / "b", max_steps=20, checkpoint_every=20, ema_decay=0.99)
+    train(r20, split_run, device="cpu")
+    r40b = recipe_from_dict({**r20.to_dict(), "train": {**r20.to_dict()["train"], "max_steps": 40}})
+    assert train(r40b, split_run, device="cpu")["resumed_from"] == 20
+    a = ckpt.load(straight / "checkpoints" / "last.pt")
+    b = ckpt.load(split_run / "checkpoints" / "last.pt")
+    assert a["ema_updates"] == b["ema_updates"] == 40
+    for key in ("model", "raw_model"):
+        for k in a[key]:
+            assert torch.equal(a[key][k], b[key][k]), (key, k)
+    # the average is not the raw weights, and it is what translation loads
+    assert any(not torch.equal(a["model"][k], a["raw_model"][k]) for k in a["model"])
+    model = load_model(straight / "checkpoints" / "last.pt")[0]
+    for k, v in model.state_dict().items():
+        assert torch.equal(v, a["model"][k]), k
