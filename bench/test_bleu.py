@@ -1,7 +1,8 @@
 """BLEU and chrF of a trained run on each of its test splits, in both conditions: standard
 sacreBLEU (cased, detokenized, raw references) and the literature's (lowercased, normalised,
-Moses-tokenized hypotheses against the official tokenized Multi30k references, when they are in
-the mirror as ``multi30k/tok/<split>.lc.norm.tok.<lang>.gz``).
+Moses-tokenized hypotheses against the official tokenized Multi30k references, which preprocessing
+stores as ``RUN/data/<split>.ref.lc-tok.txt``; run dirs made before that fetch them from the
+registry or ``NMT_DATA_MIRROR``).
 
     python bench/test_bleu.py -m runs/en-fr [--beam-size 5] [--length-penalty A] [--no-shortlist]
 
@@ -12,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import time
@@ -27,10 +27,11 @@ def main() -> None:
     ap.add_argument("--length-penalty", type=float, default=None, help="default: the recipe's")
     args = ap.parse_args()
 
+    from nmt_cli.corpora import fetch_tok_reference
     from nmt_cli.data import load_meta, read_lines
+    from nmt_cli.errors import DataError
     from nmt_cli.scoring import score
     meta = load_meta(args.model)
-    mirror = Path(os.environ.get("NMT_DATA_MIRROR", "../shared/data"))
     rows = []
     print("| test set | BLEU | chrF | BLEU, lc-tok (papers) | seconds to translate |")
     print("|---|---|---|---|---|")
@@ -51,9 +52,15 @@ def main() -> None:
         seconds = time.perf_counter() - start
         refs = ref.read_text(encoding="utf-8").split("\n")[:-1]
         cased = {s.metric.lower(): round(s.score, 2) for s in score(hyps, refs, ("bleu", "chrf"))}
-        tok_ref = mirror / "multi30k" / "tok" / f"{name}.lc.norm.tok.{meta['tgt']}.gz"
+        tok_ref = args.model / "data" / f"{split}.ref.lc-tok.txt"
+        if not tok_ref.exists():
+            try:
+                tok_ref = fetch_tok_reference("multi30k", name, meta["tgt"])
+            except DataError as exc:
+                print(f"note: {exc}", file=sys.stderr)
+                tok_ref = None
         lc_tok = None
-        if tok_ref.exists():
+        if tok_ref is not None:
             lc_tok = round(score(hyps, read_lines(tok_ref), ("bleu",), lc_tok=meta["tgt"])[0].score, 2)
         rows.append({"test": name, "bleu": cased["bleu"], "chrf": cased["chrf"], "bleu_lc_tok": lc_tok,
                      "seconds": round(seconds, 1)})

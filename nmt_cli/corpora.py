@@ -5,22 +5,28 @@ otherwise it is copied from ``NMT_DATA_MIRROR/<corpus>/<file>`` when that variab
 downloaded from the registry URL. Either way it lands in a temporary file beside the target, is
 hashed, and is renamed into place only when the hash matches, so nothing half-written can later
 pass for good.
+
+A corpus may also register reference files for comparable scoring (Multi30k's official
+lowercased, Moses-tokenized references). Their pinned hash is of the text itself: upstream serves
+them uncompressed, while a mirror may hold them gzipped as ``<mirror>/<corpus>/tok/<file>.gz``.
 """
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import http.client
 import os
 import tempfile
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from nmt_cli.errors import DataError
 
 MULTI30K_URL = "https://github.com/multi30k/dataset/raw/master/data/task1/raw/{file}"
+MULTI30K_TOK_URL = "https://github.com/multi30k/dataset/raw/master/data/task1/tok/{file}"
 
 
 @dataclass(frozen=True)
@@ -29,9 +35,15 @@ class Corpus:
     url: str
     sha256: dict[str, str]
     languages: tuple[str, ...]
+    # Official tokenized references: file name -> sha256 of its (uncompressed) text.
+    tok_references: dict[str, str] = field(default_factory=dict)
+    tok_url: str = ""
 
     def filename(self, split: str, lang: str) -> str:
         return f"{split}.{lang}.gz"
+
+    def tok_reference_name(self, split: str, lang: str) -> str:
+        return f"{split}.lc.norm.tok.{lang}"
 
     @property
     def splits(self) -> list[str]:
@@ -59,6 +71,21 @@ REGISTRY: dict[str, Corpus] = {
             "test_2017_mscoco.en.gz": "aab300bfb4427697987e02cd0aacd44bfe8aa50456231b6474c08038bbed2b58",
             "test_2017_mscoco.de.gz": "799e4854c25d601cb6cb6be29eabe5667734c61ace2f495e03e429031a0bc338",
             "test_2017_mscoco.fr.gz": "754f3072ba9f124569ba5258b32730fc1d214bbf8e0c6dfb2b74401676220db0",
+        },
+        tok_url=MULTI30K_TOK_URL,
+        tok_references={
+            "val.lc.norm.tok.en": "46573ce391ae227f1c72f873392436a20ef18e0a6d518098cfbd70b77c8572ec",
+            "val.lc.norm.tok.de": "97232bd273eceb7207f689527386a97e4be2616b18ada47576bdaf96c8ae1f00",
+            "val.lc.norm.tok.fr": "b303e301aa21fe7822a846b2b3fb2d5a1121ec807cd5b1d006fb7b2b5507168a",
+            "test_2016_flickr.lc.norm.tok.en": "5b7f32627cf99eced828311b955dae9800bb52bc8b91cf8b6526829e605b29d2",
+            "test_2016_flickr.lc.norm.tok.de": "c6a33d39d48f9f510de147651316cd9d918e09ad0219df734a2f16b6baccacc4",
+            "test_2016_flickr.lc.norm.tok.fr": "1463bd5960f9bfe098ec3cd752d3df0c49c84dc646fb518964a29232658cd836",
+            "test_2017_flickr.lc.norm.tok.en": "c9d1dfd7a26add989382e534af235af9f0f658b2a30e7eb0efdaf142496ee54f",
+            "test_2017_flickr.lc.norm.tok.de": "02067e4a9402786a4fcb8c1b6f4307e4a5073ced64800abead5273b54f5f31f6",
+            "test_2017_flickr.lc.norm.tok.fr": "c0583117a47b31e8a6c6a97cfe8de153e462074668f4e994764fcc80b21d33b4",
+            "test_2017_mscoco.lc.norm.tok.en": "fe69ae004d71c42ead0301e70c57de5b1b6b5fb7f52210d42b22801e98e656f3",
+            "test_2017_mscoco.lc.norm.tok.de": "e2825990b8a4e5289d2cdba801d57c187810bab9b4f5d87a30c35800a0d871b6",
+            "test_2017_mscoco.lc.norm.tok.fr": "0b6a4620f02b6b9acf7811fda23f90fed9c6baa0b96aa224db50a273078c84d1",
         },
     ),
 }
@@ -135,6 +162,33 @@ def fetch(corpus_name: str, filename: str, *, timeout: float = 60.0) -> Path:
             return _copy_stream(fh, target_dir, filename, expected, str(source))
 
     return download(corpus.url.format(file=filename), target_dir, filename, expected, timeout=timeout)
+
+
+def fetch_tok_reference(corpus_name: str, split: str, lang: str, *, timeout: float = 60.0) -> Path:
+    """Return a local, hash-verified, uncompressed copy of a split's official tokenized reference."""
+    corpus = get_corpus(corpus_name)
+    filename = corpus.tok_reference_name(split, lang)
+    expected = corpus.tok_references.get(filename)
+    if expected is None:
+        raise DataError(f"{corpus_name}: no tokenized reference '{filename}' in the registry")
+    target_dir = cache_dir() / corpus_name / "tok"
+    target = target_dir / filename
+    if target.is_file() and sha256_of(target) == expected:
+        return target
+
+    mirror = os.environ.get("NMT_DATA_MIRROR")
+    if mirror:
+        base = Path(mirror).expanduser() / corpus_name / "tok"
+        for source, opener in ((base / f"{filename}.gz", gzip.open), (base / filename, open)):
+            if source.is_file():
+                try:
+                    with opener(source, "rb") as fh:
+                        return _copy_stream(fh, target_dir, filename, expected, str(source))
+                except (OSError, EOFError) as exc:
+                    raise DataError(f"{source}: cannot read ({exc})") from None
+        raise DataError(f"{base / filename}[.gz]: not found in NMT_DATA_MIRROR")
+
+    return download(corpus.tok_url.format(file=filename), target_dir, filename, expected, timeout=timeout)
 
 
 def download(url: str, dst_dir: Path, name: str, expected: str, *, timeout: float = 60.0) -> Path:

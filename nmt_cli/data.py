@@ -236,6 +236,28 @@ def split_names(recipe: Recipe) -> dict[str, str]:
     return names
 
 
+def save_tok_references(recipe: Recipe, data_dir: Path, log=print) -> dict[str, str]:
+    """Copy the corpus's official tokenized references of the held-out splits into the run dir as
+    ``{name}.ref.lc-tok.txt``, for ``nmt eval --lc-tok``. They only serve comparison with papers,
+    so one that cannot be had is reported and skipped rather than failing preprocessing."""
+    if not recipe.data.corpus:
+        return {}
+    corpus = corpora.get_corpus(recipe.data.corpus)
+    saved = {}
+    for name, split in split_names(recipe).items():
+        if name == "train" or corpus.tok_reference_name(split, recipe.tgt) not in corpus.tok_references:
+            continue
+        try:
+            lines = read_lines(corpora.fetch_tok_reference(corpus.name, split, recipe.tgt))
+        except DataError as exc:
+            log(f"note: no tokenized reference for {split} ({exc}); lc-tok scores will be unavailable")
+            continue
+        path = data_dir / f"{name}.ref.lc-tok.txt"
+        _write_text(path, lines)
+        saved[name] = path.name
+    return saved
+
+
 def preprocess(recipe: Recipe, run_dir: Path, log=print) -> dict:
     """Fetch, clean, learn SentencePiece on the training split, encode and store every split."""
     data_dir = run_dir / "data"
@@ -276,6 +298,7 @@ def preprocess(recipe: Recipe, run_dir: Path, log=print) -> dict:
         log(f"{name}: {s['src']['sentences']} pairs, {s['src']['tokens']} source and "
             f"{s['tgt']['tokens']} target subwords")
     save_shortlist(data_dir, learn_split_shortlist(data_dir, tokenizer))
+    meta["tok_references"] = save_tok_references(recipe, data_dir, log)
     tmp = data_dir / "meta.json.part"
     tmp.write_text(json.dumps(meta, indent=1), encoding="utf-8")
     os.replace(tmp, data_dir / "meta.json")

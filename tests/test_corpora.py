@@ -19,6 +19,37 @@ def test_registry_hashes_match_the_mirror():
         assert corpora.sha256_of(path) == expected, name
 
 
+def test_tok_reference_hashes_are_of_the_mirror_text():
+    corpus = corpora.get_corpus("multi30k")
+    assert len(corpus.tok_references) == 12  # val and three tests, three languages
+    for name, expected in corpus.tok_references.items():
+        path = MIRROR / "multi30k" / "tok" / f"{name}.gz"
+        if not path.exists():
+            pytest.skip("mirror not available")
+        assert hashlib.sha256(gzip.open(path).read()).hexdigest() == expected, name
+
+
+def test_tok_reference_from_gzip_or_plain_mirror(tmp_path, monkeypatch):
+    path = corpora.fetch_tok_reference("multi30k", "test_2016_flickr", "fr")
+    assert path == corpora.cache_dir() / "multi30k" / "tok" / "test_2016_flickr.lc.norm.tok.fr"
+    text = path.read_text(encoding="utf-8")
+    assert text.count("\n") == 1000 and "l&apos; herbe" in text  # decompressed, Moses-escaped
+    # A mirror holding the upstream (uncompressed) file works too; a tampered one is refused.
+    plain = tmp_path / "mirror" / "multi30k" / "tok"
+    plain.mkdir(parents=True)
+    (plain / "val.lc.norm.tok.fr").write_text(gzip.open(
+        MIRROR / "multi30k" / "tok" / "val.lc.norm.tok.fr.gz", "rt", encoding="utf-8").read(), encoding="utf-8")
+    (plain / "val.lc.norm.tok.de").write_text("tampered\n", encoding="utf-8")
+    monkeypatch.setenv("NMT_DATA_MIRROR", str(tmp_path / "mirror"))
+    assert corpora.fetch_tok_reference("multi30k", "val", "fr").read_text(encoding="utf-8").count("\n") == 1014
+    with pytest.raises(DataError, match="sha256 mismatch"):
+        corpora.fetch_tok_reference("multi30k", "val", "de")
+    with pytest.raises(DataError, match="not found in NMT_DATA_MIRROR"):
+        corpora.fetch_tok_reference("multi30k", "test_2017_flickr", "de")
+    with pytest.raises(DataError, match="no tokenized reference 'train.lc.norm.tok.fr'"):
+        corpora.fetch_tok_reference("multi30k", "train", "fr")
+
+
 def test_fetch_from_mirror_caches_and_verifies(tmp_path, monkeypatch):
     path = corpora.fetch("multi30k", "val.en.gz")
     assert path.parent == corpora.cache_dir() / "multi30k"

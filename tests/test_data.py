@@ -3,7 +3,7 @@ import pytest
 
 from nmt_cli.config import recipe_from_dict
 from nmt_cli.data import (filter_pairs, iterate_epoch, load_split, normalize, padding_fraction,
-                          preprocess, read_lines, token_batches)
+                          preprocess, read_lines, save_tok_references, token_batches)
 from nmt_cli.errors import DataError
 from nmt_cli.tokenizer import BOS, EOS, PAD
 from tests.conftest import tiny_recipe_dict, write_slice
@@ -36,6 +36,22 @@ def test_preprocess_real_slice(tiny_run):
     assert (train.src.lengths > 0).all()
     assert (run_dir / "spm.model").exists() and (run_dir / "recipe.yaml").exists()
     assert (run_dir / "data" / "test.tgt.txt").read_text().count("\n") == 40
+
+
+def test_tok_references_are_copied_for_held_out_splits(tmp_path, monkeypatch):
+    data = {"corpus": "multi30k", "train": "train", "valid": "val",
+            "test": ["test_2016_flickr", "test_2017_mscoco"]}
+    recipe = recipe_from_dict({**tiny_recipe_dict({}), "data": data})
+    saved = save_tok_references(recipe, tmp_path, log=lambda m: None)
+    assert saved == {"valid": "valid.ref.lc-tok.txt", "test": "test.ref.lc-tok.txt",
+                     "test1": "test1.ref.lc-tok.txt"}
+    assert len(read_lines(tmp_path / "test1.ref.lc-tok.txt")) == 461
+    # Without them (an empty cache, a mirror that lacks tok/), preprocessing goes on and says so.
+    monkeypatch.setenv("NMT_DATA_DIR", str(tmp_path / "empty-cache"))
+    monkeypatch.setenv("NMT_DATA_MIRROR", str(tmp_path / "empty"))
+    notes = []
+    assert save_tok_references(recipe, tmp_path / "other", log=notes.append) == {}
+    assert len(notes) == 3 and all("lc-tok scores will be unavailable" in n for n in notes)
 
 
 def test_mismatched_line_counts_name_both_files(tmp_path):
