@@ -1,8 +1,11 @@
 """Recipes: YAML -> typed, validated dataclasses.
 
-A recipe is read with ``yaml.safe_load``, ``--set key.path=value`` overrides are applied to the
-parsed tree, and the result is checked field by field against the dataclasses below. Every
-problem ends in one :class:`ConfigError` line naming the file and the dotted key.
+A recipe is read with ``yaml.safe_load``; a top-level ``base: other.yaml`` (relative to the
+recipe's folder) first reads that recipe and lays this one over it, section by section, so a
+variant states only what it changes. ``--set key.path=value`` overrides are applied to the merged
+tree, and the result is checked field by field against the dataclasses below. Every problem ends
+in one :class:`ConfigError` line naming the file and the dotted key. A run dir stores the merged
+recipe, so it never depends on the base file staying the same.
 """
 
 from __future__ import annotations
@@ -303,9 +306,7 @@ def recipe_from_dict(raw: Any, origin: str = "recipe", overrides: list[str] | No
     return recipe
 
 
-def load_recipe(path: str | os.PathLike, overrides: list[str] | None = None) -> Recipe:
-    """Read, override and validate a recipe file; any problem is one ConfigError line."""
-    path = Path(path)
+def _read_yaml(path: Path) -> Any:
     if not path.is_file():
         raise ConfigError(f"{path}: recipe file not found")
     try:
@@ -313,14 +314,52 @@ def load_recipe(path: str | os.PathLike, overrides: list[str] | None = None) -> 
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read recipe ({exc})") from None
     try:
-        raw = yaml.safe_load(text)
+        return yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         pos = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
         problem = getattr(exc, "problem", None) or "invalid YAML"
         raise ConfigError(f"{path}: broken YAML{pos}: {problem}") from None
-    recipe = recipe_from_dict(raw, str(path), overrides)
-    if recipe.name == "unnamed" and not (isinstance(raw, dict) and "name" in raw):
+
+
+def _merge(base: dict, over: dict) -> dict:
+    """``over`` laid onto ``base``: sections merge key by key, any other value (lists too) replaces."""
+    merged = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = _merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _with_base(raw: Any, path: Path, chain: tuple[Path, ...] = ()) -> Any:
+    """The recipe tree of ``path`` with its ``base:`` chain resolved (the base's name is not inherited)."""
+    if not isinstance(raw, dict) or "base" not in raw:
+        return raw
+    raw = dict(raw)
+    base = raw.pop("base")
+    if not isinstance(base, str) or not base:
+        raise ConfigError(f"{path}: base: expected the file name of another recipe, got {base!r}")
+    base_path = path.parent / base
+    chain = chain + (path.resolve(),)
+    if base_path.resolve() in chain:
+        raise ConfigError(f"{path}: base: {base} leads back to {base_path} (a cycle)")
+    parent = _with_base(_read_yaml(base_path), base_path, chain)
+    if not isinstance(parent, dict):
+        raise ConfigError(f"{base_path}: a recipe must be a mapping of keys (base of {path})")
+    _build(Recipe, parent, "", str(base_path))  # a bad key or value in the base names the base file
+    parent.pop("name", None)
+    return _merge(parent, raw)
+
+
+def load_recipe(path: str | os.PathLike, overrides: list[str] | None = None) -> Recipe:
+    """Read, resolve ``base:``, override and validate a recipe file; any problem is one ConfigError line."""
+    path = Path(path)
+    raw = _read_yaml(path)
+    named = isinstance(raw, dict) and "name" in raw
+    recipe = recipe_from_dict(_with_base(raw, path), str(path), overrides)
+    if recipe.name == "unnamed" and not named:
         recipe.name = path.stem
     return recipe
 

@@ -91,6 +91,41 @@ def test_name_defaults_to_file_stem(tmp_path):
     assert load_recipe(p).name == "my-pair"
 
 
+def test_base_recipe_is_laid_under_the_variant(tmp_path):
+    (tmp_path / "parent.yaml").write_text(
+        "name: parent\nsrc: en\ntgt: de\nmodel: {hidden_dim: 64, dropout: 0.1}\n"
+        "data: {test: [a, b]}\ntrain: {lr: 0.002}\n")
+    (tmp_path / "sub").mkdir()
+    child = tmp_path / "sub" / "child.yaml"
+    child.write_text("base: ../parent.yaml\nmodel: {dropout: 0.3}\ndata: {test: [c]}\n")
+    r = load_recipe(child, ["train.lr=0.001"])
+    assert r.name == "child"                                     # the base's name is not inherited
+    assert (r.src, r.tgt, r.model.hidden_dim) == ("en", "de", 64)  # from the base
+    assert r.model.dropout == pytest.approx(0.3)                  # the variant wins, key by key
+    assert r.data.test == ["c"]                                   # lists replace, not append
+    assert r.train.lr == pytest.approx(0.001)                     # --set comes last
+    grandchild = tmp_path / "grandchild.yaml"
+    grandchild.write_text("base: sub/child.yaml\nname: g\nmodel: {hidden_dim: 32}\n")
+    g = load_recipe(grandchild)
+    assert (g.name, g.model.hidden_dim, g.model.dropout, g.tgt) == ("g", 32, pytest.approx(0.3), "de")
+
+
+@pytest.mark.parametrize("files, expected", [
+    ({"r.yaml": "base: nope.yaml\n"}, "nope.yaml: recipe file not found"),
+    ({"r.yaml": "base: 3\n"}, "r.yaml: base: expected the file name of another recipe"),
+    ({"r.yaml": "base: b.yaml\n", "b.yaml": "base: r.yaml\n"}, "b.yaml: base: r.yaml leads back to"),
+    ({"r.yaml": "base: b.yaml\n", "b.yaml": "model: {hiden_dim: 3}\n"},
+     "b.yaml: model.hiden_dim: unknown key"),
+    ({"r.yaml": "base: b.yaml\n", "b.yaml": "- a\n"}, "b.yaml: a recipe must be a mapping"),
+])
+def test_base_errors_name_the_file_at_fault(tmp_path, files, expected):
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_recipe(tmp_path / "r.yaml")
+    assert expected in str(info.value) and "\n" not in str(info.value)
+
+
 def test_recipe_differences_split_blocking_from_allowed():
     a = recipe_from_dict({"name": "a"}).to_dict()
     b = recipe_from_dict({"name": "a", "model": {"hidden_dim": 64}, "train": {"max_steps": 9, "lr": 0.5}}).to_dict()
