@@ -1,19 +1,47 @@
-"""Charts from the plot extra (matplotlib): BLEU by source-length bucket, one line per model."""
+"""Pictures from the plot extra (matplotlib): the attention matrix of one translation as a heatmap
+(Bahdanau et al.'s Figure 3), and BLEU by source-length bucket with one line per model (their
+Figure 2)."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Sequence
+
+import torch
 
 from nmt_cli.errors import UserError
 
 
-def bleu_by_length_chart(report: dict, path: Path) -> None:
+def _pyplot(option: str):
     try:
         import matplotlib
-        matplotlib.use("Agg")
+        matplotlib.use("Agg")  # files only: no display on servers
         import matplotlib.pyplot as plt
     except ImportError:
-        raise UserError("--plot needs matplotlib: pip install 'nmt[plot]'") from None
+        raise UserError(f"{option} needs matplotlib: pip install 'nmt[plot]'") from None
+    return plt
+
+
+def attention_heatmap(weights: torch.Tensor, src_pieces: Sequence[str], tgt_pieces: Sequence[str],
+                      path: Path) -> None:
+    """Save alpha_ij (target piece i attending to source piece j) as a grey-scale heatmap: source
+    pieces along x, target pieces along y, white = 1."""
+    plt = _pyplot("--attention-plot")
+    w = weights[:len(tgt_pieces), :len(src_pieces)].float().numpy()
+    fig, ax = plt.subplots(figsize=(max(3, 0.35 * len(src_pieces) + 1.5), max(3, 0.35 * len(tgt_pieces) + 1.5)))
+    ax.imshow(w, cmap="gray", vmin=0.0, vmax=1.0, aspect="auto")
+    ax.set_xticks(range(len(src_pieces)), src_pieces, rotation=90, fontsize=8)
+    ax.set_yticks(range(len(tgt_pieces)), tgt_pieces, fontsize=8)
+    ax.set_xlabel("source")
+    ax.set_ylabel("translation")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def bleu_by_length_chart(report: dict, path: Path) -> None:
+    """One line per model: BLEU of each source-length bucket (buckets without sentences skipped)."""
+    plt = _pyplot("--plot")
     fig, ax = plt.subplots(figsize=(6, 4))
     for name, entry in report.items():
         rows = [r for r in entry["by_length"] if r["bleu"] is not None]

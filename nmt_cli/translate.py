@@ -15,6 +15,7 @@ from typing import Callable, Iterator, Sequence
 
 import torch
 
+from nmt_cli.plots import attention_heatmap
 from nmt_cli.search import Hypothesis, search
 from nmt_cli.tokenizer import Tokenizer
 
@@ -190,24 +191,6 @@ def shade_rows(weights: torch.Tensor, src_pieces: Sequence[str], tgt_pieces: Seq
     return "\n".join(lines)
 
 
-def plot_attention(weights: torch.Tensor, src_pieces: Sequence[str], tgt_pieces: Sequence[str], path) -> None:
-    """Save the attention matrix as a heatmap: source pieces on x, target pieces on y (Bahdanau Fig. 3)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    w = weights[:len(tgt_pieces), :len(src_pieces)].float().numpy()
-    fig, ax = plt.subplots(figsize=(max(3, 0.35 * len(src_pieces) + 1.5), max(3, 0.35 * len(tgt_pieces) + 1.5)))
-    ax.imshow(w, cmap="gray", vmin=0.0, vmax=1.0, aspect="auto")
-    ax.set_xticks(range(len(src_pieces)), src_pieces, rotation=90, fontsize=8)
-    ax.set_yticks(range(len(tgt_pieces)), tgt_pieces, fontsize=8)
-    ax.set_xlabel("source")
-    ax.set_ylabel("translation")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-
-
 @dataclass
 class OutputOptions:
     scores: bool = False
@@ -256,7 +239,7 @@ def translate_stream(translator: Translator, in_stream, out_stream, *, interacti
                 src_p = tokenizer.src_pieces(tr.src_ids)
                 tgt_p = tokenizer.tgt_pieces(best.tokens) + ["</s>"]
                 if plot_dir:
-                    plot_attention(best.attention, src_p, tgt_p, plot_dir / f"{count:06d}.png")
+                    attention_heatmap(best.attention, src_p, tgt_p, plot_dir / f"{count:06d}.png")
                 if out.show_attention:
                     print(shade_rows(best.attention, src_p, tgt_p), file=sys.stderr)
             count += 1
