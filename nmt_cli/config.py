@@ -96,6 +96,11 @@ class TrainConfig:
     plateau_patience: int = _opt(2, lo=0, help="plateau: validations without gain before lowering")
     min_lr: float = _opt(1e-5, lo=0.0, help="floor for plateau and cosine")
     label_smoothing: float = _opt(0.1, lo=0.0, hi=0.99, help="label smoothing ε of the cross-entropy")
+    subword_alpha: float = _opt(0.0, lo=0.0, hi=1.0,
+                                help="subword regularisation: each epoch re-segments the training "
+                                     "sentences by sampling from the SentencePiece model (unigram: "
+                                     "smoothing exponent over all segmentations, lower = more varied, "
+                                     "0.5 is moderate; bpe: dropout probability); 0 = off")
     clip_norm: float = _opt(1.0, lo=0.0, help="0 = no clipping")
     accumulate: int = _opt(1, lo=1, help="batches per optimiser step")
     seed: int = _opt(1234, lo=0, help="seeds initialisation, dropout and batch order")
@@ -160,7 +165,7 @@ RESUMABLE_KEYS = frozenset({
     "name", "data.test", "train.max_steps", "train.max_epochs", "train.max_minutes",
     "train.valid_every", "train.checkpoint_every", "train.keep_checkpoints", "train.average_last",
     "train.valid_max_sentences", "train.patience", "train.min_lr", "train.plateau_patience",
-    "train.max_nan_batches", "train.ema_decay",
+    "train.max_nan_batches", "train.ema_decay", "train.subword_alpha",
 }) | {f"decode.{f.name}" for f in dataclasses.fields(DecodeConfig)}
 
 

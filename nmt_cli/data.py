@@ -23,7 +23,7 @@ from nmt_cli import corpora
 from nmt_cli.config import Recipe, save_recipe
 from nmt_cli.errors import DataError
 from nmt_cli.shortlist import Shortlist, learn_shortlist
-from nmt_cli.tokenizer import BOS, EOS, PAD, train_tokenizer
+from nmt_cli.tokenizer import BOS, EOS, PAD, seed_sampling, train_tokenizer
 
 DATA_FORMAT = 1
 
@@ -184,6 +184,16 @@ def load_split(run_dir: Path, split: str) -> EncodedSplit:
     return EncodedSplit(*sides)
 
 
+def sampled_split(src_lines: Sequence[str], tgt_lines: Sequence[str], tokenizer, alpha: float,
+                  seed: int, epoch: int) -> EncodedSplit:
+    """The training pairs re-segmented by sampling (``train.subword_alpha``), one draw per epoch;
+    the same (seed, epoch) gives the same draw."""
+    seed_sampling(int(np.random.default_rng([seed, epoch]).integers(1, 2**31)))
+    src = encode_flat(lambda lines: tokenizer.encode_sampled("src", lines, alpha), src_lines)
+    tgt = encode_flat(lambda lines: tokenizer.encode_sampled("tgt", lines, alpha), tgt_lines)
+    return EncodedSplit(Side(*src), Side(*tgt))
+
+
 def learn_split_shortlist(data_dir: Path, tokenizer) -> Shortlist:
     """The vocabulary shortlist of the stored training split (nmt_cli/shortlist.py)."""
     arrays = [np.load(data_dir / f"train.{side}.{part}.npy", mmap_mode="r")
@@ -291,9 +301,9 @@ def preprocess(recipe: Recipe, run_dir: Path, log=print) -> dict:
     for name, (src, tgt) in texts.items():
         meta["splits"][name] = save_split(data_dir, name, encode_flat(tokenizer.encode_src, src),
                                           encode_flat(tokenizer.encode_tgt, tgt))
-        if name != "train":
-            _write_text(data_dir / f"{name}.src.txt", src)
-            _write_text(data_dir / f"{name}.tgt.txt", tgt)
+        # The training text too: subword regularisation re-segments it every epoch.
+        _write_text(data_dir / f"{name}.src.txt", src)
+        _write_text(data_dir / f"{name}.tgt.txt", tgt)
         s = meta["splits"][name]
         log(f"{name}: {s['src']['sentences']} pairs, {s['src']['tokens']} source and "
             f"{s['tgt']['tokens']} target subwords")

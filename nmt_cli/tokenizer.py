@@ -30,6 +30,11 @@ def _load_proto(proto: bytes, what: str) -> spm.SentencePieceProcessor:
     return sp
 
 
+def seed_sampling(seed: int) -> None:
+    """Reset SentencePiece's (process-wide) generator that :meth:`Tokenizer.encode_sampled` draws from."""
+    spm.set_random_generator_seed(seed)
+
+
 class Tokenizer:
     """Source and target SentencePiece models (the same one when the vocabulary is joint)."""
 
@@ -53,6 +58,13 @@ class Tokenizer:
 
     def encode_tgt(self, lines: Sequence[str]) -> list[list[int]]:
         return self.tgt.encode(list(lines))
+
+    def encode_sampled(self, side: str, lines: Sequence[str], alpha: float) -> list[list[int]]:
+        """One segmentation per line drawn from the model (Kudo 2018's subword regularisation;
+        BPE-dropout for bpe models). Single-threaded, so after :func:`seed_sampling` every DDP
+        rank and every resume draws the same segmentations."""
+        sp = self.src if side == "src" else self.tgt
+        return sp.encode(list(lines), enable_sampling=True, alpha=alpha, nbest_size=-1, num_threads=1)
 
     def decode_tgt(self, ids: Sequence[Sequence[int]]) -> list[str]:
         return self.tgt.decode([list(x) for x in ids])

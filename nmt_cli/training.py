@@ -25,9 +25,9 @@ import torch
 from nmt_cli import checkpoint as ckpt
 from nmt_cli.config import Recipe, recipe_differences
 from nmt_cli.data import (EncodedSplit, iterate_epoch, learn_split_shortlist, load_meta, load_shortlist,
-                          load_split, load_text, make_batch, save_shortlist)
+                          load_split, load_text, make_batch, sampled_split, save_shortlist)
 from nmt_cli.ema import WeightAverage
-from nmt_cli.errors import CheckpointError, UserError
+from nmt_cli.errors import CheckpointError, DataError, UserError
 from nmt_cli.model import build_model
 from nmt_cli.schedule import LearningRate, sampling_probability
 from nmt_cli.tokenizer import PAD, Tokenizer
@@ -170,6 +170,7 @@ class Trainer:
         self.meta = load_meta(self.run_dir)
         self.tokenizer = Tokenizer.load(self.run_dir)
         self.train_split = load_split(self.run_dir, "train")
+        self.train_text = self._train_text() if self.cfg.subword_alpha else None
         self.valid_split = load_split(self.run_dir, "valid")
         self.valid_refs = load_text(self.run_dir, "valid", "tgt")
         self.shortlist = load_shortlist(self.run_dir)
@@ -287,10 +288,27 @@ class Trainer:
 
     # ------------------------------------------------------------------ loop pieces
 
+    def _train_text(self) -> tuple[list[str], list[str]]:
+        """The stored training sentences, which subword regularisation re-segments each epoch."""
+        try:
+            text = load_text(self.run_dir, "train", "src"), load_text(self.run_dir, "train", "tgt")
+        except DataError:
+            text = None
+        if text is None or not len(text[0]) == len(text[1]) == len(self.train_split):
+            raise DataError(f"{self.run_dir / 'data'}: train.subword_alpha needs the training text "
+                            "(train.src.txt, train.tgt.txt) that nmt preprocess now stores; re-run it")
+        return text
+
+    def _epoch_split(self) -> EncodedSplit:
+        if self.train_text is None:
+            return self.train_split
+        return sampled_split(*self.train_text, self.tokenizer, self.cfg.subword_alpha, self.cfg.seed,
+                             self.progress.epoch)
+
     def _batches(self):
         """(position, batch) across epochs from the saved position, until max_epochs."""
         while not self.cfg.max_epochs or self.progress.epoch < self.cfg.max_epochs:
-            for pos, batch in iterate_epoch(self.train_split, self.cfg.batch_tokens, self.cfg.seed,
+            for pos, batch in iterate_epoch(self._epoch_split(), self.cfg.batch_tokens, self.cfg.seed,
                                             self.progress.epoch, self.progress.position,
                                             self.rank, self.world):
                 yield pos, batch

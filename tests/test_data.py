@@ -3,7 +3,8 @@ import pytest
 
 from nmt_cli.config import recipe_from_dict
 from nmt_cli.data import (filter_pairs, iterate_epoch, load_split, normalize, padding_fraction,
-                          preprocess, read_lines, save_tok_references, token_batches)
+                          preprocess, read_lines, sampled_split, save_tok_references,
+                          token_batches)
 from nmt_cli.errors import DataError
 from nmt_cli.tokenizer import BOS, EOS, PAD
 from tests.conftest import tiny_recipe_dict, write_slice
@@ -52,6 +53,23 @@ def test_tok_references_are_copied_for_held_out_splits(tmp_path, monkeypatch):
     notes = []
     assert save_tok_references(recipe, tmp_path / "other", log=notes.append) == {}
     assert len(notes) == 3 and all("lc-tok scores will be unavailable" in n for n in notes)
+
+
+def test_sampled_split_is_a_fresh_but_reproducible_segmentation_per_epoch(tiny_run):
+    from nmt_cli.tokenizer import Tokenizer
+    _, run_dir = tiny_run
+    tok = Tokenizer.load(run_dir)
+    src, tgt = (read_lines(run_dir / "data" / f"train.{side}.txt") for side in ("src", "tgt"))
+    plain = load_split(run_dir, "train")
+    e0 = sampled_split(src, tgt, tok, 0.5, seed=1, epoch=0)
+    again = sampled_split(src, tgt, tok, 0.5, seed=1, epoch=0)
+    e1 = sampled_split(src, tgt, tok, 0.5, seed=1, epoch=1)
+    assert len(e0) == len(plain) == 400
+    assert np.array_equal(e0.tgt.ids, again.tgt.ids) and np.array_equal(e0.src.ids, again.src.ids)
+    assert not np.array_equal(e0.tgt.ids, e1.tgt.ids)
+    # Other pieces, the same sentences: longer on average than the most likely segmentation.
+    assert tok.decode_tgt([e1.tgt.get(i) for i in range(len(e1))]) == tgt
+    assert len(e0.src.ids) > len(plain.src.ids) and len(e0.tgt.ids) > len(plain.tgt.ids)
 
 
 def test_mismatched_line_counts_name_both_files(tmp_path):

@@ -8,7 +8,7 @@ import torch
 from nmt_cli import checkpoint as ckpt
 from nmt_cli.checkpoint import load_model
 from nmt_cli.config import recipe_from_dict
-from nmt_cli.errors import CheckpointError, UserError
+from nmt_cli.errors import CheckpointError, DataError, UserError
 from nmt_cli.schedule import LearningRate, sampling_probability
 from nmt_cli.config import TrainConfig
 from nmt_cli.training import Trainer, train
@@ -39,6 +39,30 @@ def test_resume_is_exact(tiny_run, tmp_path):
     assert a.keys() == b.keys()
     for k in a:
         assert torch.equal(a[k], b[k]), k
+
+
+def test_subword_sampling_changes_training_and_resumes_exactly(tiny_run, tmp_path):
+    # Epochs of a few big batches, so the 12 steps cross an epoch boundary and draw new segmentations.
+    opts = dict(checkpoint_every=6, subword_alpha=0.5, batch_tokens=3000)
+    r12, straight = fresh_run(tiny_run, tmp_path / "a", max_steps=12, **opts)
+    assert train(r12, straight, device="cpu")["epoch"] >= 1
+    r6, split_run = fresh_run(tiny_run, tmp_path / "b", max_steps=6, **opts)
+    train(r6, split_run, device="cpu")
+    r12b = recipe_from_dict({**r6.to_dict(), "train": {**r6.to_dict()["train"], "max_steps": 12}})
+    train(r12b, split_run, device="cpu")
+    a, b = params(straight / "checkpoints" / "last.pt"), params(split_run / "checkpoints" / "last.pt")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    plain, plain_run = fresh_run(tiny_run, tmp_path / "c", max_steps=12, **{**opts, "subword_alpha": 0.0})
+    train(plain, plain_run, device="cpu")
+    c = params(plain_run / "checkpoints" / "last.pt")
+    assert not all(torch.equal(a[k], c[k]) for k in a)
+
+
+def test_subword_sampling_without_stored_training_text_says_what_to_do(tiny_run, tmp_path):
+    recipe, run_dir = fresh_run(tiny_run, tmp_path, max_steps=2, subword_alpha=0.5)
+    (run_dir / "data" / "train.tgt.txt").unlink()
+    with pytest.raises(DataError, match="train.subword_alpha needs the training text.*re-run it"):
+        train(recipe, run_dir, device="cpu")
 
 
 def test_summary_and_logs(tiny_run, tmp_path):
