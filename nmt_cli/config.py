@@ -350,6 +350,8 @@ def _with_base(raw: Any, path: Path, chain: tuple[Path, ...] = ()) -> Any:
     chain = chain + (path.resolve(),)
     if base_path.resolve() in chain:
         raise ConfigError(f"{path}: base: {base} leads back to {base_path} (a cycle)")
+    if not base_path.is_file():
+        raise ConfigError(f"{path}: base: {base_path}: recipe file not found")
     parent = _with_base(_read_yaml(base_path), base_path, chain)
     if not isinstance(parent, dict):
         raise ConfigError(f"{base_path}: a recipe must be a mapping of keys (base of {path})")

@@ -111,6 +111,7 @@ def test_base_recipe_is_laid_under_the_variant(tmp_path):
 
 
 @pytest.mark.parametrize("files, expected", [
+    ({"r.yaml": "base: nope.yaml\n"}, "r.yaml: base: "),
     ({"r.yaml": "base: nope.yaml\n"}, "nope.yaml: recipe file not found"),
     ({"r.yaml": "base: 3\n"}, "r.yaml: base: expected the file name of another recipe"),
     ({"r.yaml": "base: b.yaml\n", "b.yaml": "base: r.yaml\n"}, "b.yaml: base: r.yaml leads back to"),
