@@ -27,11 +27,13 @@ def main() -> None:
     ap.add_argument("--length-penalty", type=float, default=None, help="default: the recipe's")
     args = ap.parse_args()
 
+    from nmt_cli.config import load_recipe
     from nmt_cli.corpora import fetch_tok_reference
     from nmt_cli.data import load_meta, read_lines
     from nmt_cli.errors import DataError
     from nmt_cli.scoring import score
     meta = load_meta(args.model)
+    corpus = load_recipe(args.model / "recipe.yaml").data.corpus
     rows = []
     print("| test set | BLEU | chrF | BLEU, lc-tok (papers) | seconds to translate |")
     print("|---|---|---|---|---|")
@@ -53,14 +55,13 @@ def main() -> None:
         refs = ref.read_text(encoding="utf-8").split("\n")[:-1]
         cased = {s.metric.lower(): round(s.score, 2) for s in score(hyps, refs, ("bleu", "chrf"))}
         tok_ref = args.model / "data" / f"{split}.ref.lc-tok.txt"
-        if not tok_ref.exists():
+        if not tok_ref.exists() and corpus:  # a run dir preprocessed before references were stored
             try:
-                tok_ref = fetch_tok_reference("multi30k", name, meta["tgt"])
+                tok_ref = fetch_tok_reference(corpus, name, meta["tgt"])
             except DataError as exc:
                 print(f"note: {exc}", file=sys.stderr)
-                tok_ref = None
         lc_tok = None
-        if tok_ref is not None:
+        if tok_ref.exists():
             lc_tok = round(score(hyps, read_lines(tok_ref), ("bleu",), lc_tok=meta["tgt"])[0].score, 2)
         rows.append({"test": name, "bleu": cased["bleu"], "chrf": cased["chrf"], "bleu_lc_tok": lc_tok,
                      "seconds": round(seconds, 1)})

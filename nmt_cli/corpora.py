@@ -141,6 +141,28 @@ def _copy_stream(src, dst_dir: Path, name: str, expected: str, what: str) -> Pat
         raise
 
 
+def _obtain(target: Path, expected: str, mirror_sources: list[tuple[Path, object]], url: str,
+            timeout: float) -> Path:
+    """``target`` if its hash is ``expected``; else the first existing (path, opener) of the mirror
+    when NMT_DATA_MIRROR is set, else ``url``. What arrives is kept only if its hash matches."""
+    if target.is_file() and sha256_of(target) == expected:
+        return target
+    if os.environ.get("NMT_DATA_MIRROR"):
+        for source, opener in mirror_sources:
+            if source.is_file():
+                try:
+                    with opener(source, "rb") as fh:
+                        return _copy_stream(fh, target.parent, target.name, expected, str(source))
+                except (OSError, EOFError) as exc:
+                    raise DataError(f"{source}: cannot read ({exc})") from None
+        raise DataError(f"{mirror_sources[0][0]}: not found in NMT_DATA_MIRROR")
+    return download(url, target.parent, target.name, expected, timeout=timeout)
+
+
+def _mirror() -> Path:
+    return Path(os.environ.get("NMT_DATA_MIRROR", "")).expanduser()
+
+
 def fetch(corpus_name: str, filename: str, *, timeout: float = 60.0) -> Path:
     """Return a local, hash-verified path for ``filename`` of a registered corpus."""
     corpus = get_corpus(corpus_name)
@@ -148,20 +170,8 @@ def fetch(corpus_name: str, filename: str, *, timeout: float = 60.0) -> Path:
     if expected is None:
         raise DataError(f"{corpus_name}: no file '{filename}' in the registry "
                         f"(splits: {', '.join(corpus.splits)}; languages: {', '.join(corpus.languages)})")
-    target_dir = cache_dir() / corpus_name
-    target = target_dir / filename
-    if target.is_file() and sha256_of(target) == expected:
-        return target
-
-    mirror = os.environ.get("NMT_DATA_MIRROR")
-    if mirror:
-        source = Path(mirror).expanduser() / corpus_name / filename
-        if not source.is_file():
-            raise DataError(f"{source}: not found in NMT_DATA_MIRROR (expected <mirror>/{corpus_name}/{filename})")
-        with open(source, "rb") as fh:
-            return _copy_stream(fh, target_dir, filename, expected, str(source))
-
-    return download(corpus.url.format(file=filename), target_dir, filename, expected, timeout=timeout)
+    return _obtain(cache_dir() / corpus_name / filename, expected,
+                   [(_mirror() / corpus_name / filename, open)], corpus.url.format(file=filename), timeout)
 
 
 def fetch_tok_reference(corpus_name: str, split: str, lang: str, *, timeout: float = 60.0) -> Path:
@@ -171,24 +181,10 @@ def fetch_tok_reference(corpus_name: str, split: str, lang: str, *, timeout: flo
     expected = corpus.tok_references.get(filename)
     if expected is None:
         raise DataError(f"{corpus_name}: no tokenized reference '{filename}' in the registry")
-    target_dir = cache_dir() / corpus_name / "tok"
-    target = target_dir / filename
-    if target.is_file() and sha256_of(target) == expected:
-        return target
-
-    mirror = os.environ.get("NMT_DATA_MIRROR")
-    if mirror:
-        base = Path(mirror).expanduser() / corpus_name / "tok"
-        for source, opener in ((base / f"{filename}.gz", gzip.open), (base / filename, open)):
-            if source.is_file():
-                try:
-                    with opener(source, "rb") as fh:
-                        return _copy_stream(fh, target_dir, filename, expected, str(source))
-                except (OSError, EOFError) as exc:
-                    raise DataError(f"{source}: cannot read ({exc})") from None
-        raise DataError(f"{base / filename}[.gz]: not found in NMT_DATA_MIRROR")
-
-    return download(corpus.tok_url.format(file=filename), target_dir, filename, expected, timeout=timeout)
+    in_mirror = _mirror() / corpus_name / "tok" / filename
+    return _obtain(cache_dir() / corpus_name / "tok" / filename, expected,
+                   [(in_mirror.with_name(filename + ".gz"), gzip.open), (in_mirror, open)],
+                   corpus.tok_url.format(file=filename), timeout)
 
 
 def download(url: str, dst_dir: Path, name: str, expected: str, *, timeout: float = 60.0) -> Path:
