@@ -160,7 +160,9 @@ def _read(path: Path) -> list[str]:
 @app.command("eval")
 def evaluate(hyp: Annotated[Optional[Path], typer.Option(help="Hypotheses, one per line.")] = None,
              ref: Annotated[Optional[Path], typer.Option(help="References, one per line (plain or .gz).")] = None,
-             model: ModelOption = [],
+             model: Annotated[List[str], typer.Option(
+                 "-m", "--model", help="Run dir or checkpoint file; repeat to score several models side by side "
+                 "(to ensemble them, translate with nmt translate -m A -m B and score with --hyp).")] = [],
              src: Annotated[Optional[Path], typer.Option(help="Source file: with -m, translate it first; with --by-length, bucket by it.")] = None,
              metrics: Annotated[str, typer.Option(help="Comma-separated: bleu, chrf, ter.")] = "bleu,chrf,ter",
              by_length: Annotated[bool, typer.Option("--by-length", help="BLEU per source-length bucket (0-10, 10-20, 20-30, 30+ words).")] = False,
@@ -226,7 +228,8 @@ def evaluate(hyp: Annotated[Optional[Path], typer.Option(help="Hypotheses, one p
 
 
 @app.command()
-def score(model: ModelOption = [],
+def score(model: Annotated[List[str], typer.Option(
+              "-m", "--model", help="Run dir or checkpoint file (one model).")] = [],
           src: Annotated[Optional[Path], typer.Option(help="Source sentences.")] = None,
           tgt: Annotated[Optional[Path], typer.Option(help="Target sentences to force-decode.")] = None,
           device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto") -> None:
@@ -236,6 +239,8 @@ def score(model: ModelOption = [],
     from nmt_cli.translate import force_decode
     if not model or src is None or tgt is None:
         raise UserError("give -m RUN, --src FILE and --tgt FILE")
+    if len(model) > 1:
+        raise UserError("-m: nmt score force-decodes with one model; give -m once")
     dev = pick_device(device)
     m, _, tokenizer, _ = load_model(model[0], dev)
     sources, targets = _read(src), _read(tgt)

@@ -83,6 +83,9 @@ def test_translate_without_a_model_is_one_line(tmp_path):
     one_line_error(nmt("translate", "-m", tmp_path / "junk.pt", input=b"hi\n"), "junk.pt")
     one_line_error(nmt("average", tmp_path, "--last", 3), str(tmp_path), "no numbered checkpoints")
     one_line_error(nmt("translate", "-m", "x", "--workers", 0, input=b"hi\n"), "--workers")
+    pair = tmp_path / "one.txt"
+    pair.write_text("hi\n")
+    one_line_error(nmt("score", "-m", "a", "-m", "b", "--src", pair, "--tgt", pair), "-m", "one model")
 
 
 def test_eval_with_files(tmp_path):
