@@ -183,11 +183,16 @@ def evaluate(hyp: Annotated[Optional[Path], typer.Option(help="Hypotheses, one p
         raise UserError("--ref: give the reference file")
     refs = _read(ref)
     names = scoring.parse_metrics(metrics)
+    if by_length and src is None:
+        raise UserError("--by-length: give --src FILE (buckets are by source length)")
+    sources = _read(src) if src is not None else None
     systems: dict[str, list[str]] = {}
     if model:
-        if src is None:
+        if sources is None:
             raise UserError("--src: give the source file to translate with -m")
-        sources = _read(src)
+        # Checked before translating: a mismatch found afterwards would waste the whole translation.
+        if len(sources) != len(refs):
+            raise UserError(f"--src and --ref differ in length: {len(sources)} vs {len(refs)} lines")
         for m in model:
             translator = load_translator([m], device=device, beam_size=beam_size, length_penalty=length_penalty)
             systems[m] = [t.text for t in translator.translate(sources)]
@@ -199,9 +204,7 @@ def evaluate(hyp: Annotated[Optional[Path], typer.Option(help="Hypotheses, one p
     for name, hyps in systems.items():
         entry = {"scores": [s.as_dict() for s in scoring.score(hyps, refs, names, lc_tok)]}
         if by_length:
-            if src is None:
-                raise UserError("--by-length: give --src FILE (buckets are by source length)")
-            entry["by_length"] = scoring.bleu_by_length(_read(src), hyps, refs, lc_tok)
+            entry["by_length"] = scoring.bleu_by_length(sources, hyps, refs, lc_tok)
         report[name] = entry
     if plot is not None and by_length:
         from nmt_cli.plots import bleu_by_length_chart

@@ -97,6 +97,11 @@ def test_eval_with_files(tmp_path):
     metrics = {s["metric"]: s["score"] for s in report["scores"]}
     assert set(metrics) == {"bleu", "chrf", "ter"} and 0 < metrics["bleu"] < 100
     one_line_error(nmt("eval", "--hyp", hyp, "--ref", tmp_path / "missing.txt"), "missing.txt")
+    # -m with --src and --ref of different lengths fails before any model is loaded.
+    three = tmp_path / "three.txt"
+    three.write_text("a\nb\nc\n")
+    one_line_error(nmt("eval", "-m", tmp_path / "no-run", "--src", hyp, "--ref", three), "differ in length", "2 vs 3")
+    one_line_error(nmt("eval", "--hyp", hyp, "--ref", ref, "--by-length"), "--by-length", "--src")
 
 
 @pytest.mark.slow
