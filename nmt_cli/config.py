@@ -65,8 +65,10 @@ class ModelConfig:
                           help="score: none (fixed context, Cho et al.), dot (h^T s), general (h^T W s), concat (v^T tanh(W1 h + W2 s)), cosine")
     attention_heads: int = _opt(1, lo=1, hi=16,
                                 help="K heads with their own parameters, contexts concatenated (TF legacy attention_decoder)")
-    decoder: str = _opt("luong", choices=("bahdanau", "luong"),
-                        help="bahdanau (query s_{i-1}, context into the RNN) or luong (query s_i, h~ = tanh(W_c[c; s]))")
+    decoder: str = _opt("luong", choices=("bahdanau", "luong", "conditional"),
+                        help="bahdanau (query s_{i-1}, context into the RNN), luong (query s_i, "
+                             "h~ = tanh(W_c[c; s])) or conditional (s'_i = f1(s_{i-1}, y_{i-1}), "
+                             "query s'_i, s_i = f2(s'_i, c_i))")
     input_feeding: bool = _opt(False, help="feed h~_{i-1} into the next step's input (Luong et al.)")
     initial_state_attention: bool = _opt(False,
                                          help="attend with s_0 before step 0 (TF legacy decoder); matters with input_feeding")

@@ -30,7 +30,7 @@ def small(**kw) -> ModelConfig:
 
 
 COMBINATIONS = list(itertools.product(["gru", "lstm", "rnn"], ["none", "dot", "general", "concat", "cosine"],
-                                      ["bahdanau", "luong"], [False, True]))
+                                      ["bahdanau", "luong", "conditional"], [False, True]))
 
 
 @pytest.mark.parametrize("rnn, attention, decoder, feeding", COMBINATIONS)
@@ -67,10 +67,39 @@ def test_fused_path_equals_step_by_step(rnn, attention, layers, bridge):
 
 
 def test_variants_that_cannot_fuse_say_so():
-    for kw in (dict(decoder="bahdanau"), dict(input_feeding=True)):
+    for kw in (dict(decoder="bahdanau"), dict(input_feeding=True), dict(decoder="conditional"),
+               dict(decoder="conditional", attention="none")):
         m = build_model(small(**kw), V, V)
         assert not m.decoder.fused(False)
     assert not build_model(small(), V, V).decoder.fused(True)
+
+
+@pytest.mark.parametrize("rnn, layers", [("gru", 1), ("lstm", 2)])
+def test_conditional_step_is_two_transitions_around_attention(rnn, layers):
+    """s'_i = f1(s_{i-1}, y_{i-1}); c_i = attend(s'_i); s_i = f2(s'_i, c_i) on the top layer;
+    h~_i = tanh(W_o [s_i; c_i; y_{i-1}]) -- recomputed here from the modules' own weights."""
+    torch.manual_seed(7)
+    m = build_model(small(rnn=rnn, layers=layers, decoder="conditional", attention="general"), V, V).double().eval()
+    src, lengths, tgt = batch(2)
+    d = m.decoder
+    state, memory = m.encode(src, lengths)
+    h_tilde, new_state, weights = d.step(tgt[:, 0], state, memory)
+
+    e = m.tgt_embedding(tgt[:, 0]).unsqueeze(1)
+    first, first_state = d.rnn(e, state.rnn_state())                        # s'_i
+    first_hidden = first_state[0] if rnn == "lstm" else first_state
+    context, expected_weights = d.attention(memory.attention, first)         # query s'_i
+    top = (first_state[0][-1:], first_state[1][-1:]) if rnn == "lstm" else first_hidden[-1:]
+    second, second_state = d.transition(context, top)                       # s_i = f2(s'_i, c_i)
+    second_hidden = second_state[0] if rnn == "lstm" else second_state
+    expected = torch.tanh(d.combine(torch.cat([second, context, e], -1))).squeeze(1)
+
+    assert torch.allclose(h_tilde, expected, atol=1e-10)
+    assert torch.allclose(weights, expected_weights.squeeze(1), atol=1e-10)
+    assert torch.allclose(new_state.hidden[-1], second_hidden[0], atol=1e-10)
+    if layers > 1:   # lower layers keep f1's state
+        assert torch.allclose(new_state.hidden[:-1], first_hidden[:-1], atol=1e-10)
+    assert not torch.allclose(second, first)
 
 
 @pytest.mark.parametrize("rnn", ["gru", "lstm"])
@@ -165,7 +194,7 @@ def test_overfits_64_real_pairs(tiny_run):
 
 
 @pytest.mark.parametrize("rnn, layers, decoder, feeding", list(itertools.product(
-    ["gru", "lstm", "rnn"], [1, 2], ["bahdanau", "luong"], [False, True])))
+    ["gru", "lstm", "rnn"], [1, 2], ["bahdanau", "luong", "conditional"], [False, True])))
 def test_decoding_step_from_the_input_table_equals_the_rnn_module(rnn, layers, decoder, feeding):
     torch.manual_seed(0)
     m = build_model(small(rnn=rnn, layers=layers, decoder=decoder, input_feeding=feeding,

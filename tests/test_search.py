@@ -106,7 +106,7 @@ def test_max_length_is_respected():
             assert len(h[0].tokens) <= int(lengths[i]) + 2
 
 
-@pytest.mark.parametrize("decoder, feeding", [("luong", False), ("bahdanau", True)])
+@pytest.mark.parametrize("decoder, feeding", [("luong", False), ("bahdanau", True), ("conditional", False)])
 def test_attention_rows_come_back_from_both_searches(decoder, feeding):
     m = model(5, decoder=decoder, input_feeding=feeding)
     src, lengths = sources()

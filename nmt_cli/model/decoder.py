@@ -1,4 +1,4 @@
-"""The attentional RNN decoder, in Bahdanau's and in Luong's order of operations.
+"""The attentional RNN decoder, in Bahdanau's, Luong's and the conditional order of operations.
 
 bahdanau (query = previous state):
     c_i  = attend(s_{i-1})
@@ -8,16 +8,22 @@ luong (query = current state):
     s_i  = f(s_{i-1}, [y_{i-1} (; h~_{i-1} with input feeding)])
     c_i  = attend(s_i)
     h~_i = tanh(W_c [c_i; s_i])
-both:
+conditional (two transitions per step, query = intermediate state; Sennrich et al. 2017):
+    s'_i = f1(s_{i-1}, [y_{i-1} (; h~_{i-1} with input feeding)])
+    c_i  = attend(s'_i)
+    s_i  = f2(s'_i, c_i)                                       (top layer of s'_i)
+    h~_i = tanh(W_o [s_i; c_i; y_{i-1}])                       (deep output)
+all:
     p(y_i | y_<i, x) = softmax(W_s h~_i)
 
 With attention ``none`` the context is the fixed summary c of the bridge at every step (Cho et
 al. 2014). ``initial_state_attention`` computes h~_0 from s_0 (TensorFlow's legacy decoder) instead
 of starting input feeding from zeros.
 
-Training takes a fused path when no step depends on the previous step's output: Luong order
-(or a fixed context) without input feeding and without scheduled sampling. The RNN then runs
-over the whole target in one call and attention for all steps is a few batched matrix products.
+Training takes a fused path when no step depends on the previous step's output: Luong order (or
+Bahdanau order with a fixed context) without input feeding and without scheduled sampling. The RNN
+then runs over the whole target in one call and attention for all steps is a few batched matrix
+products.
 """
 
 from __future__ import annotations
@@ -74,10 +80,15 @@ class Decoder(nn.Module):
         embed_dim = embedding.embedding_dim
         # Bahdanau order, and any fixed-context decoder, read c_i as an RNN input.
         self.context_as_input = order == "bahdanau" or attention is None
+        # Bahdanau and conditional order feed y_{i-1} to the output layer too (deep output).
+        self.deep_output = order != "luong"
         rnn_in = embed_dim + (self.context_dim if self.context_as_input else 0) + (out_dim if input_feeding else 0)
         self.rnn = RNN_CLASSES[rnn](rnn_in, hidden_dim, num_layers=layers, batch_first=True,
                                     dropout=dropout if layers > 1 else 0.0)
-        combine_in = hidden_dim + self.context_dim + (embed_dim if order == "bahdanau" else 0)
+        # The conditional order's second transition f2 reads c_i into the top layer's state.
+        self.transition = RNN_CLASSES[rnn](self.context_dim, hidden_dim, batch_first=True) \
+            if order == "conditional" else None
+        combine_in = hidden_dim + self.context_dim + (embed_dim if self.deep_output else 0)
         self.combine = nn.Linear(combine_in, out_dim)
         self.dropout = nn.Dropout(dropout)
 
@@ -91,13 +102,25 @@ class Decoder(nn.Module):
         return self.attention(memory.attention, query)
 
     def _attentional_hidden(self, s: torch.Tensor, c: torch.Tensor, e: torch.Tensor | None) -> torch.Tensor:
-        """h~ = tanh(W_c [c; s]) (luong) or tanh(W_o [s; c; y_{i-1}]) (bahdanau)."""
-        parts = [s, c, e] if self.order == "bahdanau" else [c, s]
+        """h~ = tanh(W_c [c; s]) (luong) or tanh(W_o [s; c; y_{i-1}]) (bahdanau, conditional)."""
+        parts = [s, c, e] if self.deep_output else [c, s]
         return self.dropout(torch.tanh(self.combine(torch.cat(parts, dim=-1))))
 
     def fused(self, sampling: bool) -> bool:
         """Can training run all steps at once (no step reads the previous step's output)?"""
-        return not self.input_feeding and not sampling and (self.order == "luong" or self.attention is None)
+        return not self.input_feeding and not sampling and self.transition is None \
+            and (self.order == "luong" or self.attention is None)
+
+    def _second_transition(self, c: torch.Tensor, hidden: torch.Tensor, cell: torch.Tensor | None):
+        """Conditional order: s_i = f2(s'_i, c_i) on the top layer; c (B, 1, C) -> s_i (B, 1, H)
+        and the stacked state with its top layer replaced."""
+        top = hidden[-1:] if cell is None else (hidden[-1:], cell[-1:])
+        out, top = self.transition(c, top)
+        top_hidden, top_cell = top if isinstance(top, tuple) else (top, None)
+        hidden = torch.cat([hidden[:-1], top_hidden])
+        if cell is not None:
+            cell = torch.cat([cell[:-1], top_cell])
+        return out, hidden, cell
 
     def init_state(self, hidden: torch.Tensor, cell: torch.Tensor | None, memory: DecoderMemory) -> DecoderState:
         feed = None
@@ -123,7 +146,7 @@ class Decoder(nn.Module):
         e = projected = None
         if table is not None:
             projected = table.index_select(0, prev)
-        if table is None or self.order == "bahdanau":
+        if table is None or self.deep_output:
             e = self.dropout(self.embedding(prev)).unsqueeze(1)                 # (B, 1, E)
         return self._advance(e, projected, state, memory)
 
@@ -147,7 +170,9 @@ class Decoder(nn.Module):
             hidden, cell = self._rnn_step(projected, rest, state)
             out = hidden[-1].unsqueeze(1)
         if not self.context_as_input:
-            c, weights = self._attend(memory, out)                              # query s_i
+            c, weights = self._attend(memory, out)                    # query s_i (or s'_i)
+        if self.transition is not None:
+            out, hidden, cell = self._second_transition(c, hidden, cell)
         h_tilde = self._attentional_hidden(out, c, e).squeeze(1)
         new_state = DecoderState(hidden, cell, h_tilde if self.input_feeding else None)
         return h_tilde, new_state, (None if weights is None else weights.squeeze(1))
