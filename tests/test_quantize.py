@@ -2,28 +2,17 @@ import pytest
 import torch
 from torch import nn
 
-from nmt_cli.config import ModelConfig
-from nmt_cli.model import build_model
 from nmt_cli.quantize import quantize_int8
 from nmt_cli.search import beam_search, greedy
 from nmt_cli.tokenizer import BOS
+from test_search import model as tiny_model, sources
 
-V = 30
 ORDERS = [("luong", False), ("luong", True), ("bahdanau", False), ("conditional", False),
           ("conditional", True)]
 
 
 def model(rnn="gru", decoder="luong", input_feeding=False, **kw):
-    torch.manual_seed(0)
-    cfg = dict(embed_dim=12, hidden_dim=16, dropout=0.0, rnn=rnn, decoder=decoder,
-               input_feeding=input_feeding)
-    cfg.update(kw)
-    return build_model(ModelConfig(**cfg), V, V).eval()
-
-
-def sources():
-    src = torch.tensor([[5, 6, 7, 8, 9], [10, 11, 12, 0, 0], [13, 0, 0, 0, 0]])
-    return src, torch.tensor([5, 3, 1])
+    return tiny_model(rnn=rnn, decoder=decoder, input_feeding=input_feeding, **kw)
 
 
 def float_modules(m):
