@@ -2,7 +2,8 @@
 sacreBLEU (cased, detokenized, raw references) and the literature's (lowercased, normalised,
 Moses-tokenized hypotheses against the official tokenized Multi30k references, which preprocessing
 stores as ``RUN/data/<split>.ref.lc-tok.txt``; run dirs made before that fetch them from the
-registry or ``NMT_DATA_MIRROR``).
+registry or ``NMT_DATA_MIRROR``). A run trained with ``data.lowercase`` stored lowercased
+references, so its standard columns are lowercased BLEU and chrF, and are labelled so.
 
     python bench/test_bleu.py -m runs/en-fr [--beam-size 5] [--length-penalty A] [--no-shortlist]
 
@@ -33,9 +34,12 @@ def main() -> None:
     from nmt_cli.errors import DataError
     from nmt_cli.scoring import score
     meta = load_meta(args.model)
-    corpus = load_recipe(args.model / "recipe.yaml").data.corpus
+    data = load_recipe(args.model / "recipe.yaml").data
+    corpus = data.corpus
     rows = []
-    print("| test set | BLEU | chrF | BLEU, lc-tok (papers) | seconds to translate |")
+    # A data.lowercase run stored lowercased references, so its "cased" columns are not cased.
+    case = "lowercased (data.lowercase)" if data.lowercase else "cased"
+    print(f"| test set | BLEU, {case} | chrF, {case} | BLEU, lc-tok (papers) | seconds to translate |")
     print("|---|---|---|---|---|")
     for split, (src_file, _) in meta["files"].items():
         if not split.startswith("test"):
@@ -53,7 +57,7 @@ def main() -> None:
         hyps = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.split("\n")[:-1]
         seconds = time.perf_counter() - start
         refs = ref.read_text(encoding="utf-8").split("\n")[:-1]
-        cased = {s.metric.lower(): round(s.score, 2) for s in score(hyps, refs, ("bleu", "chrf"))}
+        standard = {s.metric.lower(): round(s.score, 2) for s in score(hyps, refs, ("bleu", "chrf"))}
         tok_ref = args.model / "data" / f"{split}.ref.lc-tok.txt"
         if not tok_ref.exists() and corpus:  # a run dir preprocessed before references were stored
             try:
@@ -63,9 +67,9 @@ def main() -> None:
         lc_tok = None
         if tok_ref.exists():
             lc_tok = round(score(hyps, read_lines(tok_ref), ("bleu",), lc_tok=meta["tgt"])[0].score, 2)
-        rows.append({"test": name, "bleu": cased["bleu"], "chrf": cased["chrf"], "bleu_lc_tok": lc_tok,
-                     "seconds": round(seconds, 1)})
-        print(f"| {name} | {cased['bleu']} | {cased['chrf']} | {lc_tok if lc_tok is not None else '-'} "
+        rows.append({"test": name, "bleu": standard["bleu"], "chrf": standard["chrf"], "bleu_lc_tok": lc_tok,
+                     "seconds": round(seconds, 1), "lowercased": data.lowercase})
+        print(f"| {name} | {standard['bleu']} | {standard['chrf']} | {lc_tok if lc_tok is not None else '-'} "
               f"| {seconds:.1f} |", flush=True)
     (args.model / "test_scores.json").write_text(json.dumps(rows, indent=1))
 

@@ -245,11 +245,11 @@ def score(model: Annotated[List[str], typer.Option(
     if len(model) > 1:
         raise UserError("-m: nmt score force-decodes with one model; give -m once")
     dev = pick_device(device)
-    m, _, tokenizer, _ = load_model(model[0], dev)
+    m, recipe, tokenizer, _ = load_model(model[0], dev)
     sources, targets = _read(src), _read(tgt)
     if len(sources) != len(targets):
         raise UserError(f"{src} has {len(sources)} lines but {tgt} has {len(targets)}")
-    for value in force_decode(m, tokenizer, sources, targets, dev):
+    for value in force_decode(m, tokenizer, sources, targets, dev, lowercase=recipe.data.lowercase):
         typer.echo(f"{value:.4f}")
 
 

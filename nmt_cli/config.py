@@ -40,6 +40,8 @@ class DataConfig:
     test: list[str] = _opt(["test_2016_flickr"], help="test splits or paths")
     max_len: int = _opt(80, lo=1, help="drop training pairs with more words on either side")
     max_ratio: float = _opt(3.0, lo=1.0, help="drop training pairs whose word-length ratio exceeds this")
+    lowercase: bool = _opt(False, help="lowercase every split and every line to translate (the Multi30k "
+                                       "papers' training condition); output is lowercase: score it with --lc-tok")
 
 
 @dataclass

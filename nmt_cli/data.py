@@ -65,12 +65,13 @@ def split_files(recipe: Recipe, split: str) -> tuple[Path, Path]:
     return Path(template.format(lang=recipe.src)), Path(template.format(lang=recipe.tgt))
 
 
-def read_pair(src_path: Path, tgt_path: Path) -> tuple[list[str], list[str]]:
+def read_pair(src_path: Path, tgt_path: Path, lowercase: bool = False) -> tuple[list[str], list[str]]:
     src, tgt = read_lines(src_path), read_lines(tgt_path)
     if len(src) != len(tgt):
         raise DataError(f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}; "
                         "line i of one must translate line i of the other")
-    return [normalize(s) for s in src], [normalize(t) for t in tgt]
+    clean = (lambda line: normalize(line).lower()) if lowercase else normalize
+    return [clean(s) for s in src], [clean(t) for t in tgt]
 
 
 def filter_pairs(src: Sequence[str], tgt: Sequence[str], max_len: int,
@@ -276,7 +277,7 @@ def preprocess(recipe: Recipe, run_dir: Path, log=print) -> dict:
     sources: dict[str, list[str]] = {}
     for name, split in split_names(recipe).items():
         src_path, tgt_path = split_files(recipe, split)
-        texts[name] = read_pair(src_path, tgt_path)
+        texts[name] = read_pair(src_path, tgt_path, recipe.data.lowercase)
         sources[name] = [str(src_path), str(tgt_path)]
 
     train_src, train_tgt = texts["train"]

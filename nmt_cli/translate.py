@@ -116,14 +116,18 @@ class Translator:
     """Lines in, translations out, with one model (or several averaged in log space)."""
 
     def __init__(self, model, tokenizer: Tokenizer, opts: DecodeOptions, device="cpu",
-                 max_source_tokens: int = MAX_SOURCE_TOKENS, warn: Callable[[str], None] | None = None):
+                 max_source_tokens: int = MAX_SOURCE_TOKENS, warn: Callable[[str], None] | None = None,
+                 lowercase: bool = False):
         self.model, self.tokenizer, self.opts, self.device = model, tokenizer, opts, device
+        self.lowercase = lowercase  # the model was trained on lowercased text (data.lowercase)
         self.max_source_tokens = max_source_tokens
         self.warn = warn or (lambda msg: print(msg, file=sys.stderr))
         self.warned_truncation = False
 
     def translate(self, lines: Sequence[str]) -> list[Translation]:
         cleaned = [" ".join(line.split()) for line in lines]
+        if self.lowercase:
+            cleaned = [line.lower() for line in cleaned]
         ids = self.tokenizer.encode_src(cleaned)
         truncated = [len(x) > self.max_source_tokens for x in ids]
         if any(truncated) and not self.warned_truncation:
@@ -251,12 +255,17 @@ def translate_stream(translator: Translator, in_stream, out_stream, *, interacti
 
 @torch.no_grad()
 def force_decode(model, tokenizer: Tokenizer, sources: Sequence[str], targets: Sequence[str],
-                 device="cpu", batch_size: int = 64) -> list[float]:
-    """log p(y | x) = Σ_i log p(y_i | y_<i, x), EOS included, for each (source, target) pair."""
+                 device="cpu", batch_size: int = 64, lowercase: bool = False) -> list[float]:
+    """log p(y | x) = Σ_i log p(y_i | y_<i, x), EOS included, for each (source, target) pair;
+    ``lowercase`` for a model trained with data.lowercase."""
     from nmt_cli.data import collate
     import numpy as np
-    src_ids = tokenizer.encode_src([" ".join(s.split()) for s in sources])
-    tgt_ids = tokenizer.encode_tgt([" ".join(t.split()) for t in targets])
+
+    def clean(line: str) -> str:
+        line = " ".join(line.split())
+        return line.lower() if lowercase else line
+    src_ids = tokenizer.encode_src([clean(s) for s in sources])
+    tgt_ids = tokenizer.encode_tgt([clean(t) for t in targets])
     out: list[float] = []
     for start in range(0, len(src_ids), batch_size):
         batch = collate([np.asarray(s[:MAX_SOURCE_TOKENS], dtype=np.int64) for s in src_ids[start:start + batch_size]],
@@ -288,6 +297,8 @@ def load_translator(models: Sequence[str], *, device: str = "auto", quantize: st
     for other in loaded[1:]:
         if other[2].tgt_proto != tokenizer.tgt_proto or other[2].src_proto != tokenizer.src_proto:
             raise UserError(f"{other[3]}: uses a different vocabulary than {loaded[0][3]}; cannot ensemble")
+        if other[1].data.lowercase != recipe.data.lowercase:
+            raise UserError(f"{other[3]}: data.lowercase differs from {loaded[0][3]}'s; cannot ensemble")
     if quantize == "int8":
         from nmt_cli.quantize import quantize_int8
         loaded = [(quantize_int8(m), *rest) for m, *rest in loaded]
@@ -315,4 +326,4 @@ def load_translator(models: Sequence[str], *, device: str = "auto", quantize: st
                          workers=workers or d.workers or torch.get_num_threads())
     if nbest > opts.beam_size:
         raise UserError(f"--nbest {nbest} exceeds the beam size {opts.beam_size}")
-    return Translator(model, tokenizer, opts, dev)
+    return Translator(model, tokenizer, opts, dev, lowercase=recipe.data.lowercase)

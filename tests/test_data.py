@@ -3,10 +3,10 @@ import pytest
 
 from nmt_cli.config import recipe_from_dict
 from nmt_cli.data import (filter_pairs, iterate_epoch, load_split, normalize, padding_fraction,
-                          preprocess, read_lines, sampled_split, save_tok_references,
+                          preprocess, read_lines, read_pair, sampled_split, save_tok_references,
                           token_batches)
 from nmt_cli.errors import DataError
-from nmt_cli.tokenizer import BOS, EOS, PAD
+from nmt_cli.tokenizer import BOS, EOS, PAD, Tokenizer
 from tests.conftest import tiny_recipe_dict, write_slice
 
 
@@ -26,6 +26,31 @@ def test_read_lines_replaces_invalid_utf8(tmp_path):
     p = tmp_path / "f.txt"
     p.write_bytes(b"ok\n\xff\xfebad\nlast")
     assert read_lines(p) == ["ok", "\ufffd\ufffdbad", "last"]
+
+
+def test_read_pair_lowercases_both_sides_only_when_asked(tmp_path):
+    src, tgt = tmp_path / "a.en", tmp_path / "a.de"
+    src.write_text("A  Man\tRuns.\nÜBER the Bridge\n", encoding="utf-8")
+    tgt.write_text("Ein MANN läuft.\nÜber die Brücke\n", encoding="utf-8")
+    assert read_pair(src, tgt) == (["A Man Runs.", "ÜBER the Bridge"], ["Ein MANN läuft.", "Über die Brücke"])
+    assert read_pair(src, tgt, lowercase=True) == (["a man runs.", "über the bridge"],
+                                                   ["ein mann läuft.", "über die brücke"])
+
+
+def test_lowercase_recipe_stores_lowercased_splits_and_vocabulary(tmp_path):
+    data = write_slice(tmp_path / "corpus", n_train=200, n_valid=20)
+    recipe = recipe_from_dict(tiny_recipe_dict({**data, "lowercase": True}))
+    run_dir = tmp_path / "run"
+    preprocess(recipe, run_dir, log=lambda m: None)
+    raw = (tmp_path / "corpus" / "train.en").read_text(encoding="utf-8")
+    assert raw != raw.lower()
+    for name in ("train", "valid", "test"):
+        for side in ("src", "tgt"):
+            text = (run_dir / "data" / f"{name}.{side}.txt").read_text(encoding="utf-8")
+            assert text and text == text.lower(), f"{name}.{side}"
+    tokenizer = Tokenizer.load(run_dir)
+    pieces = tokenizer.src_pieces(range(tokenizer.src_vocab_size))
+    assert not any(p != p.lower() for p in pieces if not p.startswith("<"))
 
 
 def test_preprocess_real_slice(tiny_run):

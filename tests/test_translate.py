@@ -122,6 +122,46 @@ def test_force_decoding_matches_search_score(trained):
     assert lp[0] < 0
 
 
+def test_lowercase_translator_lowercases_what_it_encodes_and_keeps_the_line(trained):
+    model, tokenizer, _ = trained
+    tr = Translator(model, tokenizer, DecodeOptions(beam_size=1), lowercase=True)
+    shouted, quiet = tr.translate(["A MAN IS WALKING.", "a man is walking."])
+    assert shouted.src_ids == quiet.src_ids == tokenizer.encode_src(["a man is walking."])[0]
+    assert shouted.text == quiet.text
+    assert shouted.source == "A MAN IS WALKING."
+    cased = Translator(model, tokenizer, DecodeOptions(beam_size=1)).translate(["A MAN IS WALKING."])[0]
+    assert cased.src_ids != quiet.src_ids
+
+
+def test_load_translator_follows_the_recipes_lowercase(trained, monkeypatch):
+    import dataclasses
+    from nmt_cli import checkpoint
+    from nmt_cli.errors import UserError
+    from nmt_cli.translate import load_translator
+    _, _, run_dir = trained
+    real = checkpoint.load_model
+
+    def load(path, device="cpu"):  # the same run, as if trained with data.lowercase
+        model, recipe, tokenizer, where = real(path, device)
+        if str(path).endswith("lower"):
+            recipe = dataclasses.replace(recipe, data=dataclasses.replace(recipe.data, lowercase=True))
+        return model, recipe, tokenizer, where
+    monkeypatch.setattr(checkpoint, "load_model", load)
+    lower = run_dir.parent / "lower"
+    shutil.copytree(run_dir, lower, dirs_exist_ok=True)
+    assert load_translator([str(lower)], device="cpu").lowercase
+    assert not load_translator([str(run_dir)], device="cpu").lowercase
+    with pytest.raises(UserError, match="data.lowercase differs"):
+        load_translator([str(lower), str(run_dir)], device="cpu")
+
+
+def test_force_decoding_lowercases_for_a_lowercase_model(trained):
+    model, tokenizer, _ = trained
+    loud = force_decode(model, tokenizer, ["A DOG."], ["UN CHIEN."], lowercase=True)
+    quiet = force_decode(model, tokenizer, ["a dog."], ["un chien."])
+    assert loud == pytest.approx(quiet, abs=1e-5)
+
+
 def test_int8_quantized_model_translates(trained):
     from nmt_cli.quantize import quantize_int8
     model, tokenizer, _ = trained
