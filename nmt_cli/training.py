@@ -489,9 +489,11 @@ class Trainer:
                     if p.step % 50 == 0 and self.main:
                         self._metrics({"kind": "train", "step": p.step, "loss": loss_value, "lr": lr,
                                        "tgt_tokens_per_s": round(rate, 1), "epoch": p.epoch})
-                        if bar is None:
+                        if bar is None:  # rate and data wait: since this invocation started
+                            share = data_wait / max(data_wait + train_time, 1e-9)
                             log.info(f"step {p.step}  epoch {p.epoch}  loss {loss_value or float('nan'):.3f}"
-                                     f"  lr {lr:.2e}  {rate:.0f} tgt tok/s  data wait {data_wait:.2f}s")
+                                     f"  lr {lr:.2e}  {rate:.0f} tgt tok/s  data wait {data_wait:.2f}s"
+                                     f" ({share:.1%})")
                 if self._agree(self.stop_signal is not None):
                     self.stop_signal = self.stop_signal or signal.SIGTERM
                     break
