@@ -5,7 +5,10 @@ stores as ``RUN/data/<split>.ref.lc-tok.txt``; run dirs made before that fetch t
 registry or ``NMT_DATA_MIRROR``). A run trained with ``data.lowercase`` stored lowercased
 references, so its standard columns are lowercased BLEU and chrF, and are labelled so.
 
-    python bench/test_bleu.py -m runs/en-fr [--beam-size 5] [--length-penalty A] [--no-shortlist]
+    python bench/test_bleu.py -m runs/en-fr [--beam-size 5] [--length-penalty A] [--no-shortlist] [--valid]
+
+``--valid`` scores the valid split first, in the same conditions, for choices that must be made on
+val (whether to train on lowercased text, say, which only the lc-tok column can compare).
 
 Prints a Markdown table and writes RUN/test_scores.json.
 """
@@ -26,6 +29,7 @@ def main() -> None:
     ap.add_argument("--beam-size", type=int, default=0, help="0 = the recipe's")
     ap.add_argument("--no-shortlist", action="store_true")
     ap.add_argument("--length-penalty", type=float, default=None, help="default: the recipe's")
+    ap.add_argument("--valid", action="store_true", help="score the valid split too")
     args = ap.parse_args()
 
     from nmt_cli.config import load_recipe
@@ -42,7 +46,7 @@ def main() -> None:
     print(f"| test set | BLEU, {case} | chrF, {case} | BLEU, lc-tok (papers) | seconds to translate |")
     print("|---|---|---|---|---|")
     for split, (src_file, _) in meta["files"].items():
-        if not split.startswith("test"):
+        if not (split.startswith("test") or (args.valid and split == "valid")):
             continue
         name = Path(src_file).name.split(".")[0]
         src, ref = args.model / "data" / f"{split}.src.txt", args.model / "data" / f"{split}.tgt.txt"

@@ -195,6 +195,9 @@ def evaluate(hyp: Annotated[Optional[Path], typer.Option(help="Hypotheses, one p
             raise UserError(f"--src and --ref differ in length: {len(sources)} vs {len(refs)} lines")
         for m in model:
             translator = load_translator([m], device=device, beam_size=beam_size, length_penalty=length_penalty)
+            if translator.lowercase and not lc_tok:
+                typer.echo(f"note: {m} was trained with data.lowercase and writes lowercase; against cased "
+                           "references use --lc-tok LANG with the tokenized ones", err=True)
             systems[m] = [t.text for t in translator.translate(sources)]
     elif hyp is not None:
         systems[str(hyp)] = _read(hyp)

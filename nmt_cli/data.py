@@ -45,9 +45,12 @@ def read_lines(path: Path) -> list[str]:
     return [line.rstrip("\r") for line in lines]
 
 
-def normalize(line: str) -> str:
-    """Collapse all whitespace runs (tabs, no-break spaces, ...) to one space and strip the ends."""
-    return " ".join(line.split())
+def normalize(line: str, lowercase: bool = False) -> str:
+    """Collapse all whitespace runs (tabs, no-break spaces, ...) to one space and strip the ends;
+    lowercase too for a recipe with data.lowercase. Training data and every line a trained model
+    reads (translate, score) go through it alike."""
+    line = " ".join(line.split())
+    return line.lower() if lowercase else line
 
 
 def split_files(recipe: Recipe, split: str) -> tuple[Path, Path]:
@@ -70,8 +73,7 @@ def read_pair(src_path: Path, tgt_path: Path, lowercase: bool = False) -> tuple[
     if len(src) != len(tgt):
         raise DataError(f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}; "
                         "line i of one must translate line i of the other")
-    clean = (lambda line: normalize(line).lower()) if lowercase else normalize
-    return [clean(s) for s in src], [clean(t) for t in tgt]
+    return [normalize(s, lowercase) for s in src], [normalize(t, lowercase) for t in tgt]
 
 
 def filter_pairs(src: Sequence[str], tgt: Sequence[str], max_len: int,

@@ -15,6 +15,7 @@ from typing import Callable, Iterator, Sequence
 
 import torch
 
+from nmt_cli.data import normalize
 from nmt_cli.plots import attention_heatmap
 from nmt_cli.search import Hypothesis, search
 from nmt_cli.tokenizer import Tokenizer
@@ -125,9 +126,7 @@ class Translator:
         self.warned_truncation = False
 
     def translate(self, lines: Sequence[str]) -> list[Translation]:
-        cleaned = [" ".join(line.split()) for line in lines]
-        if self.lowercase:
-            cleaned = [line.lower() for line in cleaned]
+        cleaned = [normalize(line, self.lowercase) for line in lines]
         ids = self.tokenizer.encode_src(cleaned)
         truncated = [len(x) > self.max_source_tokens for x in ids]
         if any(truncated) and not self.warned_truncation:
@@ -260,12 +259,8 @@ def force_decode(model, tokenizer: Tokenizer, sources: Sequence[str], targets: S
     ``lowercase`` for a model trained with data.lowercase."""
     from nmt_cli.data import collate
     import numpy as np
-
-    def clean(line: str) -> str:
-        line = " ".join(line.split())
-        return line.lower() if lowercase else line
-    src_ids = tokenizer.encode_src([clean(s) for s in sources])
-    tgt_ids = tokenizer.encode_tgt([clean(t) for t in targets])
+    src_ids = tokenizer.encode_src([normalize(s, lowercase) for s in sources])
+    tgt_ids = tokenizer.encode_tgt([normalize(t, lowercase) for t in targets])
     out: list[float] = []
     for start in range(0, len(src_ids), batch_size):
         batch = collate([np.asarray(s[:MAX_SOURCE_TOKENS], dtype=np.int64) for s in src_ids[start:start + batch_size]],

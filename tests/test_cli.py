@@ -1,5 +1,6 @@
 """The `nmt` command line, run as users run it: a subprocess with real files."""
 
+import gzip
 import json
 from collections import Counter
 import os
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from tests.conftest import multi30k_lines, tiny_recipe_dict, write_slice
+from tests.conftest import MIRROR, multi30k_lines, tiny_recipe_dict, write_slice
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -150,6 +151,37 @@ def test_end_to_end_on_real_multi30k(tmp_path):
         fast = nmt("translate", "-m", run, "--beam-size", 3, *extra, input=source.read_bytes())
         assert fast.returncode == 0 and fast.stderr == b"", fast.stderr.decode()
         assert fast.stdout.count(b"\n") == 50
+
+
+@pytest.mark.slow
+def test_lowercase_recipe_end_to_end(tmp_path):
+    """data.lowercase: preprocess, train, translate and eval through the CLI on real captions."""
+    data = write_slice(tmp_path / "corpus", n_train=400, n_valid=40)
+    recipe_path = tmp_path / "tiny.yaml"
+    recipe_path.write_text(yaml.safe_dump(tiny_recipe_dict(data)))
+    run = tmp_path / "run"
+    tr = nmt("train", recipe_path, "--run-dir", run, "--max-steps", 20, "--set", "data.lowercase=true")
+    assert tr.returncode == 0, tr.stderr.decode()
+    stored = (run / "data" / "train.tgt.txt").read_text(encoding="utf-8")
+    assert stored == stored.lower()
+    lines = [line.upper() for line in multi30k_lines("test_2016_flickr", "en", 20)]
+    out = nmt("translate", "-m", run, "--beam-size", 2, input=("\n".join(lines) + "\n").encode())
+    assert out.returncode == 0, out.stderr.decode()
+    hyps = out.stdout.decode().split("\n")[:-1]
+    assert len(hyps) == 20 and any(hyps) and all(h == h.lower() for h in hyps)
+    source, ref = tmp_path / "src.en", tmp_path / "ref.fr"
+    source.write_text("\n".join(lines) + "\n")
+    ref.write_text("\n".join(multi30k_lines("test_2016_flickr", "fr", 20)) + "\n")
+    ev = nmt("eval", "-m", run, "--src", source, "--ref", ref, "--beam-size", 1)
+    assert ev.returncode == 0 and b"trained with data.lowercase" in ev.stderr, ev.stderr.decode()
+    tok_ref = tmp_path / "ref.tok.fr"
+    with gzip.open(MIRROR / "multi30k" / "tok" / "test_2016_flickr.lc.norm.tok.fr.gz", "rt", encoding="utf-8") as fh:
+        tok_ref.write_text("".join(fh.readlines()[:20]), encoding="utf-8")
+    tok = nmt("eval", "-m", run, "--src", source, "--ref", tok_ref, "--lc-tok", "fr", "--beam-size", 1)
+    assert tok.returncode == 0 and b"data.lowercase" not in tok.stderr, tok.stderr.decode()
+    # Preprocessed data remembers it: training the same run dir cased is refused with the key named.
+    again = nmt("train", recipe_path, "--run-dir", run, "--max-steps", 30)
+    assert again.returncode == 2 and b"data.lowercase" in again.stderr, again.stderr.decode()
 
 
 @pytest.mark.slow

@@ -12,6 +12,7 @@ from tests.conftest import tiny_recipe_dict, write_slice
 
 def test_normalize_collapses_all_whitespace():
     assert normalize("  a\t b\u00a0 c \r") == "a b c"
+    assert normalize("  Ärger\tIM Büro ", lowercase=True) == "ärger im büro"
 
 
 def test_filter_counts_each_reason():
