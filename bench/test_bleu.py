@@ -39,7 +39,6 @@ def main() -> None:
     from nmt_cli.scoring import score
     meta = load_meta(args.model)
     data = load_recipe(args.model / "recipe.yaml").data
-    corpus = data.corpus
     rows = []
     # A data.lowercase run stored lowercased references, so its "cased" columns are not cased.
     case = "lowercased (data.lowercase)" if data.lowercase else "cased"
@@ -63,9 +62,9 @@ def main() -> None:
         refs = ref.read_text(encoding="utf-8").split("\n")[:-1]
         standard = {s.metric.lower(): round(s.score, 2) for s in score(hyps, refs, ("bleu", "chrf"))}
         tok_ref = args.model / "data" / f"{split}.ref.lc-tok.txt"
-        if not tok_ref.exists() and corpus:  # a run dir preprocessed before references were stored
+        if not tok_ref.exists() and data.corpus:  # a run dir preprocessed before references were stored
             try:
-                tok_ref = fetch_tok_reference(corpus, name, meta["tgt"])
+                tok_ref = fetch_tok_reference(data.corpus, name, meta["tgt"])
             except DataError as exc:
                 print(f"note: {exc}", file=sys.stderr)
         lc_tok = None

@@ -15,7 +15,7 @@ from typing import Callable, Iterator, Sequence
 
 import torch
 
-from nmt_cli.data import normalize
+from nmt_cli.data import collate, normalize
 from nmt_cli.plots import attention_heatmap
 from nmt_cli.search import Hypothesis, search
 from nmt_cli.tokenizer import Tokenizer
@@ -257,7 +257,6 @@ def force_decode(model, tokenizer: Tokenizer, sources: Sequence[str], targets: S
                  device="cpu", batch_size: int = 64, lowercase: bool = False) -> list[float]:
     """log p(y | x) = Σ_i log p(y_i | y_<i, x), EOS included, for each (source, target) pair;
     ``lowercase`` for a model trained with data.lowercase."""
-    from nmt_cli.data import collate
     import numpy as np
     src_ids = tokenizer.encode_src([normalize(s, lowercase) for s in sources])
     tgt_ids = tokenizer.encode_tgt([normalize(t, lowercase) for t in targets])
