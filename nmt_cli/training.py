@@ -414,9 +414,11 @@ class Trainer:
         with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as fh:
             fh.write(json.dumps(record) + "\n")
         if self.tensorboard is not None:
+            # An average of checkpoints is plotted at the newest step it contains.
+            step = record["step"] if "step" in record else max(record["steps"])
             for k, v in record.items():
-                if isinstance(v, (int, float)) and k != "step":
-                    self.tensorboard.add_scalar(f"{record.get('kind', 'train')}/{k}", v, record["step"])
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "step":
+                    self.tensorboard.add_scalar(f"{record.get('kind', 'train')}/{k}", v, step)
 
     def _open_tensorboard(self):
         if not self.main:

@@ -155,6 +155,29 @@ def test_precision_auto_uses_bf16_only_where_the_hardware_has_it():
         resolve_precision("fp16", cpu)
 
 
+def test_tensorboard_gets_each_numeric_metric_at_its_step(tiny_run, tmp_path, monkeypatch):
+    scalars = []
+
+    class Writer:
+        def add_scalar(self, tag, value, step):
+            scalars.append((tag, value, step))
+
+        def close(self):
+            scalars.append("closed")
+
+    monkeypatch.setattr(Trainer, "_open_tensorboard", lambda self: Writer())
+    recipe, run_dir = fresh_run(tiny_run, tmp_path, max_steps=12, checkpoint_every=4, valid_every=6,
+                                valid_max_sentences=16, average_last=3)
+    summary = train(recipe, run_dir, device="cpu")
+    assert scalars[-1] == "closed"
+    tags = {tag: (value, step) for tag, value, step in scalars[:-1]}
+    # the average of steps 6, 8 and 12 is plotted at step 12; flags are not plotted
+    assert tags["averaged/valid_bleu"] == (summary["averaged"]["valid_bleu"], 12)
+    assert "averaged/best" not in tags
+    assert tags["valid/valid_loss"][1] == 12
+    assert all(1 <= step <= 12 for _, step in tags.values())
+
+
 def test_early_stopping_and_max_minutes(tiny_run, tmp_path):
     # lr so small that valid BLEU cannot move: patience 2 stops after the 3rd validation.
     recipe, run_dir = fresh_run(tiny_run, tmp_path / "early", max_steps=500, valid_every=4,
