@@ -3,6 +3,8 @@ target tokens/s and sentences/s over N steps after a short warm-up.
 
     python bench/train_speed.py recipes/en-fr.yaml --run-dir runs/en-fr [--steps 30] [--set K=V ...]
 
+``--device cuda`` (default: auto) times it on a GPU, under the recipe's ``train.precision`` (``auto`` is
+bf16 there; ``--set train.precision=fp16`` adds the loss scaler that ``nmt train`` uses).
 ``--compile`` wraps the model in ``torch.compile(dynamic=True)``; give it ``--warmup 20`` so the
 compilations (batch shapes vary) fall in the warm-up, whose seconds are printed too.
 """
@@ -10,6 +12,7 @@ compilations (batch shapes vary) fall in the warm-up, whose seconds are printed 
 from __future__ import annotations
 
 import argparse
+import itertools
 import time
 from contextlib import nullcontext
 from pathlib import Path
@@ -20,7 +23,13 @@ from nmt_cli.config import load_recipe
 from nmt_cli.data import iterate_epoch, load_split
 from nmt_cli.model import build_model
 from nmt_cli.tokenizer import Tokenizer
-from nmt_cli.training import make_optimizer, resolve_precision
+from nmt_cli.training import make_optimizer, pick_device, resolve_precision
+
+
+def synchronize(device: torch.device) -> None:
+    """GPU work is asynchronous: wait for it so the clock measures it."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
 
 
 def main() -> None:
@@ -31,37 +40,51 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--set", dest="overrides", action="append", default=[])
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (dynamic shapes)")
+    ap.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
     args = ap.parse_args()
+    device = pick_device(args.device)
     recipe = load_recipe(args.recipe, args.overrides)
     tok = Tokenizer.load(args.run_dir)
     split = load_split(args.run_dir, "train")
     torch.manual_seed(0)
-    model = build_model(recipe.model, tok.src_vocab_size, tok.tgt_vocab_size).train()
+    model = build_model(recipe.model, tok.src_vocab_size, tok.tgt_vocab_size).to(device).train()
     opt = make_optimizer(model, recipe)
     forward = torch.compile(model, dynamic=True) if args.compile else model
-    precision = resolve_precision(recipe.train.precision, torch.device("cpu"))
-    autocast = torch.autocast("cpu", dtype=torch.bfloat16) if precision == "bf16" else nullcontext()
-    batches = iterate_epoch(split, recipe.train.batch_tokens, 0, 0)
+    precision = resolve_precision(recipe.train.precision, device)
+    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
+    autocast = torch.autocast(device.type, dtype=dtype) if dtype else nullcontext()
+    scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
+    # as many epochs as the steps need: large batches use up a small corpus in a few dozen steps
+    batches = (b for epoch in itertools.count()
+               for b in iterate_epoch(split, recipe.train.batch_tokens, 0, epoch))
     tokens = sents = 0
     start = None
     began = time.perf_counter()
     for i in range(args.warmup + args.steps):
         if i == args.warmup:
+            synchronize(device)
             start, tokens, sents = time.perf_counter(), 0, 0
             warmup_s = start - began
         _, b = next(batches)
+        b = b.to(device)
         with autocast:
             summed, _ = forward(b.src, b.src_lengths, b.tgt_in, tgt_out=b.tgt_out,
                                 label_smoothing=recipe.train.label_smoothing)
         loss = summed / b.tgt_tokens
         opt.zero_grad()
-        loss.backward()
-        opt.step()
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(opt)
+            scaler.update()
+        else:
+            loss.backward()
+            opt.step()
         tokens += b.tgt_tokens
         sents += b.src.size(0)
+    synchronize(device)
     dt = time.perf_counter() - start
     print(f"{recipe.name}: {model.parameter_count() / 1e6:.2f}M params, {recipe.model.rnn} "
-          f"{recipe.model.attention}/{recipe.model.decoder}, {precision}: "
+          f"{recipe.model.attention}/{recipe.model.decoder}, {device.type} {precision}: "
           f"{tokens / dt:.0f} tgt tok/s, {sents / dt:.1f} sent/s, {1000 * dt / args.steps:.0f} ms/step"
           f"{', compiled' if args.compile else ''}, warm-up {warmup_s:.1f} s")
 

@@ -126,8 +126,8 @@ class TrainConfig:
     sampling_prob: float = _opt(0.25, lo=0.0, hi=1.0, help="final probability of feeding back a prediction")
     sampling_steps: int = _opt(5000, lo=1, help="steps over which the schedule ramps up")
     precision: str = _opt("auto", choices=("auto", "fp32", "bf16", "fp16"),
-                          help="auto: bf16 autocast where the hardware has bf16 (AVX512-BF16/AMX CPU, "
-                               "Ampere+ GPU), else fp32")
+                          help="auto: bf16 autocast on a CPU with bf16 hardware (AVX512-BF16/AMX), "
+                               "else fp32 (GPUs too: faster there for these models)")
     max_nan_batches: int = _opt(20, lo=1, help="stop after this many non-finite losses in a row")
 
 

@@ -153,6 +153,7 @@ def test_precision_auto_uses_bf16_only_where_the_hardware_has_it():
     assert resolve_precision("bf16", cpu) == "bf16"  # an explicit choice is kept (and warned about)
     with pytest.raises(UserError, match="fp16 needs a CUDA device"):
         resolve_precision("fp16", cpu)
+    assert resolve_precision("auto", torch.device("cuda")) == "fp32"  # launch-bound on a GPU
 
 
 def test_tensorboard_gets_each_numeric_metric_at_its_step(tiny_run, tmp_path, monkeypatch):
