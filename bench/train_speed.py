@@ -3,8 +3,8 @@ target tokens/s and sentences/s over N steps after a short warm-up.
 
     python bench/train_speed.py recipes/en-fr.yaml --run-dir runs/en-fr [--steps 30] [--set K=V ...]
 
-``--device cuda`` (default: auto) times it on a GPU, under the recipe's ``train.precision`` (``auto`` is
-bf16 there; ``--set train.precision=fp16`` adds the loss scaler that ``nmt train`` uses).
+``--device cuda`` (default: auto) times it on a GPU, under the recipe's ``train.precision``
+(``auto`` is fp32 there; ``--set train.precision=fp16`` adds the loss scaler ``nmt train`` uses).
 ``--compile`` wraps the model in ``torch.compile(dynamic=True)``; give it ``--warmup 20`` so the
 compilations (batch shapes vary) fall in the warm-up, whose seconds are printed too.
 """

@@ -145,7 +145,7 @@ def test_sampling_schedules():
     assert sampling_probability(inv, 0) < 0.02 < sampling_probability(inv, 1000) < sampling_probability(inv, 3000)
 
 
-def test_precision_auto_uses_bf16_only_where_the_hardware_has_it():
+def test_precision_auto_uses_bf16_only_on_a_cpu_whose_hardware_has_it():
     from nmt_cli.training import native_bf16, resolve_precision
     cpu = torch.device("cpu")
     assert resolve_precision("auto", cpu) == ("bf16" if native_bf16(cpu) else "fp32")
