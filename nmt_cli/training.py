@@ -86,8 +86,8 @@ def native_bf16(device: torch.device) -> bool:
 
 def resolve_precision(requested: str, device: torch.device) -> str:
     """``auto``: bf16 autocast on a CPU that has it in hardware, fp32 elsewhere. On a GPU these
-    RNN models are bound by kernel launches, not arithmetic, and autocast's casts only add launches:
-    on an H100 the en-fr recipe trained at 85k target tokens/s in bf16 and 102k in fp32
+    small RNN models gain nothing from bf16 matrix units and autocast's casts add kernels: on an
+    H100 the en-fr recipe trained at 85k target tokens/s in bf16 and 102k in fp32
     (docs/benchmarks.md)."""
     if requested == "auto":
         return "bf16" if device.type == "cpu" and native_bf16(device) else "fp32"
