@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import itertools
 import time
-from contextlib import nullcontext
 from pathlib import Path
 
 import torch
@@ -23,7 +22,7 @@ from nmt_cli.config import load_recipe
 from nmt_cli.data import iterate_epoch, load_split
 from nmt_cli.model import build_model
 from nmt_cli.tokenizer import Tokenizer
-from nmt_cli.training import make_optimizer, pick_device, resolve_precision
+from nmt_cli.training import autocast_context, make_optimizer, pick_device, resolve_precision
 
 
 def synchronize(device: torch.device) -> None:
@@ -51,8 +50,6 @@ def main() -> None:
     opt = make_optimizer(model, recipe)
     forward = torch.compile(model, dynamic=True) if args.compile else model
     precision = resolve_precision(recipe.train.precision, device)
-    dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(precision)
-    autocast = torch.autocast(device.type, dtype=dtype) if dtype else nullcontext()
     scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
     # as many epochs as the steps need: large batches use up a small corpus in a few dozen steps
     batches = (b for epoch in itertools.count()
@@ -67,7 +64,7 @@ def main() -> None:
             warmup_s = start - began
         _, b = next(batches)
         b = b.to(device)
-        with autocast:
+        with autocast_context(device, precision):
             summed, _ = forward(b.src, b.src_lengths, b.tgt_in, tgt_out=b.tgt_out,
                                 label_smoothing=recipe.train.label_smoothing)
         loss = summed / b.tgt_tokens

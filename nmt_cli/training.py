@@ -96,6 +96,14 @@ def resolve_precision(requested: str, device: torch.device) -> str:
     return requested
 
 
+def autocast_context(device: torch.device, precision: str):
+    """The forward pass's context for a resolved precision: fp32 runs as written."""
+    if precision == "fp32":
+        return nullcontext()
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
+    return torch.autocast(device.type, dtype=dtype)
+
+
 def peak_rss_mb() -> float:
     kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return kb / 1024.0 if sys.platform != "darwin" else kb / (1024.0 * 1024.0)
@@ -219,10 +227,7 @@ class Trainer:
         dist.init_process_group(backend)
 
     def autocast(self):
-        if self.precision == "fp32":
-            return nullcontext()
-        dtype = torch.bfloat16 if self.precision == "bf16" else torch.float16
-        return torch.autocast(self.device.type, dtype=dtype)
+        return autocast_context(self.device, self.precision)
 
     def _resume(self, path: Path) -> None:
         payload = ckpt.load(path)
