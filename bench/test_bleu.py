@@ -33,8 +33,8 @@ def main() -> None:
     args = ap.parse_args()
 
     from nmt_cli.config import load_recipe
-    from nmt_cli.corpora import fetch_tok_reference
-    from nmt_cli.data import load_meta, read_lines
+    from nmt_cli.corpora import fetch_tok_reference, read_lines
+    from nmt_cli.data import load_meta
     from nmt_cli.errors import DataError
     from nmt_cli.scoring import score
     meta = load_meta(args.model)

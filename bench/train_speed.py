@@ -22,7 +22,8 @@ from nmt_cli.config import load_recipe
 from nmt_cli.data import iterate_epoch, load_split
 from nmt_cli.model import build_model
 from nmt_cli.tokenizer import Tokenizer
-from nmt_cli.training import autocast_context, make_optimizer, pick_device, resolve_precision
+from nmt_cli.device import autocast_context, pick_device, resolve_precision
+from nmt_cli.training import make_optimizer
 
 
 def synchronize(device: torch.device) -> None:

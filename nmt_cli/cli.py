@@ -78,7 +78,7 @@ def train(recipe: Annotated[Path, typer.Argument(help="YAML recipe, e.g. recipes
     stops; running the same command again resumes exactly.
     """
     from nmt_cli.data import ensure_preprocessed
-    from nmt_cli.training import pick_device, resolve_precision
+    from nmt_cli.device import pick_device, resolve_precision
     from nmt_cli.training import train as run_train
     extra = ([f"train.max_steps={max_steps}"] if max_steps is not None else []) + \
             ([f"train.max_minutes={max_minutes}"] if max_minutes is not None else [])
@@ -153,7 +153,7 @@ def translate(model: ModelOption = [],
 
 
 def _read(path: Path) -> list[str]:
-    from nmt_cli.data import read_lines
+    from nmt_cli.corpora import read_lines
     return read_lines(path)
 
 
@@ -178,7 +178,6 @@ def evaluate(hyp: Annotated[Optional[Path], typer.Option(help="Hypotheses, one p
     -m with --by-length compare the models side by side.
     """
     from nmt_cli import scoring
-    from nmt_cli.translate import load_translator
     if ref is None:
         raise UserError("--ref: give the reference file")
     refs = _read(ref)
@@ -193,6 +192,7 @@ def evaluate(hyp: Annotated[Optional[Path], typer.Option(help="Hypotheses, one p
         # Checked before translating: a mismatch found afterwards would waste the whole translation.
         if len(sources) != len(refs):
             raise UserError(f"--src and --ref differ in length: {len(sources)} vs {len(refs)} lines")
+        from nmt_cli.translate import load_translator  # torch is imported only to translate
         for m in model:
             translator = load_translator([m], device=device, beam_size=beam_size, length_penalty=length_penalty)
             if translator.lowercase and not lc_tok:
@@ -241,7 +241,7 @@ def score(model: Annotated[List[str], typer.Option(
           device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto") -> None:
     """Print log p(target | source) for each pair (forced decoding), one number per line."""
     from nmt_cli.checkpoint import load_model
-    from nmt_cli.training import pick_device
+    from nmt_cli.device import pick_device
     from nmt_cli.translate import force_decode
     if not model or src is None or tgt is None:
         raise UserError("give -m RUN, --src FILE and --tgt FILE")
@@ -273,7 +273,7 @@ def average(run_dir: Annotated[Path, typer.Argument(help="Run dir whose numbered
 
 def main() -> None:
     """Entry point: user errors become one line on stderr and exit code 2, never a traceback."""
-    from nmt_cli.training import TrainingInterrupted
+    from nmt_cli.errors import TrainingInterrupted
     try:
         app(standalone_mode=False, prog_name="nmt")
     except UserError as exc:

@@ -1,4 +1,4 @@
-"""Corpus registry and fetching: pinned sha256, a local mirror, atomic writes.
+"""Corpus registry, fetching and reading: pinned sha256, a local mirror, atomic writes.
 
 A file is looked up as ``<cache>/<corpus>/<file>``. A cached file is used when its hash matches;
 otherwise it is copied from ``NMT_DATA_MIRROR/<corpus>/<file>`` when that variable is set, or
@@ -198,3 +198,20 @@ def download(url: str, dst_dir: Path, name: str, expected: str, *, timeout: floa
         reason = getattr(exc, "reason", None) or exc
         raise DataError(f"{url}: download failed ({reason}); set NMT_DATA_MIRROR to a local copy "
                         "to work offline") from None
+
+
+def read_lines(path: Path) -> list[str]:
+    """All lines of a plain or gzip text file, invalid UTF-8 replaced, line ends stripped."""
+    try:
+        opener = gzip.open if str(path).endswith(".gz") else open
+        with opener(path, "rb") as fh:
+            raw = fh.read()
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    except (OSError, EOFError) as exc:
+        raise DataError(f"{path}: cannot read ({exc})") from None
+    text = raw.decode("utf-8", errors="replace")
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line.rstrip("\r") for line in lines]

@@ -8,7 +8,6 @@ corpus never becomes a list of Python objects.
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 from collections import Counter
@@ -26,23 +25,6 @@ from nmt_cli.shortlist import Shortlist, learn_shortlist
 from nmt_cli.tokenizer import BOS, EOS, PAD, seed_sampling, train_tokenizer
 
 DATA_FORMAT = 1
-
-
-def read_lines(path: Path) -> list[str]:
-    """All lines of a plain or gzip text file, invalid UTF-8 replaced, line ends stripped."""
-    try:
-        opener = gzip.open if str(path).endswith(".gz") else open
-        with opener(path, "rb") as fh:
-            raw = fh.read()
-    except FileNotFoundError:
-        raise DataError(f"{path}: file not found") from None
-    except (OSError, EOFError) as exc:
-        raise DataError(f"{path}: cannot read ({exc})") from None
-    text = raw.decode("utf-8", errors="replace")
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line.rstrip("\r") for line in lines]
 
 
 def normalize(line: str, lowercase: bool = False) -> str:
@@ -69,7 +51,7 @@ def split_files(recipe: Recipe, split: str) -> tuple[Path, Path]:
 
 
 def read_pair(src_path: Path, tgt_path: Path, lowercase: bool = False) -> tuple[list[str], list[str]]:
-    src, tgt = read_lines(src_path), read_lines(tgt_path)
+    src, tgt = corpora.read_lines(src_path), corpora.read_lines(tgt_path)
     if len(src) != len(tgt):
         raise DataError(f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}; "
                         "line i of one must translate line i of the other")
@@ -230,7 +212,7 @@ def load_meta(run_dir: Path) -> dict:
 
 
 def load_text(run_dir: Path, split: str, side: str) -> list[str]:
-    return read_lines(run_dir / "data" / f"{split}.{side}.txt")
+    return corpora.read_lines(run_dir / "data" / f"{split}.{side}.txt")
 
 
 def _write_text(path: Path, lines: Sequence[str]) -> None:
@@ -261,7 +243,7 @@ def save_tok_references(recipe: Recipe, data_dir: Path, log=print) -> dict[str, 
         if name == "train" or corpus.tok_reference_name(split, recipe.tgt) not in corpus.tok_references:
             continue
         try:
-            lines = read_lines(corpora.fetch_tok_reference(corpus.name, split, recipe.tgt))
+            lines = corpora.read_lines(corpora.fetch_tok_reference(corpus.name, split, recipe.tgt))
         except DataError as exc:
             log(f"note: no tokenized reference for {split} ({exc}); lc-tok scores will be unavailable")
             continue

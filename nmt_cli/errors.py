@@ -1,5 +1,7 @@
 """Errors a user can cause. The CLI prints them as one line and exits with code 2."""
 
+import signal
+
 
 class UserError(Exception):
     """A problem with the user's input, files or environment, reported without a traceback."""
@@ -17,3 +19,11 @@ class DataError(UserError):
 
 class CheckpointError(UserError):
     """A checkpoint that cannot be loaded safely."""
+
+
+class TrainingInterrupted(Exception):
+    """Raised after a signal made training checkpoint and stop; carries the exit code."""
+
+    def __init__(self, signum: int):
+        super().__init__(f"interrupted by {signal.Signals(signum).name}")
+        self.exit_code = 128 + signum

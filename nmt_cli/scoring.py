@@ -56,6 +56,8 @@ def score(hyps: Sequence[str], refs: Sequence[str], metrics: Sequence[str] = MET
           lc_tok: str | None = None) -> list[Score]:
     if len(hyps) != len(refs):
         raise UserError(f"hypotheses and references differ in length: {len(hyps)} vs {len(refs)} lines")
+    if not refs:
+        raise UserError("nothing to score: the references are empty (0 lines)")
     hyps = list(hyps)
     if lc_tok:
         hyps = moses_lc_tok(hyps, lc_tok)

@@ -11,37 +11,29 @@ import json
 import logging
 import math
 import os
-import resource
 import signal
 import sys
 import time
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
+import sacrebleu
 import torch
 
 from nmt_cli import checkpoint as ckpt
 from nmt_cli.config import Recipe, recipe_differences
 from nmt_cli.data import (EncodedSplit, iterate_epoch, learn_split_shortlist, load_meta, load_shortlist,
                           load_split, load_text, make_batch, sampled_split, save_shortlist)
+from nmt_cli.device import autocast_context, native_bf16, peak_rss_mb, pick_device, resolve_precision
 from nmt_cli.ema import WeightAverage
-from nmt_cli.errors import CheckpointError, DataError, UserError
+from nmt_cli.errors import CheckpointError, DataError, TrainingInterrupted, UserError
 from nmt_cli.model import build_model
 from nmt_cli.schedule import LearningRate, sampling_probability
 from nmt_cli.tokenizer import PAD, Tokenizer
 from nmt_cli.translate import DecodeOptions, decode_ids
 
 log = logging.getLogger("nmt.train")
-
-
-class TrainingInterrupted(Exception):
-    """Raised after a signal made training checkpoint and stop; carries the exit code."""
-
-    def __init__(self, signum: int):
-        super().__init__(f"interrupted by {signal.Signals(signum).name}")
-        self.exit_code = 128 + signum
 
 
 @dataclass
@@ -55,58 +47,6 @@ class Progress:
     nan_in_row: int = 0
     nan_total: int = 0
     history: list = field(default_factory=list)  # validation results, for summary.json
-
-
-def pick_device(name: str) -> torch.device:
-    if name == "auto":
-        if torch.cuda.is_available():
-            return torch.device("cuda")
-        if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
-            return torch.device("mps")
-        return torch.device("cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise UserError("--device cuda: no CUDA device is available")
-    if name == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
-        raise UserError("--device mps: no MPS device is available")
-    return torch.device(name)
-
-
-def native_bf16(device: torch.device) -> bool:
-    """Whether bf16 matrix products run in hardware here (AVX512-BF16/AMX CPUs, Ampere+ GPUs).
-    Without it a CPU emulates bf16 about a hundred times slower than fp32."""
-    if device.type == "cuda":
-        return torch.cuda.is_bf16_supported()
-    if device.type == "cpu":
-        try:
-            return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-        except (AttributeError, RuntimeError):  # older or newer torch without this probe
-            return False
-    return False
-
-
-def resolve_precision(requested: str, device: torch.device) -> str:
-    """``auto``: bf16 autocast on a CPU that has it in hardware, fp32 elsewhere. On a GPU these
-    small RNN models gain nothing from bf16 matrix units and autocast's casts add kernels: on an
-    H100 the en-fr recipe trained at 85k target tokens/s in bf16 and 102k in fp32
-    (docs/benchmarks.md)."""
-    if requested == "auto":
-        return "bf16" if device.type == "cpu" and native_bf16(device) else "fp32"
-    if requested == "fp16" and device.type != "cuda":
-        raise UserError("train.precision: fp16 needs a CUDA device; use auto, bf16 or fp32")
-    return requested
-
-
-def autocast_context(device: torch.device, precision: str):
-    """The forward pass's context for a resolved precision: fp32 runs as written."""
-    if precision == "fp32":
-        return nullcontext()
-    dtype = torch.bfloat16 if precision == "bf16" else torch.float16
-    return torch.autocast(device.type, dtype=dtype)
-
-
-def peak_rss_mb() -> float:
-    kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return kb / 1024.0 if sys.platform != "darwin" else kb / (1024.0 * 1024.0)
 
 
 def setup_logging(run_dir: Path) -> None:
@@ -155,7 +95,6 @@ def validate(model, split: EncodedSplit, refs: list[str], tokenizer: Tokenizer, 
     with autocast():
         hyps = decode_ids(model, [s or [PAD] for s in sources], opts, device)
     texts = tokenizer.decode_tgt([h[0].tokens for h in hyps])
-    import sacrebleu  # here, not at the top: `nmt translate` imports this module and never scores
     bleu = sacrebleu.corpus_bleu(texts, [refs[:n]]).score
     model.train()
     loss = total_nll / max(total_tokens, 1)

@@ -282,7 +282,7 @@ def load_translator(models: Sequence[str], *, device: str = "auto", quantize: st
     from nmt_cli.checkpoint import load_model
     from nmt_cli.errors import UserError
     from nmt_cli.model.ensemble import Ensemble
-    from nmt_cli.training import pick_device
+    from nmt_cli.device import pick_device
     if not models:
         raise UserError("-m/--model: give a run dir or checkpoint")
     dev = pick_device(device)

@@ -103,6 +103,21 @@ def test_eval_with_files(tmp_path):
     three.write_text("a\nb\nc\n")
     one_line_error(nmt("eval", "-m", tmp_path / "no-run", "--src", hyp, "--ref", three), "differ in length", "2 vs 3")
     one_line_error(nmt("eval", "--hyp", hyp, "--ref", ref, "--by-length"), "--by-length", "--src")
+    empty = tmp_path / "empty.txt"
+    empty.write_text("")
+    one_line_error(nmt("eval", "--hyp", empty, "--ref", empty), "empty")
+
+
+def test_help_and_file_scoring_do_not_import_torch(tmp_path):
+    """Torch takes seconds to import: `nmt --help` and `nmt eval --hyp --ref` must not wait for it."""
+    ref = tmp_path / "r.txt"
+    ref.write_text("a man rides a bike .\n")
+    probe = ("import sys; from nmt_cli.cli import main; sys.argv = ['nmt'] + sys.argv[1:]\n"
+             "try:\n    main()\nexcept SystemExit:\n    pass\n"
+             "print('torch' in sys.modules, file=sys.stderr)")
+    for args in (["--help"], ["eval", "--hyp", str(ref), "--ref", str(ref)]):
+        result = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, cwd=ROOT)
+        assert result.stderr.decode().strip().splitlines()[-1] == "False", (args, result.stderr.decode())
 
 
 @pytest.mark.slow

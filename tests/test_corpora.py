@@ -143,3 +143,14 @@ def test_download_with_wrong_hash_is_refused(tmp_path, http_server):
 def test_unreachable_server_suggests_the_mirror(tmp_path):
     with pytest.raises(DataError, match="NMT_DATA_MIRROR"):
         corpora.download("http://127.0.0.1:9/nothing.gz", tmp_path, "f.gz", "0" * 64, timeout=2)
+
+
+def test_read_lines_replaces_invalid_utf8_and_reads_gzip(tmp_path):
+    p = tmp_path / "f.txt"
+    p.write_bytes(b"ok\n\xff\xfebad\r\nlast")
+    assert corpora.read_lines(p) == ["ok", "\ufffd\ufffdbad", "last"]
+    gz = tmp_path / "f.txt.gz"
+    gz.write_bytes(gzip.compress(b"a\n\nb\n"))
+    assert corpora.read_lines(gz) == ["a", "", "b"]  # an empty line is a line
+    with pytest.raises(DataError, match="missing.txt: file not found"):
+        corpora.read_lines(tmp_path / "missing.txt")

@@ -2,8 +2,9 @@ import numpy as np
 import pytest
 
 from nmt_cli.config import recipe_from_dict
+from nmt_cli.corpora import read_lines
 from nmt_cli.data import (filter_pairs, iterate_epoch, load_split, normalize, padding_fraction,
-                          preprocess, read_lines, read_pair, sampled_split, save_tok_references,
+                          preprocess, read_pair, sampled_split, save_tok_references,
                           token_batches)
 from nmt_cli.errors import DataError
 from nmt_cli.tokenizer import BOS, EOS, PAD, Tokenizer
@@ -21,12 +22,6 @@ def test_filter_counts_each_reason():
     keep, dropped = filter_pairs(src, tgt, max_len=10, max_ratio=3.0)
     assert keep == [0, 5]  # 3:1 is within the ratio
     assert dropped == {"empty side": 2, "longer than 10 words": 1, "length ratio over 3": 1}
-
-
-def test_read_lines_replaces_invalid_utf8(tmp_path):
-    p = tmp_path / "f.txt"
-    p.write_bytes(b"ok\n\xff\xfebad\nlast")
-    assert read_lines(p) == ["ok", "\ufffd\ufffdbad", "last"]
 
 
 def test_read_pair_lowercases_both_sides_only_when_asked(tmp_path):

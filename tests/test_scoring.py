@@ -55,5 +55,7 @@ def test_bleu_by_length_buckets():
 def test_bad_input():
     with pytest.raises(UserError, match="differ in length: 1 vs 2"):
         scoring.score(["a"], ["a", "b"])
+    with pytest.raises(UserError, match="the references are empty"):
+        scoring.score([], [])
     with pytest.raises(UserError, match="unknown metric 'meteor'"):
         scoring.parse_metrics("bleu,meteor")

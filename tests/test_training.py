@@ -145,17 +145,6 @@ def test_sampling_schedules():
     assert sampling_probability(inv, 0) < 0.02 < sampling_probability(inv, 1000) < sampling_probability(inv, 3000)
 
 
-def test_precision_auto_uses_bf16_only_on_a_cpu_whose_hardware_has_it():
-    from nmt_cli.training import native_bf16, resolve_precision
-    cpu = torch.device("cpu")
-    assert resolve_precision("auto", cpu) == ("bf16" if native_bf16(cpu) else "fp32")
-    assert resolve_precision("fp32", cpu) == "fp32"
-    assert resolve_precision("bf16", cpu) == "bf16"  # an explicit choice is kept (and warned about)
-    with pytest.raises(UserError, match="fp16 needs a CUDA device"):
-        resolve_precision("fp16", cpu)
-    assert resolve_precision("auto", torch.device("cuda")) == "fp32"  # launch-bound on a GPU
-
-
 def test_tensorboard_gets_each_numeric_metric_at_its_step(tiny_run, tmp_path, monkeypatch):
     scalars = []
 
