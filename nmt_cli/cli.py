@@ -116,6 +116,8 @@ def translate(model: ModelOption = [],
             import matplotlib  # noqa: F401
         except ImportError:
             raise UserError("--attention-plot needs matplotlib: pip install 'nmt[plot]'") from None
+        from nmt_cli.plots import plot_dir
+        plot_dir(attention_plot)  # before the model loads: a bad folder should not cost a load
     want_attention = alignments or attention_plot is not None or show_attention
     translator = load_translator(model, device=device, quantize=quantize, beam_size=beam_size,
                                  batch_size=batch_size, batch_tokens=batch_tokens, nbest=nbest,
@@ -184,6 +186,8 @@ def evaluate(hyp: Annotated[Optional[Path], typer.Option(help="Hypotheses, one p
     names = scoring.parse_metrics(metrics)
     if by_length and src is None:
         raise UserError("--by-length: give --src FILE (buckets are by source length)")
+    if plot is not None and not plot.parent.is_dir():
+        raise UserError(f"--plot {plot}: the folder {plot.parent} does not exist")
     sources = _read(src) if src is not None else None
     systems: dict[str, list[str]] = {}
     if model:

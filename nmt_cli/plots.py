@@ -5,11 +5,12 @@ Figure 2)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
-
-import torch
+from typing import TYPE_CHECKING, Sequence
 
 from nmt_cli.errors import UserError
+
+if TYPE_CHECKING:  # only for annotations: `nmt eval --plot` need not import torch
+    import torch
 
 
 def _pyplot(option: str):
@@ -20,6 +21,24 @@ def _pyplot(option: str):
     except ImportError:
         raise UserError(f"{option} needs matplotlib: pip install 'nmt[plot]'") from None
     return plt
+
+
+def plot_dir(path: Path) -> Path:
+    """Create the folder for --attention-plot's pictures, or say in one line why it cannot be."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise UserError(f"--attention-plot {path}: cannot create the folder ({exc.strerror})") from None
+    return path
+
+
+def _save(plt, fig, path: Path, dpi: int) -> None:
+    try:
+        fig.savefig(path, dpi=dpi)
+    except OSError as exc:
+        raise UserError(f"{path}: cannot write ({exc.strerror})") from None
+    finally:
+        plt.close(fig)
 
 
 def attention_heatmap(weights: torch.Tensor, src_pieces: Sequence[str], tgt_pieces: Sequence[str],
@@ -35,8 +54,7 @@ def attention_heatmap(weights: torch.Tensor, src_pieces: Sequence[str], tgt_piec
     ax.set_xlabel("source")
     ax.set_ylabel("translation")
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    _save(plt, fig, path, dpi=100)
 
 
 def bleu_by_length_chart(report: dict, path: Path) -> None:
@@ -51,5 +69,4 @@ def bleu_by_length_chart(report: dict, path: Path) -> None:
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    _save(plt, fig, path, dpi=120)

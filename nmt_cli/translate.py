@@ -16,7 +16,7 @@ from typing import Callable, Iterator, Sequence
 import torch
 
 from nmt_cli.data import collate, normalize
-from nmt_cli.plots import attention_heatmap
+from nmt_cli.plots import attention_heatmap, plot_dir
 from nmt_cli.search import Hypothesis, search
 from nmt_cli.tokenizer import Tokenizer
 
@@ -229,9 +229,7 @@ def translate_stream(translator: Translator, in_stream, out_stream, *, interacti
     """Translate a binary line stream into a text stream; returns the number of lines."""
     import pathlib
     tokenizer = translator.tokenizer
-    plot_dir = pathlib.Path(out.attention_plot) if out.attention_plot else None
-    if plot_dir:
-        plot_dir.mkdir(parents=True, exist_ok=True)
+    pictures = plot_dir(pathlib.Path(out.attention_plot)) if out.attention_plot else None
     count = 0
     for chunk in read_lines_stream(in_stream, interactive):
         for tr in translator.translate(chunk):
@@ -241,8 +239,8 @@ def translate_stream(translator: Translator, in_stream, out_stream, *, interacti
             if best is not None and best.attention is not None:
                 src_p = tokenizer.src_pieces(tr.src_ids)
                 tgt_p = tokenizer.tgt_pieces(best.tokens) + ["</s>"]
-                if plot_dir:
-                    attention_heatmap(best.attention, src_p, tgt_p, plot_dir / f"{count:06d}.png")
+                if pictures:
+                    attention_heatmap(best.attention, src_p, tgt_p, pictures / f"{count:06d}.png")
                 if out.show_attention:
                     print(shade_rows(best.attention, src_p, tgt_p), file=sys.stderr)
             count += 1

@@ -1,6 +1,7 @@
 """The `nmt` command line, run as users run it: a subprocess with real files."""
 
 import gzip
+import importlib.util
 import json
 from collections import Counter
 import os
@@ -84,6 +85,9 @@ def test_translate_without_a_model_is_one_line(tmp_path):
     one_line_error(nmt("translate", "-m", tmp_path / "junk.pt", input=b"hi\n"), "junk.pt")
     one_line_error(nmt("average", tmp_path, "--last", 3), str(tmp_path), "no numbered checkpoints")
     one_line_error(nmt("translate", "-m", "x", "--workers", 0, input=b"hi\n"), "--workers")
+    no_plot_extra = importlib.util.find_spec("matplotlib") is None
+    one_line_error(nmt("translate", "-m", tmp_path / "nothing", "--attention-plot", tmp_path / "junk.pt" / "pics",
+                       input=b"hi\n"), "--attention-plot", "needs matplotlib" if no_plot_extra else "cannot create the folder")
     pair = tmp_path / "one.txt"
     pair.write_text("hi\n")
     one_line_error(nmt("score", "-m", "a", "-m", "b", "--src", pair, "--tgt", pair), "-m", "one model")
@@ -106,6 +110,8 @@ def test_eval_with_files(tmp_path):
     empty = tmp_path / "empty.txt"
     empty.write_text("")
     one_line_error(nmt("eval", "--hyp", empty, "--ref", empty), "empty")
+    one_line_error(nmt("eval", "--hyp", hyp, "--ref", ref, "--src", ref, "--by-length", "--plot",
+                       tmp_path / "no-such-folder" / "chart.png"), "--plot", "does not exist")
 
 
 def test_help_and_file_scoring_do_not_import_torch(tmp_path):

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from nmt_cli.errors import UserError
-from nmt_cli.plots import attention_heatmap, bleu_by_length_chart
+from nmt_cli.plots import attention_heatmap, bleu_by_length_chart, plot_dir
 
 image = pytest.importorskip("matplotlib.image")
 
@@ -51,3 +51,13 @@ def test_without_matplotlib_the_option_is_named(tmp_path, monkeypatch):
         attention_heatmap(torch.eye(2), ["a", "b"], ["c", "d"], tmp_path / "x.png")
     with pytest.raises(UserError, match="--plot needs matplotlib"):
         bleu_by_length_chart({}, tmp_path / "y.png")
+
+
+def test_unwritable_places_are_one_line_errors(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    with pytest.raises(UserError, match="--attention-plot .*a-file/pictures: cannot create the folder"):
+        plot_dir(blocker / "pictures")
+    assert plot_dir(tmp_path / "new" / "pictures").is_dir()
+    with pytest.raises(UserError, match="a-file/x.png: cannot write"):
+        attention_heatmap(torch.eye(2), ["a", "b"], ["c", "d"], blocker / "x.png")
