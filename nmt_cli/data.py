@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +47,9 @@ def split_files(recipe: Recipe, split: str) -> tuple[Path, Path]:
         raise DataError(f"data: '{split}' must contain {{lang}} (e.g. /data/train.{{lang}}.gz) "
                         "when data.corpus is null")
     if "$" in template:
-        raise DataError(f"data: '{split}' names an environment variable that is not set")
+        unset = re.search(r"\$\{?(\w+)", template).group(1)
+        raise DataError(f"data: '{split}' needs the environment variable {unset}, which is not set "
+                        "(export it, or give the path with --set)")
     return Path(template.format(lang=recipe.src)), Path(template.format(lang=recipe.tgt))
 
 

@@ -4,7 +4,7 @@ import pytest
 from nmt_cli.config import recipe_from_dict
 from nmt_cli.corpora import read_lines
 from nmt_cli.data import (filter_pairs, iterate_epoch, load_split, normalize, padding_fraction,
-                          preprocess, read_pair, sampled_split, save_tok_references,
+                          preprocess, read_pair, sampled_split, save_tok_references, split_files,
                           token_batches)
 from nmt_cli.errors import DataError
 from nmt_cli.tokenizer import BOS, EOS, PAD, Tokenizer
@@ -186,3 +186,12 @@ def test_chunked_encoding_equals_encoding_at_once():
         assert offsets.tolist() == want_offsets.tolist()
     ids, offsets = encode_flat(encode, [])
     assert len(ids) == 0 and offsets.tolist() == [0]
+
+
+def test_local_paths_expand_environment_variables_or_name_the_unset_one(tmp_path, monkeypatch):
+    recipe = recipe_from_dict(tiny_recipe_dict({"train": "${NMT_TEST_CORPUS}/train.{lang}.gz", "valid": "v.{lang}"}))
+    monkeypatch.delenv("NMT_TEST_CORPUS", raising=False)
+    with pytest.raises(DataError, match="needs the environment variable NMT_TEST_CORPUS, which is not set"):
+        split_files(recipe, recipe.data.train)
+    monkeypatch.setenv("NMT_TEST_CORPUS", str(tmp_path))
+    assert split_files(recipe, recipe.data.train) == (tmp_path / "train.en.gz", tmp_path / "train.fr.gz")
