@@ -46,8 +46,14 @@ def moses_lc_tok(lines: Sequence[str], lang: str) -> list[str]:
     """lowercase | normalize-punctuation.perl -l L | tokenizer.perl -l L, as the references were made."""
     try:
         from sacremoses import MosesPunctNormalizer, MosesTokenizer
+        from sacremoses.corpus import NonbreakingPrefixes
     except ImportError:
         raise UserError("--lc-tok needs sacremoses: pip install sacremoses") from None
+    # An unknown code would silently get English rules and scores that compare with nothing.
+    known = sorted(code for code in NonbreakingPrefixes().available_langs if len(code) <= 3)
+    if lang not in known:
+        raise UserError(f"--lc-tok {lang}: sacremoses has no Moses rules for '{lang}' "
+                        f"(it has: {', '.join(known)})")
     norm, tok = MosesPunctNormalizer(lang=lang), MosesTokenizer(lang=lang)
     return [tok.tokenize(norm.normalize(line.lower()), escape=True, return_str=True) for line in lines]
 

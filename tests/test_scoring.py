@@ -57,5 +57,7 @@ def test_bad_input():
         scoring.score(["a"], ["a", "b"])
     with pytest.raises(UserError, match="the references are empty"):
         scoring.score([], [])
+    with pytest.raises(UserError, match="--lc-tok xx: sacremoses has no Moses rules for 'xx' .*de, .*fr"):
+        scoring.score(["a"], ["a"], lc_tok="xx")
     with pytest.raises(UserError, match="unknown metric 'meteor'"):
         scoring.parse_metrics("bleu,meteor")
