@@ -186,6 +186,8 @@ def evaluate(hyp: Annotated[Optional[Path], typer.Option(help="Hypotheses, one p
     names = scoring.parse_metrics(metrics)
     if by_length and src is None:
         raise UserError("--by-length: give --src FILE (buckets are by source length)")
+    if plot is not None and not by_length:
+        raise UserError("--plot draws BLEU by source length: add --by-length (and --src FILE)")
     if plot is not None and not plot.parent.is_dir():
         raise UserError(f"--plot {plot}: the folder {plot.parent} does not exist")
     sources = _read(src) if src is not None else None

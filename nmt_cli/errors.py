@@ -1,4 +1,5 @@
-"""Errors a user can cause. The CLI prints them as one line and exits with code 2."""
+"""Errors a user can cause, and the signal that stopped a training. The CLI prints each as one line
+and exits with code 2 for an error, 128 + the signal number for an interruption."""
 
 import signal
 

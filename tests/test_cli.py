@@ -112,6 +112,7 @@ def test_eval_with_files(tmp_path):
     one_line_error(nmt("eval", "--hyp", empty, "--ref", empty), "empty")
     one_line_error(nmt("eval", "--hyp", hyp, "--ref", ref, "--src", ref, "--by-length", "--plot",
                        tmp_path / "no-such-folder" / "chart.png"), "--plot", "does not exist")
+    one_line_error(nmt("eval", "--hyp", hyp, "--ref", ref, "--plot", tmp_path / "chart.png"), "--plot", "--by-length")
 
 
 def test_help_and_file_scoring_do_not_import_torch(tmp_path):
