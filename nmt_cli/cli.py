@@ -107,6 +107,7 @@ def translate(model: ModelOption = [],
               quantize: Annotated[str, typer.Option(help="none or int8 (dynamic int8 quantisation for CPU decoding).")] = "none",
               shortlist: Annotated[Optional[bool], typer.Option("--shortlist/--no-shortlist", help="Decode over the vocabulary shortlist learned from the training data (faster on CPU; default: the recipe's decode.shortlist).")] = None,
               shortlist_per_source: Annotated[Optional[int], typer.Option(min=0, help="Candidates per source piece the shortlist adds; 0 = all it learned (default: the recipe's decode.shortlist_per_source).")] = None,
+              shortlist_frequent: Annotated[Optional[int], typer.Option(min=0, help="Most common target pieces the shortlist adds; 0 = all it learned (default: the recipe's decode.shortlist_frequent).")] = None,
               workers: Annotated[Optional[int], typer.Option(min=1, help="CPU: decode this many batches side by side, one core each (default: the recipe's decode.workers; 0 there = one per CPU thread torch uses).")] = None,
               device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto") -> None:
     """Translate lines from stdin (or -i) to stdout (or -o): one output line per input line, in order."""
@@ -122,7 +123,8 @@ def translate(model: ModelOption = [],
     translator = load_translator(model, device=device, quantize=quantize, beam_size=beam_size,
                                  batch_size=batch_size, batch_tokens=batch_tokens, nbest=nbest,
                                  attention=want_attention, shortlist=shortlist, length_penalty=length_penalty,
-                                 workers=workers, shortlist_per_source=shortlist_per_source)
+                                 workers=workers, shortlist_per_source=shortlist_per_source,
+                                 shortlist_frequent=shortlist_frequent)
     out_opts = OutputOptions(scores=scores, alignments=alignments, nbest=nbest,
                              attention_plot=str(attention_plot) if attention_plot else None,
                              show_attention=show_attention)

@@ -144,6 +144,8 @@ class DecodeConfig:
                                       "where the checkpoint has one")
     shortlist_per_source: int = _opt(10, lo=0, help="candidates per source piece the shortlist adds "
                                                     "(0 = all it learned, 30)")
+    shortlist_frequent: int = _opt(300, lo=0, help="most common target pieces the shortlist adds "
+                                                   "(0 = all it learned, 2,000)")
     workers: int = _opt(0, lo=0, help="CPU decoding: batches decoded side by side, one thread and one "
                                       "core each; 0 = as many as torch's CPU threads (OMP_NUM_THREADS)")
 

@@ -190,18 +190,24 @@ def learn_split_shortlist(data_dir: Path, tokenizer) -> Shortlist:
 
 
 def save_shortlist(data_dir: Path, shortlist: Shortlist) -> None:
-    _atomic_save(data_dir / "shortlist.frequent.npy", shortlist.frequent.numpy().astype(np.int32))
+    # Ranked frequent pieces get their own file name, so an older id-sorted one is never misread.
+    name = "shortlist.ranked.npy" if shortlist.ranked else "shortlist.frequent.npy"
+    _atomic_save(data_dir / name, shortlist.frequent.numpy().astype(np.int32))
     _atomic_save(data_dir / "shortlist.table.npy", shortlist.table.numpy().astype(np.int32))
 
 
 def load_shortlist(run_dir: Path) -> Shortlist | None:
     """The run's shortlist, or None for data preprocessed before shortlists existed."""
+    data_dir = run_dir / "data"
+    ranked = (data_dir / "shortlist.ranked.npy").exists()
     try:
-        frequent = np.load(run_dir / "data" / "shortlist.frequent.npy", allow_pickle=False)
-        table = np.load(run_dir / "data" / "shortlist.table.npy", allow_pickle=False)
+        frequent = np.load(data_dir / ("shortlist.ranked.npy" if ranked else "shortlist.frequent.npy"),
+                           allow_pickle=False)
+        table = np.load(data_dir / "shortlist.table.npy", allow_pickle=False)
     except (FileNotFoundError, ValueError, OSError, EOFError):
         return None
-    return Shortlist(torch.from_numpy(frequent.astype(np.int64)), torch.from_numpy(table.astype(np.int64)))
+    return Shortlist(torch.from_numpy(frequent.astype(np.int64)), torch.from_numpy(table.astype(np.int64)),
+                     ranked=ranked)
 
 
 def load_meta(run_dir: Path) -> dict:

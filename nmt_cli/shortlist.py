@@ -7,6 +7,12 @@ every source piece s the ``per_source`` target pieces t most associated with it 
 co-occurrence, ranked by cooc(s,t)^2 / (count(s) count(t)) (so the pieces that come with s, not
 the ones that come with everything). A batch decodes over the union of the frequent pieces and
 the candidates of its source pieces; log-probabilities are normalised over that set.
+
+The frequent pieces are stored most common first, 2,000 of them, and a decoder takes the first
+``frequent`` (``decode.shortlist_frequent``): 300 keep a 15-minute model's beam search fast, while
+models trained to the end lost up to 0.9 val BLEU to them and recover most of it with 2,000
+(docs/translate.md). Shortlists saved before the ranking existed hold 300 pieces sorted by id and
+are used whole.
 """
 
 from __future__ import annotations
@@ -19,32 +25,37 @@ import torch
 from nmt_cli.tokenizer import BOS, EOS, PAD, UNK
 
 SPECIALS = (PAD, UNK, BOS, EOS)
+_SPECIAL_IDS = torch.tensor(SPECIALS, dtype=torch.long)
 
 
 @dataclass
 class Shortlist:
-    frequent: torch.Tensor  # (F,) int64 target ids, specials included
+    frequent: torch.Tensor  # (F,) int64 target ids, specials included; most common first if ranked
     table: torch.Tensor     # (src_vocab, K * members) int64 target ids per source piece, best first
     members: int = 1        # an ensemble's merged shortlist interleaves its members' columns
+    ranked: bool = True     # False: an older shortlist, frequent sorted by id, used whole
 
-    def vocabulary(self, src: torch.Tensor, per_source: int = 0) -> torch.Tensor:
-        """Sorted target ids a batch of source ids (B, S) may produce: the frequent pieces and the
-        ``per_source`` best candidates of each source piece (0 = all the table holds). Sorting keeps
-        the special ids 0..3 at positions 0..3, so search code can mask PAD/BOS/EOS by position."""
+    def vocabulary(self, src: torch.Tensor, per_source: int = 0, frequent: int = 0) -> torch.Tensor:
+        """Sorted target ids a batch of source ids (B, S) may produce: the specials, the
+        ``frequent`` most common pieces and the ``per_source`` best candidates of each source piece
+        (0 = all the shortlist holds). Sorting keeps the special ids 0..3 at positions 0..3, so
+        search code can mask PAD/BOS/EOS by position."""
         table = self.table[:, :per_source * self.members] if per_source > 0 else self.table
+        common = self.frequent[:frequent] if frequent > 0 and self.ranked else self.frequent
         candidates = table[src.flatten().cpu()].flatten()
-        return torch.unique(torch.cat([self.frequent, candidates]))  # unique() sorts
+        return torch.unique(torch.cat([_SPECIAL_IDS, common, candidates]))  # unique() sorts
 
     def to_payload(self) -> dict:
-        return {"frequent": self.frequent.to(torch.int32), "table": self.table.to(torch.int32)}
+        return {"frequent": self.frequent.to(torch.int32), "table": self.table.to(torch.int32),
+                "ranked": self.ranked}
 
     @classmethod
     def from_payload(cls, payload: dict) -> "Shortlist":
-        return cls(payload["frequent"].long(), payload["table"].long())
+        return cls(payload["frequent"].long(), payload["table"].long(), ranked=bool(payload.get("ranked", False)))
 
 
 def learn_shortlist(src_ids: np.ndarray, src_offsets: np.ndarray, tgt_ids: np.ndarray,
-                    tgt_offsets: np.ndarray, src_vocab: int, tgt_vocab: int, *, frequent: int = 300,
+                    tgt_offsets: np.ndarray, src_vocab: int, tgt_vocab: int, *, frequent: int = 2000,
                     per_source: int = 30, max_pairs: int = 300_000, seed: int = 0) -> Shortlist:
     """Count co-occurrences over (at most ``max_pairs`` sampled) training pairs; see module doc."""
     n = len(src_offsets) - 1
@@ -78,16 +89,31 @@ def learn_shortlist(src_ids: np.ndarray, src_offsets: np.ndarray, tgt_ids: np.nd
     for s in np.nonzero(ends > starts)[0]:
         best = t_sorted[starts[s]:min(ends[s], starts[s] + per_source)]
         table[s, :len(best)] = best
-    return Shortlist(torch.from_numpy(np.sort(top)), torch.from_numpy(table))
+    return Shortlist(torch.from_numpy(top.astype(np.int64)), torch.from_numpy(table))
 
 
 def merge_shortlists(shortlists: list["Shortlist | None"]) -> "Shortlist | None":
     """An ensemble's shortlist: the union of its members' (None if any member has none). Columns
-    are interleaved rank by rank, so the first k·M columns hold every member's k best."""
+    and frequent pieces are interleaved rank by rank, so the first k·M columns hold every member's
+    k best and the first f frequent pieces hold at least each member's f/M commonest."""
     if not shortlists or any(s is None for s in shortlists):
         return None
     width = min(s.table.size(1) // s.members for s in shortlists)
     tables = [s.table[:, :width * s.members].reshape(s.table.size(0), width, s.members) for s in shortlists]
-    return Shortlist(torch.unique(torch.cat([s.frequent for s in shortlists])),
-                     torch.cat(tables, dim=2).reshape(tables[0].size(0), -1),
-                     sum(s.members for s in shortlists))
+    ranked = all(s.ranked for s in shortlists)
+    frequent = _interleave_unique([s.frequent for s in shortlists]) if ranked else \
+        torch.unique(torch.cat([s.frequent for s in shortlists]))
+    return Shortlist(frequent, torch.cat(tables, dim=2).reshape(tables[0].size(0), -1),
+                     sum(s.members for s in shortlists), ranked)
+
+
+def _interleave_unique(lists: list[torch.Tensor]) -> torch.Tensor:
+    """a1 b1 a2 b2 ... with repeats dropped, first occurrence kept."""
+    seen: set[int] = set()
+    out: list[int] = []
+    for rank in range(max(len(x) for x in lists)):
+        for x in lists:
+            if rank < len(x) and (v := int(x[rank])) not in seen:
+                seen.add(v)
+                out.append(v)
+    return torch.tensor(out, dtype=torch.long)

@@ -36,6 +36,7 @@ class DecodeOptions:
     attention: bool = False
     shortlist: bool = False         # decode over the model's vocabulary shortlist, if it has one
     shortlist_per_source: int = 0   # the shortlist's candidates per source piece (0 = all)
+    shortlist_frequent: int = 0     # the shortlist's most common pieces (0 = all)
     workers: int = 1                # CPU: batches decoded side by side, one thread each
 
 
@@ -89,7 +90,8 @@ def decode_ids(model, sources: Sequence[Sequence[int]], opts: DecodeOptions,
                              max_len_const=opts.max_len_const, min_len=opts.min_len, nbest=opts.nbest,
                              attention=opts.attention,
                              vocab=None if shortlist is None else
-                             shortlist.vocabulary(src, opts.shortlist_per_source).to(device))
+                             shortlist.vocabulary(src, opts.shortlist_per_source,
+                                                  opts.shortlist_frequent).to(device))
 
     batches = list(_batches(order, lengths, opts))
     on_cpu = torch.device(device).type == "cpu"
@@ -274,7 +276,8 @@ def load_translator(models: Sequence[str], *, device: str = "auto", quantize: st
                     beam_size: int | None = None, batch_size: int | None = None,
                     batch_tokens: int | None = None, nbest: int = 1, attention: bool = False,
                     shortlist: bool | None = None, length_penalty: float | None = None,
-                    workers: int | None = None, shortlist_per_source: int | None = None) -> "Translator":
+                    workers: int | None = None, shortlist_per_source: int | None = None,
+                    shortlist_frequent: int | None = None) -> "Translator":
     """A Translator for one model, or the ensemble of several (run dirs or checkpoint files with
     one vocabulary). Options left as None (or 0) take the first model's recipe's ``decode.*``."""
     from nmt_cli.checkpoint import load_model
@@ -315,6 +318,8 @@ def load_translator(models: Sequence[str], *, device: str = "auto", quantize: st
                          nbest=nbest, attention=attention, shortlist=shortlist,
                          shortlist_per_source=d.shortlist_per_source if shortlist_per_source is None
                          else shortlist_per_source,
+                         shortlist_frequent=d.shortlist_frequent if shortlist_frequent is None
+                         else shortlist_frequent,
                          workers=workers or d.workers or torch.get_num_threads())
     if nbest > opts.beam_size:
         raise UserError(f"--nbest {nbest} exceeds the beam size {opts.beam_size}")

@@ -168,8 +168,10 @@ def test_end_to_end_on_real_multi30k(tmp_path):
     avg = nmt("average", run, "--last", 2, "-o", tmp_path / "avg.pt")
     assert avg.returncode == 0, avg.stderr.decode()
     assert nmt("translate", "-m", tmp_path / "avg.pt", input=b"A dog.\n").stdout.count(b"\n") == 1
-    # The CPU speed options, through the CLI: int8 weights, and the full vocabulary instead of the shortlist.
-    for extra in (["--quantize", "int8"], ["--no-shortlist"], ["--quantize", "int8", "--shortlist"]):
+    # The CPU speed options, through the CLI: int8 weights, the full vocabulary instead of the
+    # shortlist, and a shortlist of the specials and each source piece's two best candidates only.
+    for extra in (["--quantize", "int8"], ["--no-shortlist"], ["--quantize", "int8", "--shortlist"],
+                  ["--shortlist-frequent", "4", "--shortlist-per-source", "2"]):
         fast = nmt("translate", "-m", run, "--beam-size", 3, *extra, input=source.read_bytes())
         assert fast.returncode == 0 and fast.stderr == b"", fast.stderr.decode()
         assert fast.stdout.count(b"\n") == 50

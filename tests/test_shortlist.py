@@ -21,7 +21,7 @@ def test_learns_the_associated_pieces_not_the_common_ones():
     t_ids, t_off = flat(tgt)
     sl = learn_shortlist(s_ids, s_off, t_ids, t_off, 40, 40, frequent=5, per_source=1)
     assert sl.table[10, 0] == 20 and sl.table[11, 0] == 21
-    assert set(sl.frequent.tolist()) >= {0, 1, 2, 3}
+    assert sl.frequent.tolist() == [0, 1, 2, 3, 30]  # the specials, then the commonest piece
     vocab = sl.vocabulary(torch.tensor([[10, 5]]))
     assert vocab.tolist() == sorted(vocab.tolist()) and 20 in vocab and vocab[:4].tolist() == [0, 1, 2, 3]
 
@@ -89,3 +89,49 @@ def test_per_source_keeps_each_pieces_best_candidates():
     merged = merge_shortlists([sl, other])
     assert merged.vocabulary(src, per_source=1).tolist() == [0, 1, 2, 3, 10, 20, 30, 40]
     assert merge_shortlists([merged, sl]).vocabulary(src, per_source=1).tolist() == [0, 1, 2, 3, 10, 20, 30, 40]
+
+
+def test_frequent_pieces_are_ranked_and_a_decoder_takes_the_commonest():
+    src = [np.array([10, 5]), np.array([11, 5]), np.array([10, 5]), np.array([11, 5])] * 5
+    tgt = [np.array([20, 30]), np.array([21, 30]), np.array([20, 30]), np.array([21, 30])] * 5
+    sl = learn_shortlist(*flat(src), *flat(tgt), 40, 40, frequent=6, per_source=1)
+    assert sl.ranked and sl.frequent.tolist()[:5] == [0, 1, 2, 3, 30]  # 30 is the commonest
+    assert sl.frequent.tolist()[5] in (20, 21)
+    source_5 = torch.tensor([[5]])  # its best candidate is 30, which comes with it every time
+    assert sl.vocabulary(source_5, per_source=1, frequent=5).tolist() == [0, 1, 2, 3, 30]
+    assert sl.vocabulary(source_5, per_source=1).tolist() == sorted(sl.frequent.tolist())
+    # The specials stay in however few frequent pieces are asked for.
+    assert sl.vocabulary(source_5, per_source=1, frequent=1).tolist() == [0, 1, 2, 3, 30]
+
+
+def test_an_unranked_older_shortlist_is_used_whole():
+    payload = {"frequent": torch.tensor([0, 1, 2, 3, 7, 9], dtype=torch.int32),
+               "table": torch.tensor([[3], [8]], dtype=torch.int32)}  # saved before "ranked" existed
+    old = Shortlist.from_payload(payload)
+    assert not old.ranked
+    assert old.vocabulary(torch.tensor([[1]]), frequent=5).tolist() == [0, 1, 2, 3, 7, 8, 9]
+    new = Shortlist.from_payload(Shortlist(torch.tensor([0, 1, 2, 3, 9, 7]), torch.tensor([[3], [8]])).to_payload())
+    assert new.ranked and new.vocabulary(torch.tensor([[1]]), frequent=5).tolist() == [0, 1, 2, 3, 8, 9]
+
+
+def test_run_dir_keeps_the_ranking_and_reads_older_files_unranked(tmp_path):
+    from nmt_cli.data import load_shortlist, save_shortlist
+    data = tmp_path / "run" / "data"
+    data.mkdir(parents=True)
+    save_shortlist(data, Shortlist(torch.tensor([0, 1, 2, 3, 9, 7]), torch.tensor([[3], [8]])))
+    loaded = load_shortlist(tmp_path / "run")
+    assert loaded.ranked and loaded.frequent.tolist() == [0, 1, 2, 3, 9, 7]
+    (data / "shortlist.ranked.npy").unlink()
+    np.save(data / "shortlist.frequent.npy", np.array([0, 1, 2, 3, 7, 9], dtype=np.int32))
+    older = load_shortlist(tmp_path / "run")
+    assert not older.ranked and older.frequent.tolist() == [0, 1, 2, 3, 7, 9]
+
+
+def test_ensemble_interleaves_ranked_frequent_pieces():
+    a = Shortlist(torch.tensor([0, 1, 2, 3, 7, 5]), torch.tensor([[3], [8]]))
+    b = Shortlist(torch.tensor([0, 1, 2, 3, 9, 7]), torch.tensor([[3], [6]]))
+    merged = merge_shortlists([a, b])
+    assert merged.ranked and merged.frequent.tolist() == [0, 1, 2, 3, 7, 9, 5]
+    assert merged.vocabulary(torch.tensor([[0]]), frequent=6).tolist() == [0, 1, 2, 3, 7, 9]
+    older = Shortlist(torch.tensor([0, 1, 2, 3, 4]), torch.tensor([[3], [6]]), ranked=False)
+    assert not merge_shortlists([a, older]).ranked

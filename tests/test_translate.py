@@ -60,6 +60,19 @@ def test_worker_threads_give_the_same_output_in_order(trained, beam):
     assert torch.get_num_threads() == threads  # the pool gives the cores back
 
 
+def test_shortlist_frequent_limits_the_pieces_a_sentence_may_use(trained):
+    model, tokenizer, run_dir = trained
+    lines = (run_dir / "data" / "valid.src.txt").read_text(encoding="utf-8").split("\n")[:8]
+    out = translator(trained, shortlist=True, shortlist_per_source=2, shortlist_frequent=4,
+                     batch_size=1).translate(lines)
+    assert len(out) == len(lines)
+    for t in out:  # one sentence per batch: its own specials and candidates, no frequent pieces
+        allowed = set(model.shortlist.vocabulary(torch.tensor([t.src_ids]), 2, 4).tolist())
+        assert len(allowed) <= 4 + 2 * len(t.src_ids) and set(t.hypotheses[0].tokens) <= allowed
+    wide = translator(trained, shortlist=True, shortlist_per_source=2, batch_size=1).translate(lines)
+    assert [t.text for t in wide] != [t.text for t in out]  # 0 = all 300 of this tiny vocabulary
+
+
 def test_invalid_utf8_and_missing_final_newline(trained):
     out = run_stream(translator(trained), b"\xff\xfe broken \xc3\n\xe2\x82 last line without newline")
     assert len(out) == 2
