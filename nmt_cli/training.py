@@ -1,37 +1,43 @@
-"""The training loop: token batches, optimiser and schedule, validation, checkpoints, resume.
+"""The training loop: token batches, optimiser and schedule, and the step.
 
 A run dir holds everything a run makes. ``train`` resumes from ``checkpoints/last.pt`` when it
 exists: model, optimiser, schedule, step, epoch, position in the epoch's batch order and RNG
 states come back, so an interrupted run continues exactly as if it had not stopped.
+
+The Trainer's collaborators each do one thing: ``Validator`` (nmt_cli/validation.py) measures a
+model, ``CheckpointPolicy`` (nmt_cli/checkpoint_policy.py) writes, ranks, averages checkpoints and
+decides early stopping, ``WeightAverage`` (nmt_cli/ema.py) keeps the moving average of the
+weights, and ``TrainingLog`` (nmt_cli/train_log.py) reports to the console and the run's files.
 """
 
 from __future__ import annotations
 
-import json
+import copy
 import logging
 import math
 import os
 import signal
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-import sacrebleu
 import torch
 
 from nmt_cli import checkpoint as ckpt
+from nmt_cli.checkpoint_policy import CheckpointPolicy
 from nmt_cli.config import Recipe, recipe_differences
 from nmt_cli.data import (EncodedSplit, iterate_epoch, learn_split_shortlist, load_meta, load_shortlist,
-                          load_split, load_text, make_batch, sampled_split, save_shortlist)
+                          load_split, load_text, sampled_split, save_shortlist)
 from nmt_cli.device import autocast_context, native_bf16, peak_rss_mb, pick_device, resolve_precision
 from nmt_cli.ema import WeightAverage
 from nmt_cli.errors import CheckpointError, DataError, TrainingInterrupted, UserError
 from nmt_cli.model import build_model
 from nmt_cli.schedule import LearningRate, sampling_probability
-from nmt_cli.tokenizer import PAD, Tokenizer
-from nmt_cli.translate import DecodeOptions, decode_ids
+from nmt_cli.tokenizer import Tokenizer
+from nmt_cli.train_log import TrainingLog, setup_logging
+from nmt_cli.validation import Validator, validate
+
+__all__ = ["Progress", "Trainer", "make_optimizer", "setup_logging", "train", "validate"]
 
 log = logging.getLogger("nmt.train")
 
@@ -49,22 +55,6 @@ class Progress:
     history: list = field(default_factory=list)  # validation results, for summary.json
 
 
-def setup_logging(run_dir: Path) -> None:
-    run_dir.mkdir(parents=True, exist_ok=True)
-    root = logging.getLogger("nmt")
-    root.setLevel(logging.INFO)
-    for h in list(root.handlers):
-        root.removeHandler(h)
-        h.close()
-    file_handler = logging.FileHandler(run_dir / "train.log", encoding="utf-8")
-    file_handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%Y-%m-%d %H:%M:%S"))
-    console = logging.StreamHandler(sys.stderr)
-    console.setFormatter(logging.Formatter("%(message)s"))
-    root.addHandler(file_handler)
-    root.addHandler(console)
-    root.propagate = False
-
-
 def make_optimizer(model: torch.nn.Module, recipe: Recipe) -> torch.optim.Optimizer:
     t = recipe.train
     params = [p for p in model.parameters() if p.requires_grad]
@@ -72,34 +62,6 @@ def make_optimizer(model: torch.nn.Module, recipe: Recipe) -> torch.optim.Optimi
         return torch.optim.SGD(params, lr=t.lr, weight_decay=t.weight_decay)
     cls = torch.optim.AdamW if t.optimizer == "adamw" else torch.optim.Adam
     return cls(params, lr=t.lr, weight_decay=t.weight_decay)
-
-
-@torch.no_grad()
-def validate(model, split: EncodedSplit, refs: list[str], tokenizer: Tokenizer, recipe: Recipe,
-             device: torch.device, autocast) -> dict:
-    """Loss, perplexity and greedy-decoding BLEU on (at most valid_max_sentences of) the valid split."""
-    model.eval()
-    n = min(len(split), recipe.train.valid_max_sentences)
-    total_nll, total_tokens = 0.0, 0
-    order = np.argsort(np.asarray(split.tgt.lengths[:n]), kind="stable")
-    for start in range(0, n, 64):
-        batch = make_batch(split, order[start:start + 64]).to(device)
-        with autocast():
-            summed, _ = model(batch.src, batch.src_lengths, batch.tgt_in, tgt_out=batch.tgt_out)
-        total_nll += float(summed)
-        total_tokens += batch.tgt_tokens
-    sources = [list(split.src.get(i)) for i in range(n)]
-    opts = DecodeOptions(beam_size=1, max_len_ratio=recipe.decode.max_len_ratio,
-                         max_len_const=recipe.decode.max_len_const,
-                         min_len=recipe.decode.min_len, batch_size=100)
-    with autocast():
-        hyps = decode_ids(model, [s or [PAD] for s in sources], opts, device)
-    texts = tokenizer.decode_tgt([h[0].tokens for h in hyps])
-    bleu = sacrebleu.corpus_bleu(texts, [refs[:n]]).score
-    model.train()
-    loss = total_nll / max(total_tokens, 1)
-    return {"loss": loss, "ppl": math.exp(min(loss, 50.0)), "bleu": bleu, "sentences": n,
-            "samples": list(zip(texts[:3], refs[:3]))}
 
 
 class Trainer:
@@ -116,13 +78,12 @@ class Trainer:
             self._init_distributed()
         self.precision = resolve_precision(self.cfg.precision, self.device)
         self.main = self.rank == 0
-        self.progress_bar = progress_bar
         self.meta = load_meta(self.run_dir)
         self.tokenizer = Tokenizer.load(self.run_dir)
         self.train_split = load_split(self.run_dir, "train")
         self.train_text = self._train_text() if self.cfg.subword_alpha else None
-        self.valid_split = load_split(self.run_dir, "valid")
-        self.valid_refs = load_text(self.run_dir, "valid", "tgt")
+        self.validator = Validator(load_split(self.run_dir, "valid"), load_text(self.run_dir, "valid", "tgt"),
+                                   self.tokenizer, recipe, self.device, self.autocast)
         self.shortlist = load_shortlist(self.run_dir)
         if self.shortlist is None:  # data preprocessed before shortlists existed
             self.shortlist = learn_split_shortlist(self.run_dir / "data", self.tokenizer)
@@ -134,14 +95,15 @@ class Trainer:
         self.optimizer = make_optimizer(self.model, recipe)
         self.lr = LearningRate(self.cfg)
         self.progress = Progress()
+        self.checkpoints = CheckpointPolicy(self.run_dir, self.cfg, self._payload, writes=self.main)
+        self.log = TrainingLog(self.run_dir, self.cfg, enabled=self.main, progress_bar=progress_bar)
         self.resumed_from = None
         self._resumed_average: tuple[dict, int] | None = None
         last = self.ckpt_dir / "last.pt"
         if last.exists() and not restart:
             self._resume(last)
-        elif restart and self.ckpt_dir.exists() and self.main:
-            for p in self.ckpt_dir.glob("*.pt"):
-                p.unlink()
+        elif restart:
+            self.checkpoints.clear()
         self.ema = WeightAverage(self.model, self.cfg.ema_decay) if self.cfg.ema_decay else None
         if self.ema is not None and self._resumed_average is not None:
             self.ema.load_state_dict(*self._resumed_average)
@@ -153,6 +115,7 @@ class Trainer:
                 self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
         self.scaler = torch.amp.GradScaler("cuda") if self.precision == "fp16" else None
         self.stop_signal: int | None = None
+        self.saving_on_signal = False
 
     # ------------------------------------------------------------------ setup
 
@@ -197,9 +160,8 @@ class Trainer:
             if allowed:
                 log.info(f"recipe keys changed since the checkpoint (allowed): {', '.join(allowed)}")
 
-    # ------------------------------------------------------------------ checkpoints
-
     def _payload(self) -> dict:
+        """Everything a checkpoint holds; with EMA, "model" is the average and "raw_model" the weights."""
         rng = {"torch": torch.get_rng_state()}
         if torch.cuda.is_available():
             rng["cuda"] = torch.cuda.get_rng_state_all()
@@ -217,23 +179,9 @@ class Trainer:
         return payload
 
     def save_checkpoint(self, best: bool = False) -> Path | None:
-        if not self.main:
-            return None
-        step_path = self.ckpt_dir / f"step-{self.progress.step}.pt"
-        try:
-            ckpt.save_atomic(self._payload(), step_path)
-            ckpt.link_atomic(step_path, self.ckpt_dir / "last.pt")
-            if best:
-                ckpt.link_atomic(step_path, self.ckpt_dir / "best.pt")
-        except OSError as exc:
-            log.warning(f"warning: could not write checkpoint {step_path} ({exc.strerror or exc}); "
-                        "the previous checkpoint is kept and training goes on")
-            return None
-        for old in ckpt.step_checkpoints(self.run_dir)[:-self.cfg.keep_checkpoints]:
-            old.unlink(missing_ok=True)
-        return step_path
+        return self.checkpoints.save(self.progress.step, best=best)
 
-    # ------------------------------------------------------------------ loop pieces
+    # ------------------------------------------------------------------ data
 
     def _train_text(self) -> tuple[list[str], list[str]]:
         """The stored training sentences, which subword regularisation re-segments each epoch."""
@@ -262,6 +210,18 @@ class Trainer:
             self.progress.epoch += 1
             self.progress.position = 0
 
+    def _next_group(self, batches) -> list:
+        """The ``accumulate`` batches of the next optimiser step (fewer at the end of the data)."""
+        group = []
+        for _ in range(self.cfg.accumulate):
+            item = next(batches, None)
+            if item is None:
+                break
+            group.append(item)
+        return group
+
+    # ------------------------------------------------------------------ ranks and signals
+
     def _agree(self, flag: bool) -> bool:
         """True on every rank when it is true on any (one tiny all-reduce per call under DDP)."""
         return self._max_over_ranks(1.0 if flag else 0.0) > 0
@@ -276,125 +236,53 @@ class Trainer:
         return float(t.item())
 
     def _on_signal(self, signum, frame):
+        if self.saving_on_signal:  # stopping a checkpoint write half-way would only lose it
+            log.warning("still writing the checkpoint; training stops as soon as it is written")
+            return
         if self.stop_signal is not None:  # a second Ctrl-C: stop now, checkpoints stay intact
             raise KeyboardInterrupt
         self.stop_signal = signum
         log.info(f"{signal.Signals(signum).name} received: finishing this step, then checkpointing")
+
+    # ------------------------------------------------------------------ validation and averaging
 
     @property
     def eval_model(self) -> torch.nn.Module:
         """What validation measures and checkpoints hand to translate: the moving average when on."""
         return self.ema.module if self.ema is not None else self.model
 
-    def _metric(self, result: dict) -> float:
-        """The validation result as a score where higher is better (``train.valid_metric``)."""
-        return result["bleu"] if self.cfg.valid_metric == "bleu" else -result["loss"]
-
     def _validate(self) -> bool:
         """Validate, keep the best checkpoint; True when early stopping says stop."""
         if not self.main:
             return False
-        result = validate(self.eval_model, self.valid_split, self.valid_refs, self.tokenizer, self.recipe,
-                          self.device, self.autocast)
         p = self.progress
-        metric = self._metric(result)
-        improved = p.best_metric is None or metric > p.best_metric
-        if improved:
-            p.best_metric, p.best_step, p.bad_validations = metric, p.step, 0
-        else:
-            p.bad_validations += 1
-        lowered = self.lr.observe(result["bleu"] if self.cfg.valid_metric == "bleu" else result["loss"],
-                                  self.cfg.valid_metric == "bleu")
-        record = {"step": p.step, "valid_loss": round(result["loss"], 4), "valid_ppl": round(result["ppl"], 3),
-                  "valid_bleu": round(result["bleu"], 2),
-                  "minutes": round((time.perf_counter() - self.started) / 60, 2)}  # of this invocation
-        p.history.append(record)
-        self._metrics({"kind": "valid", **record})
-        log.info(f"step {p.step}: valid loss {result['loss']:.3f}  ppl {result['ppl']:.2f}  "
-                 f"BLEU {result['bleu']:.2f}{'  (best)' if improved else ''}"
-                 f"{'  lr lowered' if lowered else ''}")
-        for hyp, ref in result["samples"]:
-            log.info(f"  hyp: {hyp}\n  ref: {ref}")
-        self.save_checkpoint(best=improved)
-        return bool(self.cfg.patience) and p.bad_validations >= self.cfg.patience
+        self.log.validating(p.step, self.validator.sentences)
+        result = self.validator(self.eval_model)
+        improved = self.checkpoints.judge(p, self.validator.score(result))
+        lowered = self.lr.observe(self.validator.raw(result), self.cfg.valid_metric == "bleu")
+        self.log.validation(p.history, p.step, result, improved, lowered)
+        self.checkpoints.save(p.step, best=improved)
+        return self.checkpoints.patience_exhausted(p)
 
     def _average(self) -> dict | None:
-        """Average the newest ``average_last`` numbered checkpoints into averaged.pt and validate it;
-        when it beats the best checkpoint on the valid metric it becomes best.pt. Averaging the
-        weights of the last checkpoints smooths out the noise of training at a high learning rate:
-        on en-fr after 15 minutes, +3.4 valid BLEU (docs/training.md)."""
-        import copy
-        paths = ckpt.step_checkpoints(self.run_dir)[-self.cfg.average_last:]
-        if len(paths) < 2:
-            return None
-        out = self.ckpt_dir / "averaged.pt"
-        payload = ckpt.averaged_payload(paths)
-        try:
-            ckpt.save_atomic(payload, out)
-        except OSError as exc:
-            log.warning(f"warning: could not write {out} ({exc.strerror or exc}); no averaged model")
-            return None
-        model = copy.deepcopy(self.model)
-        model.load_state_dict(payload["model"])
-        result = validate(model, self.valid_split, self.valid_refs, self.tokenizer, self.recipe,
-                          self.device, self.autocast)
-        p = self.progress
-        metric = self._metric(result)
-        better = p.best_metric is None or metric > p.best_metric
-        if better:
-            ckpt.link_atomic(out, self.ckpt_dir / "best.pt")
-            # A resumed run must measure later checkpoints against the average, not against the
-            # single checkpoint it beat: the newest checkpoint is rewritten with the new best.
-            p.best_metric = metric
-            self.save_checkpoint()
-        steps = [ckpt.step_of(x) for x in paths]
-        log.info(f"averaged steps {', '.join(map(str, steps))}: valid loss {result['loss']:.3f}  "
-                 f"BLEU {result['bleu']:.2f}{'  (best: now best.pt)' if better else ''}")
-        record = {"steps": steps, "valid_loss": round(result["loss"], 4), "valid_bleu": round(result["bleu"], 2),
-                  "best": better}
-        self._metrics({"kind": "averaged", **record})
-        return record
+        """The newest numbered checkpoints averaged and validated (``train.average_last``)."""
+        def evaluate(state: dict) -> dict:
+            self.log.validating(self.progress.step, self.validator.sentences, " the average of checkpoints")
+            model = copy.deepcopy(self.model)
+            model.load_state_dict(state)
+            return self.validator(model)
 
-    def _metrics(self, record: dict) -> None:
-        if not self.main:
-            return
-        with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record) + "\n")
-        if self.tensorboard is not None:
-            # An average of checkpoints is plotted at the newest step it contains.
-            step = record["step"] if "step" in record else max(record["steps"])
-            for k, v in record.items():
-                if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "step":
-                    self.tensorboard.add_scalar(f"{record.get('kind', 'train')}/{k}", v, step)
-
-    def _open_tensorboard(self):
-        if not self.main:
-            return None
-        try:
-            from torch.utils.tensorboard import SummaryWriter
-        except Exception:  # tensorboard is optional
-            return None
-        return SummaryWriter(str(self.run_dir / "tensorboard"))
+        outcome = self.checkpoints.average(self.progress, evaluate, self.validator.score)
+        return None if outcome is None else self.log.averaged(*outcome)
 
     # ------------------------------------------------------------------ the loop
 
     def train(self) -> dict:
         cfg, p = self.cfg, self.progress
-        self.tensorboard = self._open_tensorboard()
-        if self.main:
-            n_params = self.model.parameter_count()
-            log.info(f"model: {n_params / 1e6:.2f}M parameters, {self.recipe.model.rnn} "
-                     f"{self.recipe.model.attention} attention, {self.recipe.model.decoder} decoder; "
-                     f"device {self.device}, {self.precision}; {len(self.train_split)} training pairs")
-            if self.precision == "bf16" and not native_bf16(self.device):
-                log.warning("warning: train.precision bf16 has no hardware support on this device and "
-                            "runs far slower than fp32; use precision auto or fp32")
+        self._describe()
         handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
-        bar = None
-        if self.main and (self.progress_bar if self.progress_bar is not None else sys.stderr.isatty()):
-            from tqdm import tqdm
-            bar = tqdm(total=cfg.max_steps or None, initial=p.step, unit="step", dynamic_ncols=True)
-        start = self.started = time.perf_counter()
+        self.log.start(p.step)
+        start = time.perf_counter()
         train_time = data_wait = 0.0
         tgt_tokens = src_tokens = 0
         steps_done = 0
@@ -411,12 +299,7 @@ class Trainer:
                     reason = f"reached max_minutes {cfg.max_minutes:g}"
                     break
                 t0 = time.perf_counter()
-                group = []
-                for _ in range(cfg.accumulate):
-                    item = next(batches, None)
-                    if item is None:
-                        break
-                    group.append(item)
+                group = self._next_group(batches)
                 t1 = time.perf_counter()
                 data_wait += t1 - t0
                 if not group:
@@ -428,21 +311,8 @@ class Trainer:
                     steps_done += 1
                     tgt_tokens += ntok
                     src_tokens += nsrc
-                if p.step % 50 == 0 or bar is not None:
-                    rate = tgt_tokens / max(train_time, 1e-9)
-                    lr = self.optimizer.param_groups[0]["lr"]
-                    if bar is not None:
-                        bar.update(1)
-                        bar.set_postfix(loss=f"{loss_value or float('nan'):.3f}", lr=f"{lr:.2e}",
-                                        tok_s=f"{rate:.0f}", refresh=False)
-                    if p.step % 50 == 0 and self.main:
-                        self._metrics({"kind": "train", "step": p.step, "loss": loss_value, "lr": lr,
-                                       "tgt_tokens_per_s": round(rate, 1), "epoch": p.epoch})
-                        if bar is None:  # rate and data wait: since this invocation started
-                            share = data_wait / max(data_wait + train_time, 1e-9)
-                            log.info(f"step {p.step}  epoch {p.epoch}  loss {loss_value or float('nan'):.3f}"
-                                     f"  lr {lr:.2e}  {rate:.0f} tgt tok/s  data wait {data_wait:.2f}s"
-                                     f" ({share:.1%})")
+                self.log.step(p.step, p.epoch, loss_value, self.optimizer.param_groups[0]["lr"],
+                              tgt_tokens, train_time, data_wait)
                 if self._agree(self.stop_signal is not None):
                     self.stop_signal = self.stop_signal or signal.SIGTERM
                     break
@@ -450,24 +320,56 @@ class Trainer:
                 if p.step % cfg.valid_every == 0:
                     stop_early = self._validate()
                 elif p.step % cfg.checkpoint_every == 0:
-                    self.save_checkpoint()
+                    self.checkpoints.save(p.step)
                 if self._agree(stop_early):
                     reason = f"early stopping: no gain for {cfg.patience} validations"
                     break
+            self.log.close_bar()
+            averaged = self._finish_checkpoints(steps_done)
         finally:
             for s, h in handlers.items():
                 signal.signal(s, h)
-            if bar is not None:
-                bar.close()
-        averaged = None
-        if self.stop_signal is None and self.main and (not p.history or p.history[-1]["step"] != p.step):
+            self.log.close_bar()
+        summary = self._summary(reason, time.perf_counter() - start, steps_done, train_time, data_wait,
+                                tgt_tokens, src_tokens, averaged)
+        self.log.finish(summary)
+        if self.stop_signal is not None:
+            raise TrainingInterrupted(self.stop_signal)
+        return summary
+
+    def _describe(self) -> None:
+        n_params = self.model.parameter_count()
+        self.log.model_summary(f"model: {n_params / 1e6:.2f}M parameters, {self.recipe.model.rnn} "
+                               f"{self.recipe.model.attention} attention, {self.recipe.model.decoder} "
+                               f"decoder; device {self.device}, {self.precision}; "
+                               f"{len(self.train_split)} training pairs")
+        if self.main and self.precision == "bf16" and not native_bf16(self.device):
+            log.warning("warning: train.precision bf16 has no hardware support on this device and "
+                        "runs far slower than fp32; use precision auto or fp32")
+
+    def _finish_checkpoints(self, steps_done: int) -> dict | None:
+        """After the loop: validate the last step unless it just was, or checkpoint an
+        interruption (a second signal meanwhile waits for the write); then average."""
+        p = self.progress
+        if self.stop_signal is not None:
+            self.saving_on_signal = True
+            try:
+                self.checkpoints.save(p.step, interrupted=True)
+            finally:
+                self.saving_on_signal = False
+            return None
+        if not p.history or p.history[-1]["step"] != p.step:
             if steps_done:
                 self._validate()
-        elif self.main:
-            self.save_checkpoint()
-        if self.stop_signal is None and self.main and steps_done and cfg.average_last:
-            averaged = self._average()
-        wall = time.perf_counter() - start
+        else:
+            self.checkpoints.save(p.step)
+        if self.main and steps_done and self.cfg.average_last and self.stop_signal is None:
+            return self._average()
+        return None
+
+    def _summary(self, reason: str, wall: float, steps_done: int, train_time: float, data_wait: float,
+                 tgt_tokens: int, src_tokens: int, averaged: dict | None) -> dict:
+        p = self.progress
         if self.distributed:  # throughput is the job's: every rank's tokens
             import torch.distributed as dist
             counts = torch.tensor([tgt_tokens, src_tokens], dtype=torch.float64, device=self.device)
@@ -488,17 +390,6 @@ class Trainer:
             summary["averaged"] = averaged
         if torch.cuda.is_available() and self.device.type == "cuda":
             summary["peak_gpu_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
-        if self.main:
-            tmp = self.run_dir / "summary.json.part"
-            tmp.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
-            os.replace(tmp, self.run_dir / "summary.json")
-            log.info(f"{summary['stop_reason']}: {steps_done} steps in {wall:.1f}s, "
-                     f"{summary['tgt_tokens_per_s']:.0f} target tokens/s, "
-                     f"peak memory {summary['peak_rss_mb']:.0f} MB")
-        if self.tensorboard is not None:
-            self.tensorboard.close()
-        if self.stop_signal is not None:
-            raise TrainingInterrupted(self.stop_signal)
         return summary
 
     def _step(self, group, minutes: float) -> tuple[float | None, int, int]:

@@ -11,6 +11,7 @@ from nmt_cli.config import recipe_from_dict
 from nmt_cli.errors import CheckpointError, DataError, UserError
 from nmt_cli.schedule import LearningRate, sampling_probability
 from nmt_cli.config import TrainConfig
+from nmt_cli.train_log import TrainingLog
 from nmt_cli.training import Trainer, train
 
 
@@ -155,7 +156,7 @@ def test_tensorboard_gets_each_numeric_metric_at_its_step(tiny_run, tmp_path, mo
         def close(self):
             scalars.append("closed")
 
-    monkeypatch.setattr(Trainer, "_open_tensorboard", lambda self: Writer())
+    monkeypatch.setattr(TrainingLog, "open_tensorboard", lambda self: Writer())
     recipe, run_dir = fresh_run(tiny_run, tmp_path, max_steps=12, checkpoint_every=4, valid_every=6,
                                 valid_max_sentences=16, average_last=3)
     summary = train(recipe, run_dir, device="cpu")

@@ -1,0 +1,205 @@
+"""What a training run tells its user and its files: train.log and the console, metrics.jsonl,
+TensorBoard (when installed), a progress bar on a terminal or a regular line elsewhere, and
+summary.json at the end."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+from pathlib import Path
+
+from nmt_cli.config import TrainConfig
+
+log = logging.getLogger("nmt.train")
+
+METRICS_EVERY = 50          # steps between train records in metrics.jsonl
+LINE_EVERY_S = 30.0         # without a bar, the longest silence between progress lines
+FIRST_LINE_AFTER_S = 5.0    # ... and the first one comes this soon, so a slow start is visible
+
+
+def setup_logging(run_dir: Path) -> None:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    root = logging.getLogger("nmt")
+    root.setLevel(logging.INFO)
+    for h in list(root.handlers):
+        root.removeHandler(h)
+        h.close()
+    file_handler = logging.FileHandler(run_dir / "train.log", encoding="utf-8")
+    file_handler.setFormatter(logging.Formatter("%(asctime)s %(message)s", "%Y-%m-%d %H:%M:%S"))
+    console = logging.StreamHandler(sys.stderr)
+    console.setFormatter(logging.Formatter("%(message)s"))
+    root.addHandler(file_handler)
+    root.addHandler(console)
+    root.propagate = False
+
+
+def format_duration(seconds: float) -> str:
+    seconds = max(0, int(round(seconds)))
+    h, rest = divmod(seconds, 3600)
+    m, s = divmod(rest, 60)
+    return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s"
+
+
+def remaining_seconds(cfg: TrainConfig, step: int, start_step: int, elapsed_s: float) -> float | None:
+    """Time left until max_steps or max_minutes, whichever comes first; None without either (or
+    before the first step of this invocation gives a rate)."""
+    left = []
+    if cfg.max_minutes:
+        left.append(cfg.max_minutes * 60 - elapsed_s)
+    done = step - start_step
+    if cfg.max_steps and done > 0:
+        left.append((cfg.max_steps - step) * elapsed_s / done)
+    return max(min(left), 0.0) if left else None
+
+
+class TrainingLog:
+    """Reports a run. Only the main process of a distributed run writes (``enabled``)."""
+
+    def __init__(self, run_dir: Path, cfg: TrainConfig, *, enabled: bool = True,
+                 progress_bar: bool | None = None):
+        self.run_dir, self.cfg, self.enabled = Path(run_dir), cfg, enabled
+        self.want_bar = enabled and (progress_bar if progress_bar is not None else sys.stderr.isatty())
+        self.bar = None
+        self.tensorboard = None
+        self.started = self.last_line = time.perf_counter()
+        self.start_step = 0
+
+    # ------------------------------------------------------------------ start and end
+
+    def start(self, step: int) -> None:
+        """The clock starts; ``step`` is where this invocation begins (non-zero when resumed)."""
+        self.tensorboard = self.open_tensorboard() if self.enabled else None
+        if self.want_bar:
+            from tqdm import tqdm
+            self.bar = tqdm(total=self.cfg.max_steps or None, initial=step, unit="step", dynamic_ncols=True,
+                            file=sys.stderr)
+        self.started = self.last_line = time.perf_counter()
+        self.start_step = step
+
+    def open_tensorboard(self):
+        try:
+            from torch.utils.tensorboard import SummaryWriter
+        except Exception:  # tensorboard is optional
+            return None
+        return SummaryWriter(str(self.run_dir / "tensorboard"))
+
+    def close_bar(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+    def minutes(self) -> float:
+        """Minutes since this invocation started."""
+        return (time.perf_counter() - self.started) / 60
+
+    def finish(self, summary: dict) -> None:
+        """Write summary.json (atomically) and the closing line."""
+        if self.enabled:
+            tmp = self.run_dir / "summary.json.part"
+            tmp.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
+            os.replace(tmp, self.run_dir / "summary.json")
+            log.info(f"{summary['stop_reason']}: {summary['steps']} steps in {summary['wall_s']:.1f}s, "
+                     f"{summary['tgt_tokens_per_s']:.0f} target tokens/s, "
+                     f"peak memory {summary['peak_rss_mb']:.0f} MB")
+        if self.tensorboard is not None:
+            self.tensorboard.close()
+            self.tensorboard = None
+
+    # ------------------------------------------------------------------ records
+
+    def metrics(self, record: dict) -> None:
+        """One line of metrics.jsonl, and its numbers to TensorBoard."""
+        if not self.enabled:
+            return
+        with open(self.run_dir / "metrics.jsonl", "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record) + "\n")
+        if self.tensorboard is not None:
+            # An average of checkpoints is plotted at the newest step it contains.
+            step = record["step"] if "step" in record else max(record["steps"])
+            for k, v in record.items():
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "step":
+                    self.tensorboard.add_scalar(f"{record.get('kind', 'train')}/{k}", v, step)
+
+    def model_summary(self, text: str) -> None:
+        if self.enabled:
+            log.info(text)
+
+    def step(self, step: int, epoch: int, loss: float | None, lr: float, tgt_tokens: int,
+             train_time: float, data_wait: float) -> None:
+        """After each optimiser step: the bar, a metrics record every METRICS_EVERY steps, and
+        without a bar a line at those steps and whenever LINE_EVERY_S passed in silence."""
+        if not self.enabled:
+            return
+        rate = tgt_tokens / max(train_time, 1e-9)  # since this invocation started
+        shown_loss = loss if loss is not None else float("nan")
+        now = time.perf_counter()
+        left = remaining_seconds(self.cfg, step, self.start_step, now - self.started)
+        if self.bar is not None:
+            self.bar.update(1)
+            postfix = {"loss": f"{shown_loss:.3f}", "lr": f"{lr:.2e}", "tok_s": f"{rate:.0f}"}
+            if left is not None and not self.cfg.max_steps:  # tqdm shows its own ETA for max_steps
+                postfix["left"] = format_duration(left)
+            self.bar.set_postfix(postfix, refresh=False)
+        if step % METRICS_EVERY == 0:
+            self.metrics({"kind": "train", "step": step, "loss": loss, "lr": lr,
+                          "tgt_tokens_per_s": round(rate, 1), "epoch": epoch})
+        silence = now - self.last_line
+        due = silence >= (FIRST_LINE_AFTER_S if self.last_line == self.started else LINE_EVERY_S)
+        if self.bar is None and (step % METRICS_EVERY == 0 or due):
+            self.last_line = now
+            share = data_wait / max(data_wait + train_time, 1e-9)
+            log.info(f"step {self._of_total(step)}  epoch {epoch}  loss {shown_loss:.3f}  lr {lr:.2e}  "
+                     f"{rate:.0f} tgt tok/s  data wait {data_wait:.2f}s ({share:.1%})"
+                     f"{'' if left is None else '  ETA ' + format_duration(left)}")
+
+    def _of_total(self, step: int) -> str:
+        if self.cfg.max_steps:
+            return f"{step}/{self.cfg.max_steps}"
+        if self.cfg.max_minutes:
+            return f"{step} ({self.minutes():.1f}/{self.cfg.max_minutes:g} min)"
+        return str(step)
+
+    def validating(self, step: int, sentences: int, what: str = "") -> None:
+        """Said before a validation starts: it can take a while, and the bar stands still meanwhile."""
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            self.bar.set_description_str("validating", refresh=True)
+        else:
+            log.info(f"step {step}: validating{what} on {sentences} sentences")
+            self.last_line = time.perf_counter()
+
+    def validation(self, history: list, step: int, result: dict, improved: bool, lowered: bool) -> None:
+        if not self.enabled:
+            return
+        if self.bar is not None:
+            self.bar.set_description_str("", refresh=False)
+        record = {"step": step, "valid_loss": round(result["loss"], 4), "valid_ppl": round(result["ppl"], 3),
+                  "valid_bleu": round(result["bleu"], 2), "minutes": round(self.minutes(), 2)}
+        history.append(record)
+        self.metrics({"kind": "valid", **record})
+        self._write(f"step {step}: valid loss {result['loss']:.3f}  ppl {result['ppl']:.2f}  "
+                    f"BLEU {result['bleu']:.2f}{'  (best)' if improved else ''}"
+                    f"{'  lr lowered' if lowered else ''}")
+        for hyp, ref in result["samples"]:
+            self._write(f"  hyp: {hyp}\n  ref: {ref}")
+
+    def averaged(self, steps: list[int], result: dict, better: bool) -> dict:
+        record = {"steps": steps, "valid_loss": round(result["loss"], 4),
+                  "valid_bleu": round(result["bleu"], 2), "best": better}
+        if self.enabled:
+            self._write(f"averaged steps {', '.join(map(str, steps))}: valid loss {result['loss']:.3f}  "
+                        f"BLEU {result['bleu']:.2f}{'  (best: now best.pt)' if better else ''}")
+            self.metrics({"kind": "averaged", **record})
+        return record
+
+    def _write(self, message: str) -> None:
+        """A log line that does not tear the progress bar."""
+        if self.bar is None:
+            log.info(message)
+            return
+        with self.bar.external_write_mode():
+            log.info(message)
