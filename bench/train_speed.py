@@ -5,7 +5,8 @@ target tokens/s and sentences/s over N steps after a short warm-up.
 
 ``--device cuda`` (default: auto) times it on a GPU, under the recipe's ``train.precision``
 (``auto`` is fp32 there; ``--set train.precision=fp16`` adds the loss scaler ``nmt train`` uses).
-``--compile`` wraps the model in ``torch.compile(dynamic=True)``; give it ``--warmup 20`` so the
+``--threads N|auto`` sets torch's CPU threads as ``nmt train --threads`` does (default: torch's own
+choice, one per core or OMP_NUM_THREADS). ``--compile`` wraps the model in ``torch.compile(dynamic=True)``; give it ``--warmup 20`` so the
 compilations (batch shapes vary) fall in the warm-up, whose seconds are printed too.
 """
 
@@ -22,7 +23,7 @@ from nmt_cli.config import load_recipe
 from nmt_cli.data import iterate_epoch, load_split
 from nmt_cli.model import build_model
 from nmt_cli.tokenizer import Tokenizer
-from nmt_cli.device import autocast_context, pick_device, resolve_precision
+from nmt_cli.device import autocast_context, configure_threads, pick_device, resolve_precision
 from nmt_cli.training import make_optimizer
 
 
@@ -41,7 +42,12 @@ def main() -> None:
     ap.add_argument("--set", dest="overrides", action="append", default=[])
     ap.add_argument("--compile", action="store_true", help="torch.compile the model (dynamic shapes)")
     ap.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
+    ap.add_argument("--threads", default="default",
+                    help="torch CPU threads: a number, 'auto' (what nmt train picks: the cores not "
+                    "already busy) or 'default' (torch's own choice)")
     args = ap.parse_args()
+    if args.threads != "default":
+        configure_threads(None if args.threads == "auto" else int(args.threads))
     device = pick_device(args.device)
     recipe = load_recipe(args.recipe, args.overrides)
     tok = Tokenizer.load(args.run_dir)
@@ -84,7 +90,8 @@ def main() -> None:
     print(f"{recipe.name}: {model.parameter_count() / 1e6:.2f}M params, {recipe.model.rnn} "
           f"{recipe.model.attention}/{recipe.model.decoder}, {device.type} {precision}: "
           f"{tokens / dt:.0f} tgt tok/s, {sents / dt:.1f} sent/s, {1000 * dt / args.steps:.0f} ms/step"
-          f"{', compiled' if args.compile else ''}, warm-up {warmup_s:.1f} s")
+          f"{', compiled' if args.compile else ''}, warm-up {warmup_s:.1f} s, "
+          f"{torch.get_num_threads()} threads")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 import pickle
 import shutil
+import warnings
 from pathlib import Path
 
 import torch
@@ -83,8 +84,14 @@ def load(path: Path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"{path}: checkpoint not found")
+    kind = _not_torch_file(path)
+    if kind:
+        raise CheckpointError(f"{path}: not a checkpoint ({kind}); give a run dir or a .pt file "
+                              "that nmt train or nmt average wrote")
     try:
-        payload = torch.load(path, map_location="cpu", weights_only=True)
+        with warnings.catch_warnings():  # torch's note on an unusual pickle protocol: the outcome says more
+            warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
+            payload = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else "unsafe content"
         if "weights_only" in str(exc) or "Unsupported" in str(exc) or "global" in str(exc).lower():
@@ -98,6 +105,25 @@ def load(path: Path) -> dict:
     if not isinstance(payload, dict) or payload.get("format") != FORMAT or "model" not in payload:
         raise CheckpointError(f"{path}: not an nmt checkpoint")
     return payload
+
+
+def _not_torch_file(path: Path) -> str | None:
+    """What the file is when torch.save cannot have written it (a zip archive, or a pickle in the
+    format before torch 1.6), so that a recipe or a text file given as a model is named as such."""
+    with open(path, "rb") as fh:
+        head = fh.read(4096)
+    if head.startswith(b"PK\x03\x04") or head.startswith(b"\x80"):
+        return None
+    if not head:
+        return "an empty file"
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(head) - 4:  # not just a character cut at the end of the sample
+            return "unknown binary content"
+    if path.suffix in (".yaml", ".yml"):
+        return "a YAML file, perhaps a recipe: its run dir is runs/<recipe name> unless --run-dir said otherwise"
+    return "a text file"
 
 
 def recipe_of(payload: dict, path: Path) -> Recipe:

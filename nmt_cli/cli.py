@@ -29,7 +29,17 @@ SetOption = Annotated[Optional[List[str]], typer.Option(
 RunDirOption = Annotated[Optional[Path], typer.Option(
     "--run-dir", help="Where the run's files go (default: runs/<recipe name>).")]
 ModelOption = Annotated[List[str], typer.Option(
-    "-m", "--model", help="Run dir or checkpoint file; repeat to ensemble several models.")]
+    "-m", "--model", metavar="RUN", help="Run dir or checkpoint file; repeat to ensemble several models.")]
+# The text of nmt_cli.device.THREADS_HELP, kept here so that --help does not import torch.
+ThreadsOption = Annotated[Optional[int], typer.Option(
+    "--threads", min=1, metavar="N", help="CPU threads for torch (also $NMT_THREADS). Default: the cores "
+    "not already busy with other processes, so that a busy machine does not slow nmt down many "
+    "times over; OMP_NUM_THREADS, when set, is used as given.")]
+
+
+def _threads(threads: int | None) -> int:
+    from nmt_cli.device import configure_threads
+    return configure_threads(threads)
 
 
 def _version(value: bool) -> None:
@@ -58,9 +68,11 @@ def preprocess(recipe: Annotated[Path, typer.Argument(help="YAML recipe, e.g. re
                run_dir: RunDirOption = None, set_: SetOption = None) -> None:
     """Fetch the corpus, clean and filter it, learn SentencePiece, and store encoded splits in the run dir."""
     from nmt_cli.data import preprocess as run_preprocess
+    from nmt_cli.interrupts import task
     r = _recipe(recipe, set_)
     out = _run_dir(r, run_dir)
-    run_preprocess(r, out, log=lambda m: typer.echo(m, err=True))
+    with task(f"preprocessing into {out} did not finish; run nmt preprocess again"):
+        run_preprocess(r, out, log=lambda m: typer.echo(m, err=True))
     typer.echo(f"preprocessed into {out}", err=True)
 
 
@@ -71,6 +83,7 @@ def train(recipe: Annotated[Path, typer.Argument(help="YAML recipe, e.g. recipes
           max_minutes: Annotated[Optional[float], typer.Option(help="Stop after this much wall-clock time (train.max_minutes).")] = None,
           device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto",
           restart: Annotated[bool, typer.Option("--restart", help="Ignore existing checkpoints and start over.")] = False,
+          threads: ThreadsOption = None,
           set_: SetOption = None) -> None:
     """Train a model; resumes from the run dir's last checkpoint when there is one.
 
@@ -79,13 +92,18 @@ def train(recipe: Annotated[Path, typer.Argument(help="YAML recipe, e.g. recipes
     """
     from nmt_cli.data import ensure_preprocessed
     from nmt_cli.device import pick_device, resolve_precision
+    from nmt_cli.interrupts import task
     from nmt_cli.training import train as run_train
     extra = ([f"train.max_steps={max_steps}"] if max_steps is not None else []) + \
             ([f"train.max_minutes={max_minutes}"] if max_minutes is not None else [])
     r = _recipe(recipe, set_, extra)
     out = _run_dir(r, run_dir)
     resolve_precision(r.train.precision, pick_device(device))  # a device mismatch fails before preprocessing
-    ensure_preprocessed(r, out, log=lambda m: typer.echo(m, err=True))
+    n = _threads(threads)
+    with task(f"preprocessing into {out} did not finish; run the same command again"):
+        ensure_preprocessed(r, out, log=lambda m: typer.echo(m, err=True))
+    if pick_device(device).type == "cpu":
+        typer.echo(f"{n} CPU thread{'s' if n > 1 else ''} (--threads to change)", err=True)
     summary = run_train(r, out, device=device, restart=restart)
     typer.echo(json.dumps({k: summary[k] for k in ("steps", "final_step", "wall_s", "tgt_tokens_per_s",
                                                      "peak_rss_mb")}))
@@ -108,10 +126,17 @@ def translate(model: ModelOption = [],
               shortlist: Annotated[Optional[bool], typer.Option("--shortlist/--no-shortlist", help="Decode over the vocabulary shortlist learned from the training data (faster on CPU; default: the recipe's decode.shortlist).")] = None,
               shortlist_per_source: Annotated[Optional[int], typer.Option(min=0, help="Candidates per source piece the shortlist adds; 0 = all it learned (default: the recipe's decode.shortlist_per_source).")] = None,
               shortlist_frequent: Annotated[Optional[int], typer.Option(min=0, help="Most common target pieces the shortlist adds; 0 = all it learned (default: the recipe's decode.shortlist_frequent).")] = None,
-              workers: Annotated[Optional[int], typer.Option(min=1, help="CPU: decode this many batches side by side, one core each (default: the recipe's decode.workers; 0 there = one per CPU thread torch uses).")] = None,
+              workers: Annotated[Optional[int], typer.Option(min=1, help="CPU: decode this many batches side by side, one core each (default: the recipe's decode.workers; 0 there = one per CPU thread, see --threads).")] = None,
+              threads: ThreadsOption = None,
               device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto") -> None:
-    """Translate lines from stdin (or -i) to stdout (or -o): one output line per input line, in order."""
-    from nmt_cli.translate import OutputOptions, load_translator, translate_stream
+    """Translate lines from stdin (or -i) to stdout (or -o): one output line per input line, in order.
+
+    With -o the translation goes to a temporary file renamed to FILE once complete. On a terminal,
+    progress (lines, lines/s, and with -i the total and time left) is shown on stderr.
+    """
+    from nmt_cli.interrupts import task
+    from nmt_cli.output_file import atomic_text_output
+    from nmt_cli.translate import OutputOptions, count_lines, load_translator, translate_stream
     if attention_plot is not None:
         try:
             import matplotlib  # noqa: F401
@@ -120,6 +145,7 @@ def translate(model: ModelOption = [],
         from nmt_cli.plots import plot_dir
         plot_dir(attention_plot)  # before the model loads: a bad folder should not cost a load
     want_attention = alignments or attention_plot is not None or show_attention
+    _threads(threads)
     translator = load_translator(model, device=device, quantize=quantize, beam_size=beam_size,
                                  batch_size=batch_size, batch_tokens=batch_tokens, nbest=nbest,
                                  attention=want_attention, shortlist=shortlist, length_penalty=length_penalty,
@@ -134,24 +160,24 @@ def translate(model: ModelOption = [],
         raise UserError(f"{input}: cannot read ({exc.strerror})") from None
     interactive = input is None and sys.stdin.isatty()
     progress = None
-    if output is not None:
-        try:
-            out_stream = open(output, "w", encoding="utf-8")
-        except OSError as exc:
-            raise UserError(f"{output}: cannot write ({exc.strerror})") from None
-        if sys.stderr.isatty():
-            from tqdm import tqdm
-            progress = tqdm(unit="line", file=sys.stderr)
-    else:
-        out_stream = sys.stdout
+    if sys.stderr.isatty() and not interactive and not show_attention:
+        from tqdm import tqdm
+        progress = tqdm(total=count_lines(input) if input is not None else None, unit="line",
+                        file=sys.stderr, dynamic_ncols=True)
+    done = [0]
+
+    def left() -> str:
+        where = f"{output} was not written" if output is not None else "the lines before it are on stdout"
+        return f"translation stopped after {done[0]} lines; {where}"
+
     try:
-        translate_stream(translator, in_stream, out_stream, interactive=interactive, out=out_opts,
-                         progress=progress)
+        with task(left), atomic_text_output(output) as out_stream:
+            translate_stream(translator, in_stream, out_stream or sys.stdout, interactive=interactive,
+                             out=out_opts, progress=progress, done=done,
+                             chunk_lines=256 if progress is not None else 2000)
     finally:
         if progress is not None:
             progress.close()
-        if output is not None:
-            out_stream.close()
         if input is not None:
             in_stream.close()
 
@@ -165,7 +191,7 @@ def _read(path: Path) -> list[str]:
 def evaluate(hyp: Annotated[Optional[Path], typer.Option(help="Hypotheses, one per line.")] = None,
              ref: Annotated[Optional[Path], typer.Option(help="References, one per line (plain or .gz).")] = None,
              model: Annotated[List[str], typer.Option(
-                 "-m", "--model", help="Run dir or checkpoint file; repeat to score several models side by side "
+                 "-m", "--model", metavar="RUN", help="Run dir or checkpoint file; repeat to score several models side by side "
                  "(to ensemble them, translate with nmt translate -m A -m B and score with --hyp).")] = [],
              src: Annotated[Optional[Path], typer.Option(help="Source file: with -m, translate it first; with --by-length, bucket by it.")] = None,
              metrics: Annotated[str, typer.Option(help="Comma-separated: bleu, chrf, ter.")] = "bleu,chrf,ter",
@@ -175,6 +201,7 @@ def evaluate(hyp: Annotated[Optional[Path], typer.Option(help="Hypotheses, one p
              length_penalty: Annotated[Optional[float], typer.Option(min=0.0, help="GNMT length penalty alpha when translating with -m.")] = None,
              plot: Annotated[Optional[Path], typer.Option(help="With --by-length: save the BLEU-by-length chart here (plot extra).")] = None,
              json_out: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+             threads: ThreadsOption = None,
              device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto") -> None:
     """Score hypotheses against references with sacreBLEU (BLEU, chrF, TER, with signatures).
 
@@ -200,13 +227,16 @@ def evaluate(hyp: Annotated[Optional[Path], typer.Option(help="Hypotheses, one p
         # Checked before translating: a mismatch found afterwards would waste the whole translation.
         if len(sources) != len(refs):
             raise UserError(f"--src and --ref differ in length: {len(sources)} vs {len(refs)} lines")
+        from nmt_cli.interrupts import task
         from nmt_cli.translate import load_translator  # torch is imported only to translate
+        _threads(threads)
         for m in model:
             translator = load_translator([m], device=device, beam_size=beam_size, length_penalty=length_penalty)
             if translator.lowercase and not lc_tok:
                 typer.echo(f"note: {m} was trained with data.lowercase and writes lowercase; against cased "
                            "references use --lc-tok LANG with the tokenized ones", err=True)
-            systems[m] = [t.text for t in translator.translate(sources)]
+            with task(f"stopped while translating {src} with {m}; nothing was scored"):
+                systems[m] = [t.text for t in translator.translate(sources)]
     elif hyp is not None:
         systems[str(hyp)] = _read(hyp)
     else:
@@ -243,9 +273,10 @@ def evaluate(hyp: Annotated[Optional[Path], typer.Option(help="Hypotheses, one p
 
 @app.command()
 def score(model: Annotated[List[str], typer.Option(
-              "-m", "--model", help="Run dir or checkpoint file (one model).")] = [],
+              "-m", "--model", metavar="RUN", help="Run dir or checkpoint file (one model).")] = [],
           src: Annotated[Optional[Path], typer.Option(help="Source sentences.")] = None,
           tgt: Annotated[Optional[Path], typer.Option(help="Target sentences to force-decode.")] = None,
+          threads: ThreadsOption = None,
           device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto") -> None:
     """Print log p(target | source) for each pair (forced decoding), one number per line."""
     from nmt_cli.checkpoint import load_model
@@ -255,12 +286,16 @@ def score(model: Annotated[List[str], typer.Option(
         raise UserError("give -m RUN, --src FILE and --tgt FILE")
     if len(model) > 1:
         raise UserError("-m: nmt score force-decodes with one model; give -m once")
+    from nmt_cli.interrupts import task
     dev = pick_device(device)
+    _threads(threads)
     m, recipe, tokenizer, _ = load_model(model[0], dev)
     sources, targets = _read(src), _read(tgt)
     if len(sources) != len(targets):
         raise UserError(f"{src} has {len(sources)} lines but {tgt} has {len(targets)}")
-    for value in force_decode(m, tokenizer, sources, targets, dev, lowercase=recipe.data.lowercase):
+    with task(f"scoring stopped before any score was printed ({len(sources)} pairs)"):
+        values = force_decode(m, tokenizer, sources, targets, dev, lowercase=recipe.data.lowercase)
+    for value in values:
         typer.echo(f"{value:.4f}")
 
 
@@ -275,15 +310,20 @@ def average(run_dir: Annotated[Path, typer.Argument(help="Run dir whose numbered
         raise UserError(f"{run_dir}: no numbered checkpoints (checkpoints/step-N.pt) to average")
     if len(paths) < last:
         typer.echo(f"note: only {len(paths)} checkpoints found, averaging those", err=True)
-    out = run_average(paths, output)
+    from nmt_cli.interrupts import task
+    with task(f"averaging stopped; {output} was not written"):
+        out = run_average(paths, output)
     typer.echo(f"averaged {len(paths)} checkpoints into {out}", err=True)
 
 
 def main() -> None:
-    """Entry point: user errors become one line on stderr and exit code 2, never a traceback."""
+    """Entry point: user errors become one line on stderr and exit code 2, never a traceback; a
+    signal exits 128 + its number with one line saying what was left incomplete."""
     from nmt_cli.errors import TrainingInterrupted
+    from nmt_cli.interrupts import Interrupted, install
+    install()
     try:
-        app(standalone_mode=False, prog_name="nmt")
+        code = app(standalone_mode=False, prog_name="nmt")
     except UserError as exc:
         print(f"nmt: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
@@ -296,6 +336,9 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except TrainingInterrupted as exc:
         print(f"nmt: {exc}; checkpoint written, run the same command to resume", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except Interrupted as exc:
+        print(f"nmt: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         print("nmt: interrupted", file=sys.stderr)
@@ -314,3 +357,7 @@ def main() -> None:
             exc.show()
             sys.exit(exc.exit_code)
         raise
+    if isinstance(code, int) and code:  # typer hands back an Exit's code (130 for a stray Ctrl-C)
+        if code == 130:
+            print("nmt: interrupted", file=sys.stderr)
+        sys.exit(code)

@@ -230,25 +230,35 @@ def _check_range(value: Any, meta: dict, where: str) -> None:
             raise ConfigError(f"{where}: {value:g} is out of range (must be <= {hi:g})")
 
 
-def _build(cls: type, raw: Any, prefix: str, origin: str) -> Any:
+def _origin_of(key: str, origin: str, set_by: dict[str, str]) -> str:
+    """Who gave ``key`` its value: the --set that named it (or a key below it), else the file."""
+    for named, item in set_by.items():
+        if named == key or named.startswith(key + "."):
+            return f"--set {item}"
+    return origin
+
+
+def _build(cls: type, raw: Any, prefix: str, origin: str, set_by: dict[str, str] | None = None) -> Any:
+    set_by = set_by or {}
     where_self = prefix.rstrip(".") or "recipe"
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
-        raise ConfigError(f"{origin}: {where_self}: expected a mapping of keys, got {raw!r}")
+        raise ConfigError(f"{_origin_of(where_self, origin, set_by)}: {where_self}: expected a mapping "
+                          f"of keys, got {raw!r}")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     for key in raw:
         if key not in fields:
             hint = difflib.get_close_matches(str(key), list(fields), n=1, cutoff=0.6)
             extra = f" (did you mean '{prefix}{hint[0]}'?)" if hint else ""
-            raise ConfigError(f"{origin}: {prefix}{key}: unknown key{extra}")
+            raise ConfigError(f"{_origin_of(f'{prefix}{key}', origin, set_by)}: {prefix}{key}: unknown key{extra}")
     kwargs = {}
     for name, f in fields.items():
-        where = f"{origin}: {prefix}{name}"
+        where = f"{_origin_of(f'{prefix}{name}', origin, set_by)}: {prefix}{name}"
         tp = hints[name]
         if dataclasses.is_dataclass(tp):
-            kwargs[name] = _build(tp, raw.get(name), f"{prefix}{name}.", origin)
+            kwargs[name] = _build(tp, raw.get(name), f"{prefix}{name}.", origin, set_by)
             continue
         if name not in raw:
             continue
@@ -312,12 +322,16 @@ def recipe_from_dict(raw: Any, origin: str = "recipe", overrides: list[str] | No
     if not isinstance(raw, dict):
         raise ConfigError(f"{origin}: a recipe must be a mapping of keys, got {type(raw).__name__}")
     raw = apply_overrides(dict(raw), overrides or [], origin)
-    recipe = _build(Recipe, raw, "", origin)
+    set_by = {item.split("=", 1)[0].strip(): item for item in overrides or []}  # the last --set wins
+    recipe = _build(Recipe, raw, "", origin, set_by)
     _check_consistency(recipe, origin)
     return recipe
 
 
 def _read_yaml(path: Path) -> Any:
+    if path.is_dir():
+        raise ConfigError(f"{path}: is a folder; give a recipe file, e.g. recipes/en-fr.yaml"
+                          f"{' (a run dir keeps its own as recipe.yaml)' if (path / 'recipe.yaml').is_file() else ''}")
     if not path.is_file():
         raise ConfigError(f"{path}: recipe file not found")
     try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
@@ -263,7 +264,20 @@ def save_tok_references(recipe: Recipe, data_dir: Path, log=print) -> dict[str, 
 
 
 def preprocess(recipe: Recipe, run_dir: Path, log=print) -> dict:
-    """Fetch, clean, learn SentencePiece on the training split, encode and store every split."""
+    """Fetch, clean, learn SentencePiece on the training split, encode and store every split.
+    When it fails or is interrupted, the folders it created are removed: no run dir that looks
+    started is left behind."""
+    run_dir = Path(run_dir)
+    created = [d for d in (run_dir, run_dir / "data") if not d.exists()]
+    try:
+        return _preprocess(recipe, run_dir, log)
+    except BaseException:
+        if created:
+            shutil.rmtree(created[0], ignore_errors=True)
+        raise
+
+
+def _preprocess(recipe: Recipe, run_dir: Path, log) -> dict:
     data_dir = run_dir / "data"
     data_dir.mkdir(parents=True, exist_ok=True)
     texts: dict[str, tuple[list[str], list[str]]] = {}

@@ -6,8 +6,10 @@ training loop.
 
 from __future__ import annotations
 
+import os
 import resource
 import sys
+import time
 from contextlib import nullcontext
 
 import torch
@@ -65,3 +67,108 @@ def autocast_context(device: torch.device, precision: str):
 def peak_rss_mb() -> float:
     kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return kb / 1024.0 if sys.platform != "darwin" else kb / (1024.0 * 1024.0)
+
+
+# ---------------------------------------------------------------------------------------------- threads
+
+THREADS_ENV = "NMT_THREADS"
+THREADS_HELP = (f"CPU threads for torch (also ${THREADS_ENV}). Default: the cores not already busy "
+                "with other processes, so a busy machine does not slow training down many times; "
+                "OMP_NUM_THREADS, when set, is used as given.")
+
+
+def usable_cores() -> int:
+    """The cores this process may run on: its CPU affinity, capped by a cgroup CPU quota."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    try:  # cgroup v2: "max 100000" or "200000 100000" (quota and period, in microseconds)
+        quota, period = open("/sys/fs/cgroup/cpu.max").read().split()[:2]
+        if quota != "max":
+            cores = min(cores, max(1, int(-(-int(quota) // int(period)))))
+    except (OSError, ValueError):
+        pass
+    return max(1, cores)
+
+
+def _cpu_times() -> dict[str, tuple[int, int]]:
+    """(busy, total) jiffies per CPU from /proc/stat; empty where there is none."""
+    times = {}
+    try:
+        with open("/proc/stat") as fh:
+            for line in fh:
+                if not line.startswith("cpu") or line.startswith("cpu "):
+                    continue
+                name, *fields = line.split()
+                values = [int(v) for v in fields[:8]]
+                idle = values[3] + values[4]  # idle and iowait
+                times[name] = (sum(values) - idle, sum(values))
+    except (OSError, ValueError, IndexError):
+        return {}
+    return times
+
+
+def busy_cores(sample_s: float = 0.25) -> float:
+    """How many of this process's cores other processes keep busy now, measured from /proc/stat
+    over ``sample_s`` seconds (while this process sleeps); 0 where /proc/stat is missing."""
+    try:
+        mine = {f"cpu{i}" for i in os.sched_getaffinity(0)}
+    except (AttributeError, OSError):
+        mine = None
+    before = _cpu_times()
+    if not before:
+        return 0.0
+    time.sleep(sample_s)
+    after = _cpu_times()
+    busy = 0.0
+    for name, (b1, t1) in after.items():
+        if name not in before or (mine is not None and name not in mine):
+            continue
+        b0, t0 = before[name]
+        if t1 > t0:
+            busy += (b1 - b0) / (t1 - t0)
+    return busy
+
+
+def default_threads() -> int:
+    """The cores not already busy, at least one. torch's default, one thread per core, collapses
+    when another process holds a core: its threads wait for each other at every operation. On a
+    2-core machine with one core busy, training ran about 10x slower with 2 threads than with 1
+    (docs/lab/threads.md)."""
+    cores = usable_cores()
+    if cores == 1:
+        return 1
+    return max(1, min(cores, int(cores - busy_cores() + 0.5)))
+
+
+def resolve_threads(requested: int | None = None) -> tuple[int, str]:
+    """-> (threads, where the number came from): --threads, $NMT_THREADS, $OMP_NUM_THREADS, or
+    the cores not already busy."""
+    from nmt_cli.errors import UserError
+    if requested is not None:
+        if requested < 1:
+            raise UserError(f"--threads: must be 1 or more, got {requested}")
+        return requested, "--threads"
+    for name in (THREADS_ENV, "OMP_NUM_THREADS"):
+        value = os.environ.get(name, "").strip()
+        if value:
+            try:
+                n = int(value)
+            except ValueError:
+                n = 0
+            if n < 1:
+                raise UserError(f"${name}: must be a whole number of 1 or more, got '{value}'")
+            return n, f"${name}"
+    return default_threads(), "cores not busy"
+
+
+def configure_threads(requested: int | None = None) -> int:
+    """Set torch's intra-op (and, where still possible, inter-op) threads; returns the count."""
+    n, _ = resolve_threads(requested)
+    torch.set_num_threads(n)
+    try:  # allowed once, before any inter-op work; a second call in one process keeps the first
+        torch.set_num_interop_threads(n)
+    except RuntimeError:
+        pass
+    return n

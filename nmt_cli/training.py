@@ -31,6 +31,7 @@ from nmt_cli.data import (EncodedSplit, iterate_epoch, learn_split_shortlist, lo
 from nmt_cli.device import autocast_context, native_bf16, peak_rss_mb, pick_device, resolve_precision
 from nmt_cli.ema import WeightAverage
 from nmt_cli.errors import CheckpointError, DataError, TrainingInterrupted, UserError
+from nmt_cli.interrupts import Interrupted
 from nmt_cli.model import build_model
 from nmt_cli.schedule import LearningRate, sampling_probability
 from nmt_cli.tokenizer import Tokenizer
@@ -240,7 +241,8 @@ class Trainer:
             log.warning("still writing the checkpoint; training stops as soon as it is written")
             return
         if self.stop_signal is not None:  # a second Ctrl-C: stop now, checkpoints stay intact
-            raise KeyboardInterrupt
+            raise Interrupted(signum, f"training stopped at step {self.progress.step} without a new "
+                              "checkpoint; run the same command to resume from the last one")
         self.stop_signal = signum
         log.info(f"{signal.Signals(signum).name} received: finishing this step, then checkpointing")
 

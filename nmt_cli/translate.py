@@ -1,8 +1,9 @@
 """Translating lines: batching by length, decoding, restoring order, streaming from a file.
 
 N lines in give N lines out, in order. An empty (or all-whitespace) line gives an empty line
-without touching the model. Input bytes that are not UTF-8 are replaced, never fatal. Lines
-longer than the model's source limit are cut to it, with one warning.
+without touching the model. Lines
+longer than the model's source limit are cut to it, with one warning. Input bytes that are not
+UTF-8 are replaced; one warning at the end names the lines that had them.
 """
 
 from __future__ import annotations
@@ -64,9 +65,15 @@ def _single_threaded_pool(workers: int):
     functions turn gradients off themselves."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)
+    pool = ThreadPoolExecutor(workers, initializer=torch.set_num_threads, initargs=(1,))
     try:
-        with ThreadPoolExecutor(workers, initializer=torch.set_num_threads, initargs=(1,)) as pool:
-            yield pool
+        yield pool
+    except BaseException:
+        # Ctrl-C: the batches not yet started are dropped rather than decoded before exiting.
+        pool.shutdown(wait=True, cancel_futures=True)
+        raise
+    else:
+        pool.shutdown(wait=True)
     finally:
         torch.set_num_threads(before)
 
@@ -145,12 +152,29 @@ class Translator:
         return out
 
 
-def read_lines_stream(stream, interactive: bool, buffer_lines: int = 2000) -> Iterator[list[str]]:
-    """Chunks of decoded lines from a binary stream: one line at a time when interactive."""
+def count_lines(path) -> int:
+    """Lines in a file as read_lines_stream will yield them (a last line without a newline counts)."""
+    n, last = 0, b"\n"
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            n += block.count(b"\n")
+            last = block[-1:]
+    return n + (last != b"\n")
+
+
+def read_lines_stream(stream, interactive: bool, buffer_lines: int = 2000,
+                      invalid: list[int] | None = None) -> Iterator[list[str]]:
+    """Chunks of decoded lines from a binary stream: one line at a time when interactive. Bytes
+    that are not UTF-8 become U+FFFD; the 1-based numbers of such lines go to ``invalid``."""
     chunk: list[str] = []
     limit = 1 if interactive else buffer_lines
-    for raw in iter(stream.readline, b""):
-        line = raw.decode("utf-8", errors="replace")
+    for number, raw in enumerate(iter(stream.readline, b""), 1):
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            line = raw.decode("utf-8", errors="replace")
+            if invalid is not None:
+                invalid.append(number)
         if line.endswith("\n"):
             line = line[:-1]
         chunk.append(line.rstrip("\r"))
@@ -159,6 +183,15 @@ def read_lines_stream(stream, interactive: bool, buffer_lines: int = 2000) -> It
             chunk = []
     if chunk:
         yield chunk
+
+
+def invalid_utf8_warning(numbers: Sequence[int], shown: int = 5) -> str:
+    """One line naming the input lines that were not valid UTF-8, the first few by number."""
+    listed = ", ".join(map(str, numbers[:shown]))
+    more = f" and {len(numbers) - shown} more" if len(numbers) > shown else ""
+    which = f"line {listed}" if len(numbers) == 1 else f"{len(numbers)} lines ({listed}{more})"
+    return (f"warning: input {which} {'is' if len(numbers) == 1 else 'are'} not valid UTF-8; "
+            "the bad bytes were replaced by U+FFFD and translated as such")
 
 
 def alignment_pairs(hyp: Hypothesis, src_pieces: Sequence[str], tgt_pieces: Sequence[str]) -> list[tuple[int, int]]:
@@ -186,13 +219,17 @@ def alignment_pairs(hyp: Hypothesis, src_pieces: Sequence[str], tgt_pieces: Sequ
 
 
 def shade_rows(weights: torch.Tensor, src_pieces: Sequence[str], tgt_pieces: Sequence[str]) -> str:
-    """A small Unicode heatmap of attention: one row per target piece, one cell per source piece."""
+    """A Unicode heatmap of attention: one row per target piece, one column per source piece, as
+    wide as the piece so that every piece is shown whole."""
     shades = " ░▒▓█"
-    lines = ["      " + " ".join(f"{p[:4]:>4}" for p in src_pieces)]
+    widths = [max(len(p), 1) for p in src_pieces]
+    label = max([len(p) for p in tgt_pieces] + [1])
+    lines = [" " * label + " " + " ".join(f"{p:>{w}}" for p, w in zip(src_pieces, widths))]
     for j, piece in enumerate(tgt_pieces):
         row = weights[j, :len(src_pieces)].tolist() if j < weights.size(0) else []
-        cells = " ".join(shades[min(int(w * len(shades)), len(shades) - 1)] * 4 for w in row)
-        lines.append(f"{piece[:5]:>5} {cells}")
+        cells = " ".join(shades[min(int(w * len(shades)), len(shades) - 1)] * width
+                         for w, width in zip(row, widths))
+        lines.append(f"{piece:>{label}} {cells}")
     return "\n".join(lines)
 
 
@@ -227,13 +264,27 @@ def format_translation(index: int, tr: Translation, tokenizer: Tokenizer, out: O
 
 
 def translate_stream(translator: Translator, in_stream, out_stream, *, interactive: bool,
-                     out: OutputOptions, progress=None) -> int:
-    """Translate a binary line stream into a text stream; returns the number of lines."""
+                     out: OutputOptions, progress=None, done: list[int] | None = None,
+                     chunk_lines: int = 2000) -> int:
+    """Translate a binary line stream into a text stream; returns the number of lines.
+    ``done[0]``, when given, follows the lines written so far (for a message on interruption).
+    Lines are length-sorted into batches within chunks of ``chunk_lines``; a progress bar moves
+    once per chunk."""
     import pathlib
-    tokenizer = translator.tokenizer
     pictures = plot_dir(pathlib.Path(out.attention_plot)) if out.attention_plot else None
+    invalid: list[int] = []
+    try:
+        return _translate_chunks(translator, read_lines_stream(in_stream, interactive, chunk_lines, invalid),
+                                 out_stream, out, pictures, progress, done)
+    finally:
+        if invalid:
+            translator.warn(invalid_utf8_warning(invalid))
+
+
+def _translate_chunks(translator, chunks, out_stream, out: OutputOptions, pictures, progress, done) -> int:
+    tokenizer = translator.tokenizer
     count = 0
-    for chunk in read_lines_stream(in_stream, interactive):
+    for chunk in chunks:
         for tr in translator.translate(chunk):
             for line in format_translation(count, tr, tokenizer, out):
                 out_stream.write(line + "\n")
@@ -247,6 +298,8 @@ def translate_stream(translator: Translator, in_stream, out_stream, *, interacti
                     print(shade_rows(best.attention, src_p, tgt_p), file=sys.stderr)
             count += 1
         out_stream.flush()
+        if done is not None:
+            done[0] = count
         if progress is not None:
             progress.update(len(chunk))
     return count

@@ -9,8 +9,8 @@ from nmt_cli.checkpoint import load_model
 from nmt_cli.config import recipe_from_dict
 from nmt_cli.search import Hypothesis
 from nmt_cli.training import train
-from nmt_cli.translate import (DecodeOptions, OutputOptions, Translator, alignment_pairs, force_decode,
-                               translate_stream)
+from nmt_cli.translate import (DecodeOptions, OutputOptions, Translator, alignment_pairs, count_lines,
+                               force_decode, shade_rows, translate_stream)
 
 
 @pytest.fixture(scope="module")
@@ -76,6 +76,43 @@ def test_shortlist_frequent_limits_the_pieces_a_sentence_may_use(trained):
 def test_invalid_utf8_and_missing_final_newline(trained):
     out = run_stream(translator(trained), b"\xff\xfe broken \xc3\n\xe2\x82 last line without newline")
     assert len(out) == 2
+
+
+def test_invalid_utf8_lines_are_translated_and_named_in_one_warning(trained):
+    model, tokenizer, _ = trained
+    warnings = []
+    tr = Translator(model, tokenizer, DecodeOptions(beam_size=1), warn=warnings.append)
+    lines = [b"A dog runs.", b"A \xff cat.", b"Two men.", b"\xc3", b"ok"] + [b"bad \xfe"] * 6
+    buf = io.StringIO()
+    # chunks of 2 lines: the warning still comes once, at the end, with every line number
+    n = translate_stream(tr, io.BytesIO(b"\n".join(lines) + b"\n"), buf, interactive=False,
+                         out=OutputOptions(), chunk_lines=2)
+    assert n == len(lines) == buf.getvalue().count("\n")
+    assert warnings == ["warning: input 8 lines (2, 4, 6, 7, 8 and 3 more) are not valid UTF-8; the bad "
+                        "bytes were replaced by U+FFFD and translated as such"]
+    warnings.clear()
+    translate_stream(tr, io.BytesIO(b"fine\n\xff\n"), io.StringIO(), interactive=False, out=OutputOptions())
+    assert warnings == ["warning: input line 2 is not valid UTF-8; the bad bytes were replaced by U+FFFD "
+                        "and translated as such"]
+    warnings.clear()
+    run_stream(tr, "Un café à Noël.\n".encode())
+    assert warnings == []
+
+
+def test_count_lines_matches_what_the_stream_reads(tmp_path):
+    for data, n in ((b"", 0), (b"a\n", 1), (b"a\nb", 2), (b"\n\n", 2), (b"x" * 3_000_000 + b"\ny\n", 2)):
+        (tmp_path / "f").write_bytes(data)
+        assert count_lines(tmp_path / "f") == n
+
+
+def test_terminal_heat_map_shows_whole_pieces():
+    weights = torch.tensor([[0.9, 0.05, 0.05], [0.1, 0.1, 0.8]])
+    src, tgt = ["\u2581photographer", "\u2581at", "\u2581work"], ["\u2581photographe", "</s>"]
+    rows = shade_rows(weights, src, tgt).split("\n")
+    assert all(piece in rows[0] for piece in src) and rows[1].lstrip().startswith("\u2581photographe")
+    assert rows[2].lstrip().startswith("</s>")
+    cells = rows[1][len(rows[1]) - len(rows[0].lstrip()):]
+    assert cells.startswith("\u2588" * len(src[0]))  # the strongest cell is as wide as its piece
 
 
 def test_overlong_line_is_truncated_with_one_warning(trained):
