@@ -67,8 +67,9 @@ def _run_dir(recipe, run_dir: Path | None) -> Path:
 def preprocess(recipe: Annotated[Path, typer.Argument(help="YAML recipe, e.g. recipes/en-fr.yaml")],
                run_dir: RunDirOption = None, set_: SetOption = None) -> None:
     """Fetch the corpus, clean and filter it, learn SentencePiece, and store encoded splits in the run dir."""
+    from nmt_cli.interrupts import command, task
+    command("preprocessing stopped before it began; nothing was written")
     from nmt_cli.data import preprocess as run_preprocess
-    from nmt_cli.interrupts import task
     r = _recipe(recipe, set_)
     out = _run_dir(r, run_dir)
     with task(f"preprocessing into {out} did not finish; run nmt preprocess again"):
@@ -90,9 +91,10 @@ def train(recipe: Annotated[Path, typer.Argument(help="YAML recipe, e.g. recipes
     Runs preprocessing first if the run dir has no data. Ctrl-C or SIGTERM writes a checkpoint and
     stops; running the same command again resumes exactly.
     """
+    from nmt_cli.interrupts import command, task
+    command("training stopped before its first step; the run dir's checkpoints are as they were")
     from nmt_cli.data import ensure_preprocessed
     from nmt_cli.device import pick_device, resolve_precision
-    from nmt_cli.interrupts import task
     from nmt_cli.training import train as run_train
     extra = ([f"train.max_steps={max_steps}"] if max_steps is not None else []) + \
             ([f"train.max_minutes={max_minutes}"] if max_minutes is not None else [])
@@ -134,7 +136,8 @@ def translate(model: ModelOption = [],
     With -o the translation goes to a temporary file renamed to FILE once complete. On a terminal,
     progress (lines, lines/s, and with -i the total and time left) is shown on stderr.
     """
-    from nmt_cli.interrupts import task
+    from nmt_cli.interrupts import command, task
+    command(f"translation stopped before it began; {'nothing was written' if output is None else f'{output} was not written'}")
     from nmt_cli.output_file import atomic_text_output
     from nmt_cli.translate import OutputOptions, count_lines, load_translator, translate_stream
     if attention_plot is not None:
@@ -209,6 +212,8 @@ def evaluate(hyp: Annotated[Optional[Path], typer.Option(help="Hypotheses, one p
     -m with --by-length compare the models side by side.
     """
     from nmt_cli import scoring
+    from nmt_cli.interrupts import command
+    command("evaluation stopped; nothing was scored")
     if ref is None:
         raise UserError("--ref: give the reference file")
     refs = _read(ref)
@@ -279,6 +284,8 @@ def score(model: Annotated[List[str], typer.Option(
           threads: ThreadsOption = None,
           device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto") -> None:
     """Print log p(target | source) for each pair (forced decoding), one number per line."""
+    from nmt_cli.interrupts import command, task
+    command("scoring stopped before any score was printed")
     from nmt_cli.checkpoint import load_model
     from nmt_cli.device import pick_device
     from nmt_cli.translate import force_decode
@@ -286,7 +293,6 @@ def score(model: Annotated[List[str], typer.Option(
         raise UserError("give -m RUN, --src FILE and --tgt FILE")
     if len(model) > 1:
         raise UserError("-m: nmt score force-decodes with one model; give -m once")
-    from nmt_cli.interrupts import task
     dev = pick_device(device)
     _threads(threads)
     m, recipe, tokenizer, _ = load_model(model[0], dev)
@@ -304,15 +310,15 @@ def average(run_dir: Annotated[Path, typer.Argument(help="Run dir whose numbered
             last: Annotated[int, typer.Option(min=1, help="Average the N newest checkpoints.")] = 5,
             output: Annotated[Path, typer.Option("-o", "--output", help="Where to write the averaged checkpoint.")] = Path("averaged.pt")) -> None:
     """Average the weights of the last N checkpoints into one checkpoint that translate can use."""
+    from nmt_cli.interrupts import command
+    command(f"averaging stopped; {output} was not written")
     from nmt_cli.checkpoint import average as run_average, step_checkpoints
     paths = step_checkpoints(run_dir)[-last:]
     if not paths:
         raise UserError(f"{run_dir}: no numbered checkpoints (checkpoints/step-N.pt) to average")
     if len(paths) < last:
         typer.echo(f"note: only {len(paths)} checkpoints found, averaging those", err=True)
-    from nmt_cli.interrupts import task
-    with task(f"averaging stopped; {output} was not written"):
-        out = run_average(paths, output)
+    out = run_average(paths, output)
     typer.echo(f"averaged {len(paths)} checkpoints into {out}", err=True)
 
 

@@ -9,10 +9,15 @@ from contextlib import contextmanager
 from typing import Callable, Iterator
 
 _tasks: list[Callable[[], str]] = []
+_command = "stopped before it finished"  # what the whole command leaves undone, when no task says more
+_deferring = 0                  # depth of deferred() blocks
+_pending: int | None = None     # a signal that arrived inside one
 
 
-class Interrupted(Exception):
-    """A signal stopped a command; ``left`` says what was not finished."""
+class Interrupted(BaseException):
+    """A signal stopped a command; ``left`` says what was not finished. A BaseException, like
+    KeyboardInterrupt, so that no ``except Exception`` on the way (logging's, a library's)
+    swallows it."""
 
     def __init__(self, signum: int, left: str | None = None):
         self.signum = signum
@@ -22,6 +27,10 @@ class Interrupted(Exception):
 
 
 def _raise(signum, frame):
+    global _pending
+    if _deferring:
+        _pending = signum
+        return
     raise Interrupted(signum)
 
 
@@ -42,5 +51,26 @@ def task(describe: str | Callable[[], str]) -> Iterator[None]:
         _tasks.pop()
 
 
+def command(describe: str) -> None:
+    """What an interruption anywhere in this command leaves undone (inner tasks say more)."""
+    global _command
+    _command = describe
+
+
 def unfinished() -> str:
-    return _tasks[-1]() if _tasks else "stopped before it finished"
+    return _tasks[-1]() if _tasks else _command
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """A signal that arrives inside waits until the block ends, so that what the block writes is
+    written whole (an output line, and the count of lines written that the message reports)."""
+    global _deferring, _pending
+    _deferring += 1
+    try:
+        yield
+    finally:
+        _deferring -= 1
+    if not _deferring and _pending is not None:
+        signum, _pending = _pending, None
+        raise Interrupted(signum)

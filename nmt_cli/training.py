@@ -237,14 +237,17 @@ class Trainer:
         return float(t.item())
 
     def _on_signal(self, signum, frame):
+        # It may run in the middle of a log call: it writes to the stderr descriptor directly, since
+        # logging's handlers are not reentrant.
+        name = signal.Signals(signum).name
         if self.saving_on_signal:  # stopping a checkpoint write half-way would only lose it
-            log.warning("still writing the checkpoint; training stops as soon as it is written")
+            _say(f"{name} received: still writing the checkpoint; training stops once it is written")
             return
         if self.stop_signal is not None:  # a second Ctrl-C: stop now, checkpoints stay intact
             raise Interrupted(signum, f"training stopped at step {self.progress.step} without a new "
                               "checkpoint; run the same command to resume from the last one")
         self.stop_signal = signum
-        log.info(f"{signal.Signals(signum).name} received: finishing this step, then checkpointing")
+        _say(f"{name} received: finishing this step, then checkpointing (again to stop at once)")
 
     # ------------------------------------------------------------------ validation and averaging
 
@@ -317,6 +320,7 @@ class Trainer:
                               tgt_tokens, train_time, data_wait)
                 if self._agree(self.stop_signal is not None):
                     self.stop_signal = self.stop_signal or signal.SIGTERM
+                    log.info(f"{signal.Signals(self.stop_signal).name} received: checkpointing step {p.step}")
                     break
                 stop_early = False
                 if p.step % cfg.valid_every == 0:
@@ -444,6 +448,13 @@ class Trainer:
         if self.ema is not None:
             self.ema.update(self.model)
         return total_loss, ntok, nsrc
+
+
+def _say(message: str) -> None:
+    try:
+        os.write(2, (message + "\n").encode())
+    except OSError:
+        pass
 
 
 def train(recipe: Recipe, run_dir: Path, *, device: str = "auto", restart: bool = False,

@@ -17,6 +17,7 @@ from typing import Callable, Iterator, Sequence
 import torch
 
 from nmt_cli.data import collate, normalize
+from nmt_cli.interrupts import deferred
 from nmt_cli.plots import attention_heatmap, plot_dir
 from nmt_cli.search import Hypothesis, search
 from nmt_cli.tokenizer import Tokenizer
@@ -285,21 +286,23 @@ def _translate_chunks(translator, chunks, out_stream, out: OutputOptions, pictur
     tokenizer = translator.tokenizer
     count = 0
     for chunk in chunks:
-        for tr in translator.translate(chunk):
-            for line in format_translation(count, tr, tokenizer, out):
-                out_stream.write(line + "\n")
-            best = tr.hypotheses[0] if tr.hypotheses else None
-            if best is not None and best.attention is not None:
-                src_p = tokenizer.src_pieces(tr.src_ids)
-                tgt_p = tokenizer.tgt_pieces(best.tokens) + ["</s>"]
-                if pictures:
-                    attention_heatmap(best.attention, src_p, tgt_p, pictures / f"{count:06d}.png")
-                if out.show_attention:
-                    print(shade_rows(best.attention, src_p, tgt_p), file=sys.stderr)
-            count += 1
-        out_stream.flush()
-        if done is not None:
-            done[0] = count
+        translations = translator.translate(chunk)
+        with deferred():  # a chunk's lines are written whole, and counted, before a signal stops it
+            for tr in translations:
+                for line in format_translation(count, tr, tokenizer, out):
+                    out_stream.write(line + "\n")
+                best = tr.hypotheses[0] if tr.hypotheses else None
+                if best is not None and best.attention is not None:
+                    src_p = tokenizer.src_pieces(tr.src_ids)
+                    tgt_p = tokenizer.tgt_pieces(best.tokens) + ["</s>"]
+                    if pictures:
+                        attention_heatmap(best.attention, src_p, tgt_p, pictures / f"{count:06d}.png")
+                    if out.show_attention:
+                        print(shade_rows(best.attention, src_p, tgt_p), file=sys.stderr)
+                count += 1
+            out_stream.flush()
+            if done is not None:
+                done[0] = count
         if progress is not None:
             progress.update(len(chunk))
     return count
