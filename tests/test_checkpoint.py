@@ -86,3 +86,19 @@ def test_not_a_checkpoint_and_missing(tmp_path):
         ckpt.resolve(tmp_path / "missing")
     with pytest.raises(CheckpointError, match="no checkpoint yet"):
         ckpt.resolve(tmp_path)
+
+
+@pytest.mark.parametrize("name, content, kind", [
+    ("en-fr.yaml", b"name: en-fr\nsrc: en\ntgt: fr\n", "a YAML file, perhaps a recipe"),
+    ("notes.txt", "caf\u00e9 cr\u00e8me\n".encode(), "a text file"),
+    ("noise.bin", bytes(range(1, 256)) * 4, "unknown binary content"),
+    ("empty.pt", b"", "an empty file"),
+])
+def test_files_that_torch_never_wrote_are_named_not_checkpoints(tmp_path, name, content, kind):
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(CheckpointError) as info:
+        ckpt.load(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: not a checkpoint ({kind}")
+    assert "could run code" not in message

@@ -139,3 +139,25 @@ def test_docs_list_every_key_as_the_code_defines_it():
     from nmt_cli.config import key_table
     doc = (ROOT / "docs" / "recipes.md").read_text(encoding="utf-8")
     assert key_table() in doc + "\n", "docs/recipes.md is stale: paste nmt_cli.config.key_table() into it"
+
+
+def test_a_set_typo_is_blamed_on_the_set_not_the_file(tmp_path):
+    path = write(tmp_path, "name: x\nmodel: {hidden_dim: 64}\n")
+    with pytest.raises(ConfigError) as info:
+        load_recipe(path, ["trian.lr=0.1"])
+    assert str(info.value) == "--set trian.lr=0.1: trian: unknown key (did you mean 'train'?)"
+    with pytest.raises(ConfigError) as info:
+        load_recipe(path, ["model.hidden_dim=8", "model.dropout=lots"])
+    assert str(info.value).startswith("--set model.dropout=lots: model.dropout: expected a number")
+    write(tmp_path, "name: x\nmodel: {hiden_dim: 64}\n")
+    with pytest.raises(ConfigError) as info:  # the file's own mistake is still the file's
+        load_recipe(path, ["model.hidden_dim=8"])
+    assert str(info.value).startswith(f"{path}: model.hiden_dim: unknown key")
+
+
+def test_a_folder_given_as_recipe_says_so(tmp_path):
+    with pytest.raises(ConfigError, match="is a folder; give a recipe file"):
+        load_recipe(tmp_path)
+    (tmp_path / "recipe.yaml").write_text("name: x\n")
+    with pytest.raises(ConfigError, match=r"a run dir keeps its own as recipe\.yaml"):
+        load_recipe(tmp_path)

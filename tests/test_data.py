@@ -195,3 +195,17 @@ def test_local_paths_expand_environment_variables_or_name_the_unset_one(tmp_path
         split_files(recipe, recipe.data.train)
     monkeypatch.setenv("NMT_TEST_CORPUS", str(tmp_path))
     assert split_files(recipe, recipe.data.train) == (tmp_path / "train.en.gz", tmp_path / "train.fr.gz")
+
+
+def test_failed_preprocess_leaves_no_run_dir(tmp_path):
+    data = write_slice(tmp_path / "corpus", n_train=30, n_valid=5)
+    (tmp_path / "corpus" / "train.fr").write_text("one line only\n")  # line counts differ
+    recipe = recipe_from_dict(tiny_recipe_dict(data))
+    with pytest.raises(DataError):
+        preprocess(recipe, tmp_path / "runs" / "new", log=lambda m: None)
+    assert not (tmp_path / "runs" / "new").exists()
+    existing = tmp_path / "mine"
+    (existing / "notes").mkdir(parents=True)
+    with pytest.raises(DataError):
+        preprocess(recipe, existing, log=lambda m: None)
+    assert sorted(p.name for p in existing.iterdir()) == ["notes"]  # only what preprocess made goes
