@@ -229,3 +229,41 @@ def test_signals_checkpoint_and_exit_cleanly(tmp_path, sig, code):
     assert (run / "checkpoints" / "last.pt").exists()
     again = nmt("train", recipe_path, "--run-dir", run, "--max-steps", 1)
     assert b"resuming from step" in again.stderr
+
+
+@pytest.mark.slow
+def test_translate_shows_progress_on_a_terminal_and_only_translations_on_stdout(tmp_path, tiny_run):
+    import pty
+    import shutil as sh
+    from nmt_cli.config import recipe_from_dict
+    from nmt_cli.training import train as run_train
+    recipe, run_dir = tiny_run
+    run = tmp_path / "run"
+    sh.copytree(run_dir, run)
+    raw = recipe.to_dict()
+    raw["train"].update(max_steps=2)
+    run_train(recipe_from_dict(raw), run, device="cpu", progress_bar=False)
+    src = tmp_path / "src.en"
+    src.write_text("\n".join(multi30k_lines("val", "en", 300)) + "\n")
+    import fcntl
+    import struct
+    import termios
+    master, slave = pty.openpty()  # stderr is a terminal, stdout a pipe
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    proc = subprocess.Popen([sys.executable, "-m", "nmt_cli", "translate", "-m", str(run), "-i", str(src),
+                             "--beam-size", "1", "--threads", "1"], stdout=subprocess.PIPE, stderr=slave, cwd=ROOT)
+    os.close(slave)
+    out, _ = proc.communicate(timeout=300)
+    shown = b""
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        shown += data
+    os.close(master)
+    assert proc.returncode == 0, shown.decode(errors="replace")
+    assert out.count(b"\n") == 300 and b"line/s" not in out
+    assert b"300/300" in shown and b"line/s" in shown, shown.decode(errors="replace")
