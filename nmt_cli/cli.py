@@ -30,7 +30,7 @@ RunDirOption = Annotated[Optional[Path], typer.Option(
     "--run-dir", help="Where the run's files go (default: runs/<recipe name>).")]
 ModelOption = Annotated[List[str], typer.Option(
     "-m", "--model", metavar="RUN", help="Run dir or checkpoint file; repeat to ensemble several models.")]
-# The text of nmt_cli.device.THREADS_HELP, kept here so that --help does not import torch.
+# How nmt_cli.device.resolve_threads decides; spelled out here so that --help does not import torch.
 ThreadsOption = Annotated[Optional[int], typer.Option(
     "--threads", min=1, metavar="N", help="CPU threads for torch (also $NMT_THREADS). Default: the cores "
     "not already busy with other processes, so that a busy machine does not slow nmt down many "

@@ -72,9 +72,6 @@ def peak_rss_mb() -> float:
 # ---------------------------------------------------------------------------------------------- threads
 
 THREADS_ENV = "NMT_THREADS"
-THREADS_HELP = (f"CPU threads for torch (also ${THREADS_ENV}). Default: the cores not already busy "
-                "with other processes, so a busy machine does not slow training down many times; "
-                "OMP_NUM_THREADS, when set, is used as given.")
 
 
 def usable_cores() -> int:
