@@ -101,11 +101,9 @@ def train(recipe: Annotated[Path, typer.Argument(help="YAML recipe, e.g. recipes
     r = _recipe(recipe, set_, extra)
     out = _run_dir(r, run_dir)
     resolve_precision(r.train.precision, pick_device(device))  # a device mismatch fails before preprocessing
-    n = _threads(threads)
+    _threads(threads)
     with task(f"preprocessing into {out} did not finish; run the same command again"):
         ensure_preprocessed(r, out, log=lambda m: typer.echo(m, err=True))
-    if pick_device(device).type == "cpu":
-        typer.echo(f"{n} CPU thread{'s' if n > 1 else ''} (--threads to change)", err=True)
     summary = run_train(r, out, device=device, restart=restart)
     typer.echo(json.dumps({k: summary[k] for k in ("steps", "final_step", "wall_s", "tgt_tokens_per_s",
                                                      "peak_rss_mb")}))

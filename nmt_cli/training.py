@@ -347,11 +347,17 @@ class Trainer:
         n_params = self.model.parameter_count()
         self.log.model_summary(f"model: {n_params / 1e6:.2f}M parameters, {self.recipe.model.rnn} "
                                f"{self.recipe.model.attention} attention, {self.recipe.model.decoder} "
-                               f"decoder; device {self.device}, {self.precision}; "
+                               f"decoder; device {self.device}, {self.precision}{self._threads()}; "
                                f"{len(self.train_split)} training pairs")
         if self.main and self.precision == "bf16" and not native_bf16(self.device):
             log.warning("warning: train.precision bf16 has no hardware support on this device and "
                         "runs far slower than fp32; use precision auto or fp32")
+
+    def _threads(self) -> str:
+        if self.device.type != "cpu":
+            return ""
+        n = torch.get_num_threads()
+        return f", {n} CPU thread{'s' if n > 1 else ''} (--threads to change)"
 
     def _finish_checkpoints(self, steps_done: int) -> dict | None:
         """After the loop: validate the last step unless it just was, or checkpoint an
