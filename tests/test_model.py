@@ -154,7 +154,7 @@ def test_embeddings_shared_and_tied():
 
 
 def test_multi_head_attention_model():
-    m = build_model(small(attention="concat", attention_heads=4, decoder="bahdanau", input_feeding=True,
+    m = build_model(small(attention="concat", attention_heads=4, decoder="luong", input_feeding=True,
                           initial_state_attention=True), V, V)
     src, lengths, tgt = batch()
     logits, weights = m(src, lengths, tgt)
