@@ -73,7 +73,9 @@ class ModelConfig:
                              "query s'_i, s_i = f2(s'_i, c_i))")
     input_feeding: bool = _opt(False, help="feed h~_{i-1} into the next step's input (Luong et al.)")
     initial_state_attention: bool = _opt(False,
-                                         help="attend with s_0 before step 0 (TF legacy decoder); matters with input_feeding")
+                                         help="TF legacy attention_decoder: the RNN input also carries the "
+                                              "previous attention read-out c_{i-1}, starting from c_0 = "
+                                              "attend(s_0); luong and conditional order")
     tie_embeddings: bool = _opt(True,
                                 help="output projection W_s = target embedding matrix (h~ gets the embedding size)")
     share_embeddings: bool = _opt(True, help="one embedding table for source and target (joint vocab)")
@@ -279,6 +281,11 @@ def _check_consistency(recipe: Recipe, origin: str) -> None:
     if m.attention == "dot" and m.attention_heads != 1:
         raise ConfigError(f"{origin}: model.attention_heads: dot attention has no parameters, so "
                           "its heads would be identical; use general, concat or cosine for several heads")
+    if m.initial_state_attention and (m.attention == "none" or m.decoder == "bahdanau"):
+        why = "there is no attention" if m.attention == "none" else \
+            "the bahdanau order already attends from s_{i-1}, so from s_0 before the first step"
+        raise ConfigError(f"{origin}: model.initial_state_attention: {why}; use it with the luong or "
+                          "conditional order and an attention score")
     if recipe.train.schedule == "cosine" and not (recipe.train.max_steps or recipe.train.max_minutes):
         raise ConfigError(f"{origin}: train.schedule: cosine decays over train.max_steps or "
                           "train.max_minutes, and neither is set; set one")

@@ -1,16 +1,26 @@
 """Greedy and beam search, batched over sentences, over the model's search contract.
 
 Both work on whole batches: beam search keeps a (B, K) grid of hypotheses in tensors and never
-loops over hypotheses in Python. It follows the alive/finished scheme: each step proposes 2K
-continuations per sentence; those ending in EOS enter the finished set (scored with the GNMT
-length penalty lp(Y) = ((5 + |Y|) / 6)^alpha), the best K others stay alive. A sentence is done
-once it has K finished hypotheses and its best alive one, length-penalised at its current length,
-scores below the worst of them; done sentences leave the batch.
+loops over hypotheses in Python. The beam holds K hypotheses, finished ones included: each step
+ranks the continuations of the alive ones and keeps the best K - F, where F hypotheses have
+finished so far; those of them ending in EOS finish (scored with the GNMT length penalty
+lp(Y) = ((5 + |Y|) / 6)^alpha), the others stay alive. A beam of one is therefore greedy search,
+token for token and score for score.
+
+A sentence is done when all K have finished, or when no alive hypothesis can still enter its
+n-best list: log-probabilities only fall as a hypothesis grows and lp only grows up to the length
+cap L, so no continuation of the best alive hypothesis can score above its log-probability
+divided by lp(L). Stopping on that bound never changes the result; stopping on lp at the current
+length (a common shortcut) can, when alpha > 0. Done sentences leave the batch.
 
 The output length is capped at ``max_len_ratio * source length + max_len_const``; at the cap EOS
 is forced. EOS is also barred before ``min_len`` tokens: a barely trained model gives EOS more
 probability than any single word, and without the floor beam search would prefer the empty
 translation for short sentences.
+
+With a vocabulary shortlist (``Candidates``) the output layer runs over the union of the batch's
+candidate sets, and each sentence is normalised over its own set, so the result for a sentence
+never depends on its batch-mates.
 """
 
 from __future__ import annotations
@@ -19,6 +29,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from nmt_cli.shortlist import Candidates
 from nmt_cli.tokenizer import BOS, EOS, PAD
 
 
@@ -54,6 +65,13 @@ def _restrict(logp: torch.Tensor, at_limit: torch.Tensor, too_short: bool) -> to
     return logp
 
 
+def _split(vocab: "Candidates | torch.Tensor | None") -> tuple[torch.Tensor | None, torch.Tensor | None]:
+    """(ids, allowed): the target ids decoded over (None = all) and each sentence's own set."""
+    if isinstance(vocab, Candidates):
+        return vocab.ids, vocab.allowed
+    return vocab, None
+
+
 def _trim(row: list[int]) -> list[int]:
     out = []
     for t in row:
@@ -66,9 +84,10 @@ def _trim(row: list[int]) -> list[int]:
 @torch.no_grad()
 def greedy(model, src: torch.Tensor, src_lengths: torch.Tensor, *, max_len_ratio: float = 1.5,
            max_len_const: int = 10, min_len: int = 1, attention: bool = False,
-           vocab: torch.Tensor | None = None, check_every: int = 4) -> list[list[Hypothesis]]:
+           vocab: Candidates | torch.Tensor | None = None, check_every: int = 4) -> list[list[Hypothesis]]:
     """Batched greedy decoding; returns one 1-best hypothesis list per sentence.
-    ``vocab``: sorted target ids to choose from (a shortlist); None = all."""
+    ``vocab``: sorted target ids to choose from, or per-sentence ``Candidates``; None = all."""
+    vocab, allowed = _split(vocab)
     b = src.size(0)
     device = src.device
     state, memory = model.encode(src, src_lengths)
@@ -81,7 +100,7 @@ def greedy(model, src: torch.Tensor, src_lengths: torch.Tensor, *, max_len_ratio
     prev = torch.full((b,), BOS, dtype=torch.long, device=device)
     t = 0
     for t in range(steps):
-        logp, state, weights = model.step(prev, state, memory, vocab)
+        logp, state, weights = model.step(prev, state, memory, vocab, allowed)
         logp = _restrict(logp, limit - 1 <= t, t < min_len)
         best, token = logp.max(dim=-1)
         if vocab is not None:
@@ -112,25 +131,31 @@ def greedy(model, src: torch.Tensor, src_lengths: torch.Tensor, *, max_len_ratio
 def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_size: int = 5,
                 alpha: float = 0.6, max_len_ratio: float = 1.5, max_len_const: int = 10,
                 min_len: int = 1, nbest: int = 1, attention: bool = False,
-                vocab: torch.Tensor | None = None) -> list[list[Hypothesis]]:
+                vocab: Candidates | torch.Tensor | None = None) -> list[list[Hypothesis]]:
     """Batched beam search; returns the ``nbest`` best hypotheses per sentence, best first.
-    ``vocab``: sorted target ids to choose from (a shortlist); None = all.
+    ``vocab``: sorted target ids to choose from, or per-sentence ``Candidates``; None = all.
 
-    A sentence is done once it has K finished hypotheses and its best alive one, length-penalised
-    at its current length, scores below the worst finished one; done sentences leave the batch,
-    so the tensors shrink as the batch finishes."""
+    The beam holds K hypotheses, finished ones included; a sentence is done once all K have
+    finished or its n-th best finished one beats what any alive one can still reach (module
+    doc). Done sentences leave the batch, so the tensors shrink as the batch finishes."""
+    vocab, allowed = _split(vocab)
     k = beam_size
     b = src.size(0)
     device = src.device
     state, memory = model.encode(src, src_lengths)
     flat = torch.arange(b, device=device).repeat_interleave(k)
     state, memory = state.select(flat), memory.select(flat)
+    if allowed is not None:
+        allowed = allowed.index_select(0, flat)
     limit = max_lengths(src_lengths, max_len_ratio, max_len_const).to(device)
     steps = int(limit.max())
     s_len = src.size(1)
     neg_inf = float("-inf")
 
     rows = torch.arange(b, device=device)         # original sentence of each active row
+    width = torch.full((b, 1), k, dtype=torch.long, device=device)  # K minus the finished
+    rank = torch.arange(k, device=device)
+    best_possible_lp = length_penalty(limit, alpha)  # lp at the cap: the largest any can get
     alive_seq = torch.full((b, k, 0), BOS, dtype=torch.long, device=device)
     alive_logp = torch.full((b, k), neg_inf, device=device)
     alive_logp[:, 0] = 0.0
@@ -157,44 +182,48 @@ def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_siz
 
     for t in range(steps):
         n = rows.size(0)
-        logp, state, weights = model.step(prev, state, memory, vocab)
+        logp, state, weights = model.step(prev, state, memory, vocab, allowed)
         v = logp.size(-1)
         logp = _restrict(logp, (limit - 1 <= t).repeat_interleave(k), t < min_len).view(n, k, v)
         cand = (alive_logp.unsqueeze(-1) + logp).view(n, k * v)
-        top_logp, top_idx = cand.topk(2 * k, dim=-1)                        # (N, 2K)
+        top_logp, top_idx = cand.topk(k, dim=-1)                            # (N, K), best first
         top_beam, top_tok = top_idx // v, top_idx % v
         if vocab is not None:
             top_tok = vocab[top_tok]
+        in_beam = rank < width                   # the finished hypotheses hold the other slots
         gathered_seq = alive_seq.gather(1, top_beam.unsqueeze(-1).expand(-1, -1, t))
-        top_seq = torch.cat([gathered_seq, top_tok.unsqueeze(-1)], dim=-1)  # (N, 2K, t+1)
+        top_seq = torch.cat([gathered_seq, top_tok.unsqueeze(-1)], dim=-1)  # (N, K, t+1)
         if attention:
             w = weights.view(n, k, 1, -1)
             step_attn = torch.cat([alive_attn, w], dim=2)                   # (N, K, t+1, S)
             top_attn = step_attn.gather(1, top_beam[..., None, None].expand(-1, -1, t + 1, s_len))
-        is_eos = top_tok == EOS
+        is_eos = (top_tok == EOS) & in_beam
 
-        # Finished: EOS candidates, ranked by the length-penalised score.
+        # Finished: EOS candidates within the beam, ranked by the length-penalised score. At most
+        # K ever finish, so merging and keeping the best K loses none.
         lp = length_penalty(torch.full_like(top_logp, t + 1), alpha)
         new_norm = torch.where(is_eos, top_logp / lp, torch.full_like(top_logp, neg_inf))
-        merged_norm = torch.cat([fin_norm, new_norm], dim=1)                # (N, 3K)
+        merged_norm = torch.cat([fin_norm, new_norm], dim=1)                # (N, 2K)
         fin_norm, pick = merged_norm.topk(k, dim=-1)
-        padded_new = torch.cat([top_seq, top_seq.new_full((n, 2 * k, steps - t - 1), PAD)], dim=-1)
+        padded_new = torch.cat([top_seq, top_seq.new_full((n, k, steps - t - 1), PAD)], dim=-1)
         fin_seq = torch.cat([fin_seq, padded_new], dim=1).gather(1, pick.unsqueeze(-1).expand(-1, -1, steps))
         fin_logp = torch.cat([fin_logp, top_logp], dim=1).gather(1, pick)
         if attention:
-            padded_attn = torch.cat([top_attn, top_attn.new_zeros(n, 2 * k, steps - t - 1, s_len)], dim=2)
+            padded_attn = torch.cat([top_attn, top_attn.new_zeros(n, k, steps - t - 1, s_len)], dim=2)
             fin_attn = torch.cat([fin_attn, padded_attn], dim=1).gather(
                 1, pick[..., None, None].expand(-1, -1, steps, s_len))
 
-        # Alive: the best K candidates that did not end.
-        alive_cand = top_logp.masked_fill(is_eos, neg_inf)
+        # Alive: the candidates within the beam that did not end.
+        alive_cand = top_logp.masked_fill(is_eos | ~in_beam, neg_inf)
         alive_logp, keep = alive_cand.topk(k, dim=-1)
         alive_seq = top_seq.gather(1, keep.unsqueeze(-1).expand(-1, -1, t + 1))
         if attention:
             alive_attn = top_attn.gather(1, keep[..., None, None].expand(-1, -1, t + 1, s_len))
         source_beam = top_beam.gather(1, keep)
+        width = width - is_eos.sum(dim=1, keepdim=True)
 
-        done = (fin_norm[:, -1] > alive_logp[:, 0] / length_penalty(torch.full_like(limit, t + 1), alpha))
+        done = width.squeeze(1) == 0
+        done |= fin_norm[:, nbest - 1] > alive_logp[:, 0] / best_possible_lp
         done |= limit - 1 <= t
         if t + 1 == steps or bool(done.all()):
             emit(torch.arange(n, device=device))
@@ -203,20 +232,23 @@ def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_siz
         if bool(done.any()):
             emit(done.nonzero().squeeze(1))
             live = (~done).nonzero().squeeze(1)
-            rows, limit = rows[live], limit[live]
+            rows, limit, width, best_possible_lp = rows[live], limit[live], width[live], best_possible_lp[live]
             alive_seq, alive_logp = alive_seq[live], alive_logp[live]
             fin_seq, fin_norm, fin_logp = fin_seq[live], fin_norm[live], fin_logp[live]
             if attention:
                 alive_attn, fin_attn = alive_attn[live], fin_attn[live]
             beam_rows = beam_rows[live]
-            memory = memory.select((live * k).repeat_interleave(k) + torch.arange(k, device=device).repeat(live.numel()))
+            live_rows = (live * k).repeat_interleave(k) + rank.repeat(live.numel())
+            memory = memory.select(live_rows)
+            if allowed is not None:
+                allowed = allowed.index_select(0, live_rows)
         state, prev = state.select(beam_rows.view(-1)), alive_seq[:, :, -1].reshape(-1)
     return results
 
 
 def search(model, src, src_lengths, *, beam_size: int, alpha: float, max_len_ratio: float,
            max_len_const: int, min_len: int = 1, nbest: int = 1, attention: bool = False,
-           vocab: torch.Tensor | None = None) -> list[list[Hypothesis]]:
+           vocab: Candidates | torch.Tensor | None = None) -> list[list[Hypothesis]]:
     if beam_size == 1 and nbest == 1:
         return greedy(model, src, src_lengths, max_len_ratio=max_len_ratio,
                       max_len_const=max_len_const, min_len=min_len, attention=attention, vocab=vocab)

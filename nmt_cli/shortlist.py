@@ -5,8 +5,11 @@ over the whole target vocabulary, although a sentence can only plausibly use a f
 pieces. Learned once from the training split: the ``frequent`` most common target pieces, and for
 every source piece s the ``per_source`` target pieces t most associated with it by sentence
 co-occurrence, ranked by cooc(s,t)^2 / (count(s) count(t)) (so the pieces that come with s, not
-the ones that come with everything). A batch decodes over the union of the frequent pieces and
-the candidates of its source pieces; log-probabilities are normalised over that set.
+the ones that come with everything). A sentence may produce the frequent pieces and the
+candidates of its own source pieces, and its log-probabilities are normalised over that set. A
+batch computes the output layer once over the union of its sentences' sets and masks, per
+sentence, the pieces outside the sentence's own set (``Candidates``): a translation never
+depends on the sentences it is batched with.
 
 The frequent pieces are stored most common first, 2,000 of them, and a decoder takes the first
 ``frequent`` (``decode.shortlist_frequent``): 300 keep a 15-minute model's beam search fast, while
@@ -29,6 +32,18 @@ _SPECIAL_IDS = torch.tensor(SPECIALS, dtype=torch.long)
 
 
 @dataclass
+class Candidates:
+    """What a batch of sentences may produce: the union ``ids`` (U,) of their sets, sorted, and
+    ``allowed`` (B, U), each sentence's own set as a row of that union."""
+
+    ids: torch.Tensor
+    allowed: torch.Tensor
+
+    def to(self, device) -> "Candidates":
+        return Candidates(self.ids.to(device), self.allowed.to(device))
+
+
+@dataclass
 class Shortlist:
     frequent: torch.Tensor  # (F,) int64 target ids, specials included; most common first if ranked
     table: torch.Tensor     # (src_vocab, K * members) int64 target ids per source piece, best first
@@ -44,6 +59,23 @@ class Shortlist:
         common = self.frequent[:frequent] if frequent > 0 and self.ranked else self.frequent
         candidates = table[src.flatten().cpu()].flatten()
         return torch.unique(torch.cat([_SPECIAL_IDS, common, candidates]))  # unique() sorts
+
+    def candidates(self, src: torch.Tensor, src_lengths: torch.Tensor, per_source: int = 0,
+                   frequent: int = 0) -> Candidates:
+        """Each sentence's own set, as ``vocabulary`` gives for it alone (padding excluded), laid
+        out over the union of the batch's sets."""
+        src = src.cpu()
+        real = torch.arange(src.size(1))[None, :] < src_lengths.cpu()[:, None]
+        ids = self.vocabulary(src[real][None], per_source, frequent)
+        table = self.table[:, :per_source * self.members] if per_source > 0 else self.table
+        common = self.frequent[:frequent] if frequent > 0 and self.ranked else self.frequent
+        allowed = torch.zeros(src.size(0), ids.numel(), dtype=torch.bool)
+        allowed[:, torch.searchsorted(ids, torch.cat([_SPECIAL_IDS, common]))] = True
+        per_word = torch.searchsorted(ids, table[src])                    # (B, S, W) positions in ids
+        rows = torch.arange(src.size(0))[:, None, None].expand_as(per_word)
+        keep = real[:, :, None].expand_as(per_word)
+        allowed[rows[keep], per_word[keep]] = True
+        return Candidates(ids, allowed)
 
     def to_payload(self) -> dict:
         return {"frequent": self.frequent.to(torch.int32), "table": self.table.to(torch.int32),

@@ -414,12 +414,14 @@ class Trainer:
         self.optimizer.zero_grad(set_to_none=True)
         total_loss, ntok, nsrc = 0.0, 0, 0
         finite = True
+        # Every target token weighs the same across the accumulated batches, as in one big batch.
+        group_tokens = sum(batch.tgt_tokens for _, batch in group)
         for _, batch in group:
             batch = batch.to(self.device)
             with self.autocast():
                 summed, _ = self.train_model(batch.src, batch.src_lengths, batch.tgt_in, eps,
                                              batch.tgt_out, cfg.label_smoothing)
-            loss = summed / (batch.tgt_tokens * len(group))
+            loss = summed / group_tokens
             if self.scaler is not None:
                 self.scaler.scale(loss).backward()
             else:

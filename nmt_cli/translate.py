@@ -98,7 +98,7 @@ def decode_ids(model, sources: Sequence[Sequence[int]], opts: DecodeOptions,
                              max_len_const=opts.max_len_const, min_len=opts.min_len, nbest=opts.nbest,
                              attention=opts.attention,
                              vocab=None if shortlist is None else
-                             shortlist.vocabulary(src, opts.shortlist_per_source,
+                             shortlist.candidates(src, src_lengths, opts.shortlist_per_source,
                                                   opts.shortlist_frequent).to(device))
 
     batches = list(_batches(order, lengths, opts))

@@ -49,6 +49,10 @@ def test_defaults_and_nested_types(tmp_path):
     ("model: {hidden_dim: 33}\n", "model.hidden_dim: 33 must be even"),
     ("model: {attention: dot, attention_heads: 2}\n", "model.attention_heads: dot attention"),
     ("train: {schedule: cosine}\n", "train.schedule: cosine decays over train.max_steps or train.max_minutes"),
+    ("model: {decoder: bahdanau, initial_state_attention: true}\n",
+     "model.initial_state_attention: the bahdanau order already attends from s_{i-1}"),
+    ("model: {attention: none, initial_state_attention: true}\n",
+     "model.initial_state_attention: there is no attention"),
 ])
 def test_each_error_names_the_key(tmp_path, text, expected):
     path = write(tmp_path, text)

@@ -154,7 +154,7 @@ def test_embeddings_shared_and_tied():
 
 
 def test_multi_head_attention_model():
-    m = build_model(small(attention="concat", attention_heads=4, decoder="bahdanau", input_feeding=True,
+    m = build_model(small(attention="concat", attention_heads=4, decoder="luong", input_feeding=True,
                           initial_state_attention=True), V, V)
     src, lengths, tgt = batch()
     logits, weights = m(src, lengths, tgt)
@@ -238,3 +238,9 @@ def test_loss_from_forward_equals_cross_entropy_of_its_logits(feeding):
                                label_smoothing=0.1, reduction="sum")
     assert summed.item() == pytest.approx(expected.item(), rel=1e-12)
     assert torch.equal(w_logits, w_loss)
+
+
+@pytest.mark.parametrize("init", ["embedding", "uniform", "xavier"])
+def test_cosine_scale_starts_at_sqrt_of_the_memory_size_under_every_init(init):
+    m = build_model(small(attention="cosine", attention_heads=2, init=init), V, V)
+    assert torch.equal(m.decoder.attention.score.scale.detach(), torch.full((2, 1, 1), 16 ** 0.5))

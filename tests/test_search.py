@@ -6,7 +6,7 @@ import torch
 from nmt_cli.config import ModelConfig
 from nmt_cli.model import build_model
 from nmt_cli.search import beam_search, greedy, length_penalty
-from nmt_cli.tokenizer import BOS, EOS
+from nmt_cli.tokenizer import BOS, EOS, UNK
 
 V = 30
 
@@ -67,22 +67,6 @@ def test_beam_scores_are_true_log_probabilities_and_sorted():
             assert h.norm_score == pytest.approx(h.score / float(length_penalty(torch.tensor(len(h.tokens) + 1), 0.6)), abs=1e-4)
 
 
-def test_beam_search_finds_the_exhaustive_best_on_a_tiny_space():
-    # With max length 2 (one token + EOS or two + forced EOS) the search space is small enough
-    # to enumerate; a wide beam must find the best normalised hypothesis.
-    m = model(3)
-    src, lengths = torch.tensor([[5, 6]]), torch.tensor([2])
-    hyps = beam_search(m, src, lengths, beam_size=V, alpha=0.0, max_len_ratio=0.01, max_len_const=1,
-                       min_len=0)
-    best = max(
-        [([], sequence_logprob(m, src, lengths, []))] +
-        [([a], sequence_logprob(m, src, lengths, [a])) for a in range(4, V)] +
-        [([a, b], sequence_logprob(m, src, lengths, [a, b])) for a, b in itertools.product(range(4, V), repeat=2)],
-        key=lambda x: x[1])
-    assert hyps[0][0].tokens == best[0]
-    assert hyps[0][0].score == pytest.approx(best[1], abs=1e-4)
-
-
 def test_min_len_bars_the_empty_translation():
     m = model(5)
     with torch.no_grad():
@@ -121,3 +105,187 @@ def test_attention_rows_come_back_from_both_searches(decoder, feeding):
 def test_length_penalty_formula():
     assert float(length_penalty(torch.tensor(7), 1.0)) == pytest.approx(2.0)
     assert float(length_penalty(torch.tensor(7), 0.0)) == 1.0
+
+
+# ---------------------------------------------------------------- exactness on a tiny vocabulary
+
+WORDS = 4  # a vocabulary of the 4 specials and 4 words, so every output can be enumerated
+OUTPUT = [UNK] + list(range(4, 4 + WORDS))  # what search may emit besides EOS
+
+
+def tiny(seed):
+    torch.manual_seed(seed)
+    m = build_model(ModelConfig(embed_dim=8, hidden_dim=8, dropout=0.0), 4 + WORDS, 4 + WORDS).double().eval()
+    with torch.no_grad():
+        for p in m.parameters():
+            p.mul_(3.0)  # peaked distributions, so that rankings (and pruning) matter
+    return m
+
+
+_NEXT: dict = {}
+
+
+@torch.no_grad()
+def next_logp(m, src, prefix):
+    """log p(. | prefix, src), from BOS step by step (cached: the exhaustive search asks often)."""
+    key = (id(m), tuple(src[0].tolist()), tuple(prefix))
+    if key not in _NEXT:
+        state, memory = m.encode(src, torch.tensor([src.size(1)]))
+        for tok in [BOS] + prefix:
+            logp, state, _ = m.step(torch.tensor([tok]), state, memory)
+        _NEXT[key] = logp[0].tolist()
+    return _NEXT[key]
+
+
+def reference_beam(m, src, k, alpha, cap, min_len=1):
+    """The beam as the module doc defines it, one hypothesis at a time, with no stopping rule but
+    'all K finished': each step keeps the best K - F continuations, F = hypotheses finished."""
+    alive, finished, steps = [([], 0.0)], [], 0
+    for t in range(cap):
+        steps += 1
+        cands = []
+        for prefix, score in alive:
+            logp = next_logp(m, src, prefix)
+            toks = [EOS] if t == cap - 1 else [EOS] * (t >= min_len) + OUTPUT
+            cands += [(score + logp[tok], prefix + [tok]) for tok in toks]
+        cands.sort(key=lambda c: -c[0])
+        alive = []
+        for score, seq in cands[:k - len(finished)]:
+            if seq[-1] == EOS:
+                finished.append((seq[:-1], score, score / ((5 + t + 1) / 6) ** alpha))
+            else:
+                alive.append((seq, score))
+        if not alive:
+            break
+    return sorted(finished, key=lambda f: -f[2]), steps
+
+
+class CountingSteps:
+    def __init__(self, m):
+        self.m, self.calls = m, 0
+
+    def encode(self, *a):
+        return self.m.encode(*a)
+
+    def step(self, *a):
+        self.calls += 1
+        return self.m.step(*a)
+
+
+def tiny_sources(n=6):
+    g = torch.Generator().manual_seed(3)
+    return [torch.randint(4, 4 + WORDS, (1, 1 + i % 3), generator=g) for i in range(n)]
+
+
+def test_beam_search_equals_the_reference_beam_and_stops_only_when_safe():
+    # cap 5 (ratio ~0 and const 4): up to 4 tokens, then EOS; beam 3 < 8 pieces; alpha > 0
+    early = 0
+    models = [tiny(seed) for seed in range(3)]  # kept alive: next_logp's cache goes by id
+    for m, src in itertools.product(models, tiny_sources()):
+        expected, ref_steps = reference_beam(m, src, 3, 1.0, cap=5)
+        full = beam_search(m, src, torch.tensor([src.size(1)]), beam_size=3, alpha=1.0, nbest=3,
+                           max_len_ratio=0.01, max_len_const=4)[0]
+        assert [(h.tokens, round(h.score, 9)) for h in full] == [(e[0], round(e[1], 9)) for e in expected]
+        counting = CountingSteps(m)
+        best = beam_search(counting, src, torch.tensor([src.size(1)]), beam_size=3, alpha=1.0, nbest=1,
+                           max_len_ratio=0.01, max_len_const=4)[0]
+        assert best[0].tokens == expected[0][0] and best[0].norm_score == pytest.approx(expected[0][2], abs=1e-6)
+        early += counting.calls < ref_steps
+    assert early > 0  # the stopping rule cut some search short, and changed nothing
+
+
+@torch.no_grad()
+def forced_scores(m, src, outputs):
+    """log p(y | x), EOS included, for every output at once (teacher forcing)."""
+    width = max(len(y) for y in outputs) + 1
+    tgt_in = torch.tensor([[BOS] + y + [0] * (width - 1 - len(y)) for y in outputs])
+    tgt_out = torch.tensor([y + [EOS] + [0] * (width - 1 - len(y)) for y in outputs])
+    n = len(outputs)
+    logits, _ = m(src.expand(n, -1), torch.tensor([src.size(1)] * n), tgt_in)
+    picked = torch.log_softmax(logits, -1).gather(-1, tgt_out.unsqueeze(-1)).squeeze(-1)
+    return picked.masked_fill(tgt_out == 0, 0.0).sum(-1).tolist()
+
+
+def test_a_beam_wide_enough_finds_the_exhaustive_best():
+    # With K = every output there is, nothing is pruned: only the stopping rule can lose the best.
+    m = tiny(4)
+    outputs = [list(seq) for n in range(1, 5) for seq in itertools.product(OUTPUT, repeat=n)]
+    for src in tiny_sources(3):
+        totals = forced_scores(m, src, outputs)
+        for alpha in (0.0, 1.0, 3.0):
+            best = max((total / ((5 + len(seq) + 1) / 6) ** alpha, total, seq) for seq, total in zip(outputs, totals))
+            hyp = beam_search(m, src, torch.tensor([src.size(1)]), beam_size=len(outputs), alpha=alpha,
+                              max_len_ratio=0.01, max_len_const=4)[0][0]
+            assert hyp.tokens == best[2] and hyp.score == pytest.approx(best[1], abs=1e-9)
+
+
+def test_greedy_equals_beam_of_one_with_a_length_penalty_and_eos_close_behind():
+    m = model(9)
+    with torch.no_grad():
+        m.output.bias[EOS] += 2.0  # EOS often ranks second: it must not be kept as finished
+    g = torch.Generator().manual_seed(0)
+    src = torch.randint(4, V, (40, 6), generator=g)
+    lengths = torch.randint(1, 7, (40,), generator=g)
+    for i, n in enumerate(lengths):
+        src[i, n:] = 0
+    plain = greedy(m, src, lengths)
+    for alpha in (0.0, 1.0):
+        beam = beam_search(m, src, lengths, beam_size=1, alpha=alpha)
+        for x, y in zip(plain, beam):
+            assert x[0].tokens == y[0].tokens
+            assert x[0].score == pytest.approx(y[0].score, abs=1e-5)
+
+
+def test_nbest_scores_are_the_force_decoded_scores():
+    m = model(6)
+    src, lengths = sources()
+    result = beam_search(m, src, lengths, beam_size=4, nbest=4, alpha=1.0)
+    with torch.no_grad():
+        for i, hyps in enumerate(result):
+            width = max(len(h.tokens) for h in hyps) + 1
+            tgt_in = torch.tensor([[BOS] + h.tokens + [0] * (width - 1 - len(h.tokens)) for h in hyps])
+            n = len(hyps)
+            logits, _ = m(src[i:i + 1].expand(n, -1), lengths[i:i + 1].expand(n), tgt_in)
+            logp = torch.log_softmax(logits, -1)
+            for j, h in enumerate(hyps):
+                forced = sum(float(logp[j, t, tok]) for t, tok in enumerate(h.tokens + [EOS]))
+                assert h.score == pytest.approx(forced, abs=1e-4)
+
+
+class _Rows:
+    def __init__(self, x):
+        self.x = x
+
+    def select(self, index):
+        return _Rows(self.x.index_select(0, index))
+
+
+class Bigram:
+    """A stand-in model whose next-piece log-probabilities depend on the previous piece only."""
+
+    def __init__(self, table):
+        self.table = table
+
+    def encode(self, src, src_lengths):
+        return _Rows(torch.zeros(src.size(0))), _Rows(torch.zeros(src.size(0)))
+
+    def step(self, prev, state, memory, vocab=None, allowed=None):
+        return self.table[prev].clone(), state, None
+
+
+def test_beam_search_does_not_stop_while_a_longer_hypothesis_can_still_win():
+    # "A" ends cheaply at once; "B B ... B" costs little per piece. With alpha 2 the longest B
+    # chain wins: -1.65 / lp(9) = -0.303 against "A"'s -0.6 / lp(2) = -0.441. A rule with lp at
+    # the current length would stop at the second step, when "A" has finished and "B B" has
+    # -1.25 / lp(2) = -0.92: below "A", but not for long.
+    a, b = 4, 5
+    table = torch.full((6, 6), -20.0)
+    table[BOS, a], table[BOS, b] = -0.5, -1.2
+    table[a, EOS] = -0.1
+    table[b, b], table[b, EOS] = -0.05, -0.1
+    for nbest in (1, 2):  # with 1 the stopping rule is tried at every step
+        hyps = beam_search(Bigram(table), torch.tensor([[7]]), torch.tensor([1]), beam_size=2, alpha=2.0,
+                           nbest=nbest, max_len_ratio=0.01, max_len_const=8)[0]
+        assert [h.tokens for h in hyps] == [[b] * 8, [a]][:nbest]
+    assert hyps[0].score == pytest.approx(-1.65, abs=1e-5)
+    assert hyps[0].norm_score == pytest.approx(-1.65 / (14 / 6) ** 2, abs=1e-5)

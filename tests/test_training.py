@@ -266,3 +266,22 @@ def test_ema_checkpoints_translate_with_the_average_and_resume_exactly(tiny_run,
     model = load_model(straight / "checkpoints" / "last.pt")[0]
     for k, v in model.state_dict().items():
         assert torch.equal(v, a["model"][k]), k
+
+
+def test_accumulated_batches_weigh_every_target_token_the_same(tiny_run, tmp_path):
+    """Two accumulated batches of 1 and 8 sentences make the same update as one batch of all 9."""
+    from nmt_cli.data import load_split, make_batch
+    recipe, run = fresh_run(tiny_run, tmp_path, optimizer="sgd", lr=0.5, clip_norm=0.0, accumulate=2,
+                            label_smoothing=0.0)
+    raw = recipe.to_dict()
+    raw["model"]["dropout"] = 0.0
+    trainer = Trainer(recipe_from_dict(raw), run, device="cpu", progress_bar=False)
+    split = load_split(run, "train")
+    start = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    trainer._step([(0, make_batch(split, [0])), (1, make_batch(split, list(range(1, 9))))], 0.0)
+    accumulated = {k: v.clone() for k, v in trainer.model.state_dict().items()}
+    trainer.model.load_state_dict(start)
+    trainer._step([(0, make_batch(split, list(range(9))))], 0.0)
+    for name, value in trainer.model.state_dict().items():
+        assert torch.allclose(accumulated[name], value, atol=1e-6), name
+    assert any(not torch.equal(start[k], accumulated[k]) for k in start)

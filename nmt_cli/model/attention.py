@@ -88,7 +88,14 @@ class CosineScore(nn.Module):
         super().__init__()
         self.heads, self.memory_dim = heads, memory_dim
         self.W = nn.Linear(query_dim, heads * memory_dim, bias=False)
-        self.scale = nn.Parameter(torch.full((heads, 1, 1), math.sqrt(memory_dim)))
+        self.scale = nn.Parameter(torch.empty(heads, 1, 1))
+        self.reset_scale()
+
+    def reset_scale(self) -> None:
+        """g starts at sqrt(Hm), whatever the model's ``init`` does to other parameters: a scale
+        drawn from U(-0.1, 0.1) (or zeroed as a 1-d "bias") would flatten every softmax."""
+        with torch.no_grad():
+            self.scale.fill_(math.sqrt(self.memory_dim))
 
     def keys(self, memory: torch.Tensor) -> torch.Tensor:
         return F.normalize(memory, dim=-1).unsqueeze(1)                               # (B, 1, S, Hm)

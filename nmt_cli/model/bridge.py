@@ -5,9 +5,12 @@
     linear: s_0 = tanh(W h_N + b)             c = q(h_N) = s_0 (top layer)
     mean:   s_0 = tanh(W · mean_j h_j + b)    c = q(h_1..h_N) = s_0 (top layer)
 
-h_N is the encoder's final state per layer ([→h_N; ←h_1] for a BiRNN). Each decoder layer gets its
-own W; an LSTM's cell state gets its own W too. The summary c is what the no-attention decoder
-(Cho et al. 2014) reads at every step.
+h_N is the encoder's final state per layer ([→h_N; ←h_1] for a BiRNN); the mean runs over the real
+positions of the top layer only, never over padding. Each decoder layer gets its own W. An LSTM's
+cell state gets its own W too, without the tanh: an LSTM's cell is not bounded to (-1, 1) as its
+hidden state is (h = o ⊙ tanh(c)), so the bridge leaves it linear:
+    linear: m_0 = W_m m_N + b_m               mean: m_0 = W_m · mean_j h_j + b_m
+The summary c is what the no-attention decoder (Cho et al. 2014) reads at every step.
 """
 
 from __future__ import annotations
@@ -27,8 +30,8 @@ class Bridge(nn.Module):
             self.cell = (nn.ModuleList(nn.Linear(hidden_dim, hidden_dim) for _ in range(layers))
                          if lstm else None)
 
-    def _project(self, layers: nn.ModuleList, per_layer: list[torch.Tensor]) -> torch.Tensor:
-        return torch.stack([torch.tanh(w(x)) for w, x in zip(layers, per_layer)])
+    def _project(self, layers: nn.ModuleList, per_layer: list[torch.Tensor], squash: bool = True) -> torch.Tensor:
+        return torch.stack([torch.tanh(w(x)) if squash else w(x) for w, x in zip(layers, per_layer)])
 
     def forward(self, enc: EncoderOutput) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
         """-> (s_0 hidden (layers, B, H), s_0 cell or None, summary c (B, H))."""
@@ -47,5 +50,5 @@ class Bridge(nn.Module):
             hidden_in = [mean] * self.layers
             cell_in = [mean] * self.layers if self.lstm else None
         hidden = self._project(self.hidden, hidden_in)
-        cell = self._project(self.cell, cell_in) if self.lstm else None
+        cell = self._project(self.cell, cell_in, squash=False) if self.lstm else None
         return hidden, cell, hidden[-1]

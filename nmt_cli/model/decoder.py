@@ -17,8 +17,16 @@ all:
     p(y_i | y_<i, x) = softmax(W_s h~_i)
 
 With attention ``none`` the context is the fixed summary c of the bridge at every step (Cho et
-al. 2014). ``initial_state_attention`` computes h~_0 from s_0 (TensorFlow's legacy decoder) instead
-of starting input feeding from zeros.
+al. 2014).
+
+``initial_state_attention`` (luong and conditional order) is TensorFlow's legacy
+``attention_decoder`` with ``initial_state_attention=True``: the RNN input of step i also carries
+the previous step's attention read-out c_{i-1} (the heads' contexts, concatenated, before any
+projection), and c_0 = attend(s_0) is computed from the initial state before the first step:
+    s_i = f(s_{i-1}, [y_{i-1} (; h~_{i-1} with input feeding); c_{i-1}]),  c_0 = attend(s_0)
+(conditional order: f1 reads that input). The bahdanau order already attends from s_{i-1}, so from
+s_0 at the first step, and a fixed-context decoder has nothing to attend with: for them the
+recipe refuses the option.
 
 Training takes a fused path when no step depends on the previous step's output: Luong order (or
 Bahdanau order with a fixed context) without input feeding and without scheduled sampling. The RNN
@@ -36,6 +44,7 @@ from torch import nn
 
 from nmt_cli.model.attention import Attention, AttentionMemory
 from nmt_cli.model.encoder import RNN_CLASSES
+from nmt_cli.tokenizer import PAD
 
 
 @dataclass
@@ -43,6 +52,7 @@ class DecoderState:
     hidden: torch.Tensor            # (layers, B, H)
     cell: torch.Tensor | None       # (layers, B, H) for an LSTM
     feed: torch.Tensor | None       # (B, D) h~_{i-1}, with input feeding
+    read_out: torch.Tensor | None = None  # (B, C) c_{i-1}, with initial_state_attention
 
     def rnn_state(self):
         return (self.hidden, self.cell) if self.cell is not None else self.hidden
@@ -50,7 +60,8 @@ class DecoderState:
     def select(self, index: torch.Tensor) -> "DecoderState":
         return DecoderState(self.hidden.index_select(1, index),
                             None if self.cell is None else self.cell.index_select(1, index),
-                            None if self.feed is None else self.feed.index_select(0, index))
+                            None if self.feed is None else self.feed.index_select(0, index),
+                            None if self.read_out is None else self.read_out.index_select(0, index))
 
 
 @dataclass
@@ -70,6 +81,8 @@ class Decoder(nn.Module):
                  memory_dim: int, attention: Attention | None, order: str, input_feeding: bool,
                  initial_state_attention: bool, out_dim: int, dropout: float):
         super().__init__()
+        if initial_state_attention and (attention is None or order == "bahdanau"):
+            raise ValueError("initial_state_attention needs attention and the luong or conditional order")
         self.embedding = embedding
         self.attention = attention
         self.order = order
@@ -82,7 +95,8 @@ class Decoder(nn.Module):
         self.context_as_input = order == "bahdanau" or attention is None
         # Bahdanau and conditional order feed y_{i-1} to the output layer too (deep output).
         self.deep_output = order != "luong"
-        rnn_in = embed_dim + (self.context_dim if self.context_as_input else 0) + (out_dim if input_feeding else 0)
+        rnn_in = embed_dim + (self.context_dim if self.context_as_input else 0) + \
+            (out_dim if input_feeding else 0) + (self.context_dim if initial_state_attention else 0)
         self.rnn = RNN_CLASSES[rnn](rnn_in, hidden_dim, num_layers=layers, batch_first=True,
                                     dropout=dropout if layers > 1 else 0.0)
         # The conditional order's second transition f2 reads c_i into the top layer's state.
@@ -109,7 +123,7 @@ class Decoder(nn.Module):
     def fused(self, sampling: bool) -> bool:
         """Can training run all steps at once (no step reads the previous step's output)?"""
         return not self.input_feeding and not sampling and self.transition is None \
-            and (self.order == "luong" or self.attention is None)
+            and not self.initial_state_attention and (self.order == "luong" or self.attention is None)
 
     def _second_transition(self, c: torch.Tensor, hidden: torch.Tensor, cell: torch.Tensor | None):
         """Conditional order: s_i = f2(s'_i, c_i) on the top layer; c (B, 1, C) -> s_i (B, 1, H)
@@ -123,17 +137,13 @@ class Decoder(nn.Module):
         return out, hidden, cell
 
     def init_state(self, hidden: torch.Tensor, cell: torch.Tensor | None, memory: DecoderMemory) -> DecoderState:
-        feed = None
-        if self.input_feeding:
-            b = hidden.size(1)
-            if self.initial_state_attention:
-                s0 = hidden[-1].unsqueeze(1)
-                c0, _ = self._attend(memory, s0)
-                e0 = torch.zeros(b, 1, self.embedding.embedding_dim, dtype=s0.dtype, device=s0.device)
-                feed = self._attentional_hidden(s0, c0, e0).squeeze(1)
-            else:
-                feed = hidden.new_zeros(b, self.out_dim)
-        return DecoderState(hidden, cell, feed)
+        """s_0 from the bridge; h~_0 = 0 with input feeding; c_0 = attend(s_0) (top layer's state
+        as the query) with initial_state_attention."""
+        feed = hidden.new_zeros(hidden.size(1), self.out_dim) if self.input_feeding else None
+        read_out = None
+        if self.initial_state_attention:
+            read_out = self._attend(memory, hidden[-1].unsqueeze(1))[0].squeeze(1)
+        return DecoderState(hidden, cell, feed, read_out)
 
     # ------------------------------------------------------------------ one step
 
@@ -162,6 +172,8 @@ class Decoder(nn.Module):
             extra.append(c)
         if self.input_feeding:
             extra.append(state.feed.unsqueeze(1))
+        if self.initial_state_attention:
+            extra.append(state.read_out.unsqueeze(1))                            # c_{i-1}
         if projected is None:
             out, rnn_state = self.rnn(torch.cat([e, *extra], dim=-1) if extra else e, state.rnn_state())
             hidden, cell = rnn_state if isinstance(rnn_state, tuple) else (rnn_state, None)
@@ -174,7 +186,8 @@ class Decoder(nn.Module):
         if self.transition is not None:
             out, hidden, cell = self._second_transition(c, hidden, cell)
         h_tilde = self._attentional_hidden(out, c, e).squeeze(1)
-        new_state = DecoderState(hidden, cell, h_tilde if self.input_feeding else None)
+        new_state = DecoderState(hidden, cell, h_tilde if self.input_feeding else None,
+                                 c.squeeze(1) if self.initial_state_attention else None)
         return h_tilde, new_state, (None if weights is None else weights.squeeze(1))
 
     # ------------------------------------------------------------------ decoding-time RNN step
@@ -284,5 +297,5 @@ class Decoder(nn.Module):
                 with torch.no_grad():
                     predicted = output_layer(h_tilde).argmax(-1)
                     use_own = torch.rand(b, device=tgt_in.device) < sampling_prob
-                    prev = torch.where(use_own & (prev != 0), predicted, prev)
+                    prev = torch.where(use_own & (prev != PAD), predicted, prev)
         return torch.stack(outputs, 1), (torch.stack(all_weights, 1) if all_weights else None)

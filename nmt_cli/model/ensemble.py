@@ -30,10 +30,10 @@ class Ensemble(nn.Module):
         return EnsembleState(list(states)), EnsembleState(list(memories))
 
     def step(self, prev: torch.Tensor, state: EnsembleState, memory: EnsembleState,
-             vocab: torch.Tensor | None = None):
+             vocab: torch.Tensor | None = None, allowed: torch.Tensor | None = None):
         logps, states, weights = [], [], []
         for m, s, mem in zip(self.models, state.parts, memory.parts):
-            logp, s, w = m.step(prev, s, mem, vocab)
+            logp, s, w = m.step(prev, s, mem, vocab, allowed)
             logps.append(logp)
             states.append(s)
             if w is not None:

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from nmt_cli.config import ModelConfig
-from nmt_cli.model.attention import Attention
+from nmt_cli.model.attention import Attention, CosineScore
 from nmt_cli.model.bridge import Bridge
 from nmt_cli.model.decoder import Decoder, DecoderMemory, DecoderState
 from nmt_cli.model.encoder import Encoder
@@ -53,7 +53,8 @@ class Seq2Seq(nn.Module):
 
     def _initialize(self, how: str) -> None:
         """embedding: N(0, 1) embeddings, PyTorch's defaults elsewhere (U(±1/sqrt(fan_in)));
-        uniform: every parameter U(-0.1, 0.1) (Luong et al. 2015); xavier: Glorot matrices, zero biases."""
+        uniform: every parameter U(-0.1, 0.1) (Luong et al. 2015); xavier: Glorot matrices, zero biases.
+        The cosine score's scale g is not a weight to draw: it starts at sqrt(Hm) under every init."""
         if how == "embedding":
             nn.init.normal_(self.src_embedding.weight, 0.0, 1.0)
             nn.init.normal_(self.tgt_embedding.weight, 0.0, 1.0)
@@ -65,6 +66,9 @@ class Seq2Seq(nn.Module):
                     nn.init.xavier_uniform_(p)
                 else:
                     nn.init.zeros_(p)
+        for module in self.modules():
+            if isinstance(module, CosineScore):
+                module.reset_scale()
         with torch.no_grad():
             self.src_embedding.weight[PAD].zero_()
             self.tgt_embedding.weight[PAD].zero_()
@@ -79,16 +83,21 @@ class Seq2Seq(nn.Module):
         return self.decoder.init_state(hidden, cell, memory), memory
 
     def step(self, prev: torch.Tensor, state: DecoderState, memory: DecoderMemory,
-             vocab: torch.Tensor | None = None):
+             vocab: torch.Tensor | None = None, allowed: torch.Tensor | None = None):
         """prev (B,) -> log p(y | ...) (B, V), new state, attention weights (B, S) or None.
-        With ``vocab`` (sorted target ids) only those rows of W_s are used: (B, len(vocab))."""
+        With ``vocab`` (sorted target ids) only those rows of W_s are used: (B, len(vocab)); with
+        ``allowed`` (B, len(vocab)) bool each row is normalised over its own True entries."""
         h_tilde, state, weights = self.decoder.step(prev, state, memory)
         if vocab is None:
             logits = self.output(h_tilde)
         else:
             weight, bias = self._output_rows(vocab)
             logits = F.linear(h_tilde, weight, bias)
-        return F.log_softmax(logits.float(), dim=-1), state, weights
+        if logits.dtype in (torch.float16, torch.bfloat16):
+            logits = logits.float()
+        if allowed is not None:
+            logits = logits.masked_fill(~allowed, float("-inf"))
+        return F.log_softmax(logits, dim=-1), state, weights
 
     def _output_rows(self, vocab: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """W_s and b rows for ``vocab``, cut once per batch rather than once per step. Keyed by
