@@ -71,6 +71,7 @@ def train(recipe: Annotated[Path, typer.Argument(help="YAML recipe, e.g. recipes
           max_minutes: Annotated[Optional[float], typer.Option(help="Stop after this much wall-clock time (train.max_minutes).")] = None,
           device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto",
           restart: Annotated[bool, typer.Option("--restart", help="Ignore existing checkpoints and start over.")] = False,
+          init_from: Annotated[Optional[str], typer.Option("--init-from", metavar="RUN|CHECKPOINT", help="Fine-tune: start from this model's weights and tokenizer, with a fresh optimiser and schedule (train.init_from).")] = None,
           set_: SetOption = None) -> None:
     """Train a model; resumes from the run dir's last checkpoint when there is one.
 
@@ -81,10 +82,14 @@ def train(recipe: Annotated[Path, typer.Argument(help="YAML recipe, e.g. recipes
     from nmt_cli.device import pick_device, resolve_precision
     from nmt_cli.training import train as run_train
     extra = ([f"train.max_steps={max_steps}"] if max_steps is not None else []) + \
-            ([f"train.max_minutes={max_minutes}"] if max_minutes is not None else [])
+            ([f"train.max_minutes={max_minutes}"] if max_minutes is not None else []) + \
+            ([f"train.init_from={init_from}"] if init_from is not None else [])
     r = _recipe(recipe, set_, extra)
     out = _run_dir(r, run_dir)
     resolve_precision(r.train.precision, pick_device(device))  # a device mismatch fails before preprocessing
+    if r.train.init_from:  # and so does an initial model that cannot be used
+        from nmt_cli.finetune import initial_tokenizer
+        initial_tokenizer(r)
     ensure_preprocessed(r, out, log=lambda m: typer.echo(m, err=True))
     summary = run_train(r, out, device=device, restart=restart)
     typer.echo(json.dumps({k: summary[k] for k in ("steps", "final_step", "wall_s", "tgt_tokens_per_s",
