@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from collections import Counter
 from dataclasses import dataclass
 from itertools import chain, compress
@@ -29,7 +30,7 @@ from nmt_cli import corpora
 from nmt_cli.arrays import SideWriter, id_dtype
 from nmt_cli.config import Recipe, save_recipe
 from nmt_cli.errors import DataError
-from nmt_cli.pairs import Deduplicator, PairSource, Reservoir, chunks, filter_reason, iter_aligned, normalize
+from nmt_cli.pairs import Deduplicator, PairSource, Reservoir, chunks, filter_reason, normalize
 from nmt_cli.shortlist import Shortlist, learn_shortlist
 from nmt_cli.tokenizer import BOS, EOS, PAD, Tokenizer, seed_sampling, train_tokenizer
 
@@ -73,28 +74,6 @@ def split_files(recipe: Recipe, split: str) -> tuple[Path, ...]:
 def train_entries(recipe: Recipe) -> list[str]:
     train = recipe.data.train
     return [train] if isinstance(train, str) else list(train)
-
-
-def read_pair(src_path: Path, tgt_path: Path, lowercase: bool = False) -> tuple[list[str], list[str]]:
-    """Both files whole, normalised."""
-    src, tgt = [], []
-    for s_line, t_line in iter_aligned(src_path, tgt_path):
-        src.append(normalize(s_line, lowercase))
-        tgt.append(normalize(t_line, lowercase))
-    return src, tgt
-
-
-def filter_pairs(src: Sequence[str], tgt: Sequence[str], max_len: int,
-                 max_ratio: float) -> tuple[list[int], Counter]:
-    """Indices of the training pairs to keep, and how many were dropped for which reason."""
-    keep, dropped = [], Counter()
-    for i, (s, t) in enumerate(zip(src, tgt)):
-        reason = filter_reason(normalize(s), normalize(t), max_len, max_ratio)
-        if reason is None:
-            keep.append(i)
-        else:
-            dropped[reason] += 1
-    return keep, dropped
 
 
 # --------------------------------------------------------------------------- stored arrays
@@ -150,17 +129,6 @@ class EncodedSplit:
 
     def __len__(self) -> int:
         return len(self.src)
-
-
-def save_split(data_dir: Path, split: str, src: tuple[np.ndarray, np.ndarray],
-               tgt: tuple[np.ndarray, np.ndarray]) -> dict:
-    """Store both sides, each a flat (ids, offsets) pair from :func:`encode_flat`."""
-    meta = {}
-    for side, (ids, offsets) in (("src", src), ("tgt", tgt)):
-        _atomic_save(data_dir / f"{split}.{side}.ids.npy", ids)
-        _atomic_save(data_dir / f"{split}.{side}.offsets.npy", offsets)
-        meta[side] = {"sentences": len(offsets) - 1, "tokens": int(offsets[-1])}
-    return meta
 
 
 def load_split(run_dir: Path, split: str) -> EncodedSplit:
@@ -485,6 +453,7 @@ def preprocess(recipe: Recipe, run_dir: Path, log=print) -> dict:
     sample = None
     if tokenizer is None and not recipe.tokenizer.sample_file:
         sample = Reservoir(_sample_capacity(recipe), recipe.train.seed)
+    started = time.perf_counter()
     report = _stream_train(recipe, data_dir, sample, log)
     kept = sum(r["kept"] for r in report)
     if not kept:
@@ -495,8 +464,11 @@ def preprocess(recipe: Recipe, run_dir: Path, log=print) -> dict:
         if name != "train":
             files[name] = _stream_heldout(recipe, data_dir, name, entry).paths
 
+    log(f"read and cleaned in {time.perf_counter() - started:.1f} s")
     if tokenizer is None:
+        started = time.perf_counter()
         tokenizer = _learn_tokenizer(recipe, sample, log)
+        log(f"SentencePiece learned in {time.perf_counter() - started:.1f} s")
     else:
         log(f"using the tokenizer of {inherited[1]} ({tokenizer.src_vocab_size} pieces)")
     del sample
@@ -512,9 +484,12 @@ def preprocess(recipe: Recipe, run_dir: Path, log=print) -> dict:
             "tokenizer_from": str(inherited[1]) if inherited else None}
     threads = encode_threads()
     for name in split_names(recipe):
+        started = time.perf_counter()
         meta["splits"][name] = s = encode_text_file(tokenizer, data_dir, name, dtype, threads)
+        seconds = time.perf_counter() - started
         log(f"{name}: {s['src']['sentences']} pairs, {s['src']['tokens']} source and "
-            f"{s['tgt']['tokens']} target subwords")
+            f"{s['tgt']['tokens']} target subwords (encoded in {seconds:.1f} s on {threads} threads, "
+            f"{2 * s['src']['sentences'] / max(seconds, 1e-9):.0f} lines/s)")
     save_shortlist(data_dir, learn_split_shortlist(data_dir, tokenizer))
     meta["tok_references"] = save_tok_references(recipe, data_dir, log)
     save_recipe(recipe, run_dir / "recipe.yaml")

@@ -3,8 +3,8 @@ import pytest
 
 from nmt_cli.config import recipe_from_dict
 from nmt_cli.corpora import read_lines
-from nmt_cli.data import (filter_pairs, iterate_epoch, load_split, normalize, padding_fraction,
-                          preprocess, read_pair, sampled_split, save_tok_references, split_files,
+from nmt_cli.data import (iterate_epoch, load_split, normalize, padding_fraction,
+                          preprocess, sampled_split, save_tok_references, split_files,
                           token_batches)
 from nmt_cli.errors import DataError
 from nmt_cli.tokenizer import BOS, EOS, PAD, Tokenizer
@@ -14,23 +14,6 @@ from tests.conftest import multi30k_lines, tiny_recipe_dict, write_slice
 def test_normalize_collapses_all_whitespace():
     assert normalize("  a\t b\u00a0 c \r") == "a b c"
     assert normalize("  Ärger\tIM Büro ", lowercase=True) == "ärger im büro"
-
-
-def test_filter_counts_each_reason():
-    src = ["a b", "", "a b c d e f", "x", " ".join(["w"] * 12), "a b c"]
-    tgt = ["c d", "y", "e", "", " ".join(["v"] * 12), "x"]
-    keep, dropped = filter_pairs(src, tgt, max_len=10, max_ratio=3.0)
-    assert keep == [0, 5]  # 3:1 is within the ratio
-    assert dropped == {"empty side": 2, "longer than 10 words": 1, "length ratio over 3": 1}
-
-
-def test_read_pair_lowercases_both_sides_only_when_asked(tmp_path):
-    src, tgt = tmp_path / "a.en", tmp_path / "a.de"
-    src.write_text("A  Man\tRuns.\nÜBER the Bridge\n", encoding="utf-8")
-    tgt.write_text("Ein MANN läuft.\nÜber die Brücke\n", encoding="utf-8")
-    assert read_pair(src, tgt) == (["A Man Runs.", "ÜBER the Bridge"], ["Ein MANN läuft.", "Über die Brücke"])
-    assert read_pair(src, tgt, lowercase=True) == (["a man runs.", "über the bridge"],
-                                                   ["ein mann läuft.", "über die brücke"])
 
 
 def test_lowercase_recipe_stores_lowercased_splits_and_vocabulary(tmp_path):
