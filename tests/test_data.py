@@ -304,3 +304,19 @@ def test_sigkill_during_preprocess_never_leaves_data_that_loads_as_complete(tmp_
     done = subprocess.run(cmd, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert len(load_split(run, "train")) > 2900
+
+
+def test_shortlist_of_a_large_split_is_learned_from_a_sample(tiny_run, monkeypatch):
+    from nmt_cli import data as data_module
+    from nmt_cli.data import learn_split_shortlist
+    _, run_dir = tiny_run
+    tok = Tokenizer.load(run_dir)
+    whole = learn_split_shortlist(run_dir / "data", tok)
+    monkeypatch.setattr(data_module, "SHORTLIST_PAIRS", 100)
+    monkeypatch.setattr(data_module, "SHORTLIST_SAMPLE", 150)
+    sampled = learn_split_shortlist(run_dir / "data", tok)
+    assert sampled.table.shape == whole.table.shape
+    assert {PAD, EOS, BOS} <= set(sampled.frequent.tolist())
+    # The sample's rows come from the real split: most of its top target pieces are the whole split's.
+    top = lambda s: set(s.frequent[:40].tolist())
+    assert len(top(sampled) & top(whole)) >= 25
