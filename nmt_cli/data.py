@@ -30,12 +30,12 @@ from nmt_cli import corpora
 from nmt_cli.arrays import SideWriter, id_dtype
 from nmt_cli.config import Recipe, save_recipe
 from nmt_cli.errors import DataError
+# normalize is also imported from here by translate and score, which clean their input with it.
 from nmt_cli.pairs import Deduplicator, PairSource, Reservoir, chunks, filter_reason, normalize
 from nmt_cli.shortlist import Shortlist, learn_shortlist
 from nmt_cli.tokenizer import BOS, EOS, PAD, Tokenizer, seed_sampling, train_tokenizer
 
 DATA_FORMAT = 1
-__all__ = ["normalize"]  # re-exported: translate and score normalise their input with it
 
 
 def _local_path(entry: str) -> str:
