@@ -1,10 +1,18 @@
-"""Preprocessing throughput and peak memory on a large corpus made by repeating Multi30k.
+"""Preprocessing throughput and peak memory on large synthetic-but-realistic corpora.
 
-    python bench/preprocess_speed.py [--pairs 10000000] [--workdir /tmp/nmt-bench]
+    python bench/preprocess_speed.py --pairs 1000000 [--pairs 8000000 ...] [--workdir DIR]
+        [--keep-corpus] [--train-steps 300]
 
-The corpus is written to a temporary folder (deleted afterwards), then `nmt preprocess` runs on
-it as a separate process, so its peak memory (max RSS) is its own. Prints JSON and one line:
-pairs/s, lines/s (both sides) and peak memory.
+For each size, a .gz corpus of that many en-fr pairs is made from the real Multi30k and Tatoeba
+training text, perturbed so that pairs are not exact repeats (a word dropped, two neighbours
+swapped, or two pairs joined into one, each side alike), unless it is already in DIR from an
+earlier --keep-corpus run. Then `nmt preprocess` (the en-fr recipe's tokenizer settings) runs on it
+as a child process while its whole process tree's resident memory is sampled every 0.2 s. Printed
+per size: pairs/s, lines/s (both sides), peak memory (the sampled tree sum, and the largest
+process's own high-water mark), the encoded size on disk in bytes per token, and the ceiling:
+SentencePiece's own batch encoding of the same stored lines with the same model on the same
+cores (reading excluded). --train-steps N then trains the en-fr model for N steps on the run and,
+for comparison, on Multi30k, printing peak memory and target tokens/s of each.
 """
 
 from __future__ import annotations
@@ -13,7 +21,8 @@ import argparse
 import gzip
 import json
 import os
-import resource
+import random
+import re
 import shutil
 import subprocess
 import sys
@@ -23,53 +32,188 @@ from pathlib import Path
 
 import yaml
 
-
-def multi30k(lang: str) -> list[str]:
-    from nmt_cli.corpora import fetch
-    with gzip.open(fetch("multi30k", f"train.{lang}.gz"), "rt", encoding="utf-8") as fh:
-        return fh.read().split("\n")[:-1]
+ROOT = Path(__file__).resolve().parent.parent
 
 
-def write_repeated(lines: list[str], n: int, path: Path) -> None:
-    block = "\n".join(lines) + "\n"
-    full, rest = divmod(n, len(lines))
-    with open(path, "w", encoding="utf-8") as fh:
-        for _ in range(full):
-            fh.write(block)
-        fh.write("".join(line + "\n" for line in lines[:rest]))
+def base_pairs() -> list[tuple[str, str]]:
+    """Multi30k and Tatoeba en-fr training pairs (about 175k)."""
+    from nmt_cli.corpora import fetch, read_lines
+    pairs = list(zip(read_lines(fetch("multi30k", "train.en.gz")), read_lines(fetch("multi30k", "train.fr.gz"))))
+    mirror = os.environ.get("NMT_DATA_MIRROR")
+    tatoeba = Path(mirror) / "tatoeba-en-fr" if mirror else None
+    if tatoeba and (tatoeba / "train.en.gz").exists():
+        pairs += zip(read_lines(tatoeba / "train.en.gz"), read_lines(tatoeba / "train.fr.gz"))
+    return pairs
+
+
+def perturbed(pairs: list[tuple[str, str]], rng: random.Random) -> tuple[str, str]:
+    src, tgt = rng.choice(pairs)
+    s, t = src.split(), tgt.split()
+    kind = rng.random()
+    if kind < 0.4 and len(s) > 2 and len(t) > 2:      # drop a word on each side
+        del s[rng.randrange(len(s))], t[rng.randrange(len(t))]
+    elif kind < 0.8 and len(s) > 2 and len(t) > 2:    # swap two neighbours on each side
+        i, j = rng.randrange(len(s) - 1), rng.randrange(len(t) - 1)
+        s[i], s[i + 1] = s[i + 1], s[i]
+        t[j], t[j + 1] = t[j + 1], t[j]
+    else:                                             # join with another pair
+        s2, t2 = rng.choice(pairs)
+        s, t = s + s2.split(), t + t2.split()
+    return " ".join(s), " ".join(t)
+
+
+def make_corpus(n: int, folder: Path, seed: int = 0) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    done = folder / "COMPLETE"
+    if done.exists():
+        return
+    pairs, rng = base_pairs(), random.Random(seed)
+    with gzip.open(folder / "train.en.gz.part", "wt", encoding="utf-8", compresslevel=1) as en, \
+            gzip.open(folder / "train.fr.gz.part", "wt", encoding="utf-8", compresslevel=1) as fr:
+        for start in range(0, n, 100_000):
+            block = [perturbed(pairs, rng) for _ in range(min(100_000, n - start))]
+            en.write("".join(s + "\n" for s, _ in block))
+            fr.write("".join(t + "\n" for _, t in block))
+    for lang in ("en", "fr"):
+        os.replace(folder / f"train.{lang}.gz.part", folder / f"train.{lang}.gz")
+    done.write_text(f"{n}\n")
+
+
+def tree_rss_mb(pid: int) -> float:
+    """Resident memory of ``pid`` and all its descendants."""
+    total, todo = 0, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            total += int(re.search(r"^VmRSS:\s+(\d+)", Path(f"/proc/{p}/status").read_text(), re.M).group(1))
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except (OSError, AttributeError):
+            pass
+    return total / 1024
+
+
+def run_sampled(cmd: list[str], env: dict | None = None) -> tuple[float, float, float, subprocess.CompletedProcess]:
+    """Run ``cmd``; (seconds, peak tree RSS in MB sampled, the child's own max RSS in MB, result)."""
+    start = time.perf_counter()
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, env=env, cwd=ROOT)
+        peak = 0.0
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            peak = max(peak, tree_rss_mb(proc.pid))
+            time.sleep(0.2)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0), err.seek(0)
+        result = subprocess.CompletedProcess(cmd, proc.returncode, out.read(), err.read())
+    return time.perf_counter() - start, peak, usage.ru_maxrss / 1024, result
+
+
+def ceiling(run_dir: Path, max_lines: int = 2_000_000) -> dict:
+    """SentencePiece's own batch encoding speed on (up to max_lines of) the stored lines."""
+    from nmt_cli.data import encode_threads
+    from nmt_cli.tokenizer import Tokenizer
+    tok, threads = Tokenizer.load(run_dir), encode_threads()
+    lines, seconds = 0, 0.0
+    for side in ("src", "tgt"):
+        with open(run_dir / "data" / f"train.{side}.txt", encoding="utf-8") as fh:
+            text = [line.rstrip("\n") for _, line in zip(range(max_lines // 2), fh)]
+        start = time.perf_counter()
+        for i in range(0, len(text), 50_000):
+            tok.encode_ids(side, text[i:i + 50_000], threads)
+        seconds += time.perf_counter() - start
+        lines += len(text)
+    return {"lines": lines, "threads": threads, "lines_per_s": round(lines / seconds)}
+
+
+def recipe_for(corpus: Path, work: Path, sample_sentences: int | None) -> Path:
+    en_fr = yaml.safe_load((ROOT / "recipes" / "en-fr.yaml").read_text())
+    en_fr["name"] = "bench"
+    if sample_sentences:
+        en_fr["tokenizer"]["sample_sentences"] = sample_sentences
+    en_fr["data"] = {"corpus": "multi30k", "train": str(corpus / "train.{lang}.gz"), "valid": "val",
+                     "test": ["test_2016_flickr"], "max_len": 80}
+    path = work / f"{corpus.name}.yaml"
+    path.write_text(yaml.safe_dump(en_fr))
+    return path
+
+
+def train_probe(recipe: Path, run_dir: Path, steps: int, env: dict) -> dict:
+    cmd = [sys.executable, "-m", "nmt_cli", "train", str(recipe), "--run-dir", str(run_dir), "--restart",
+           "--max-steps", str(steps), "--set", f"train.valid_every={10 * steps}",
+           "--set", f"train.checkpoint_every={10 * steps}", "--set", "train.average_last=0"]
+    seconds, peak, own, result = run_sampled(cmd, env)
+    if result.returncode != 0:
+        sys.exit(result.stderr.strip().splitlines()[-1])
+    summary = json.loads((run_dir / "summary.json").read_text())
+    return {"steps": summary["steps"], "seconds": round(seconds), "peak_tree_rss_mb": round(peak),
+            "maxrss_mb": round(own), "tgt_tokens_per_s": summary["tgt_tokens_per_s"]}
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--pairs", type=int, default=10_000_000)
-    ap.add_argument("--workdir", type=Path, default=None)
+    ap.add_argument("--pairs", type=int, action="append", help="corpus size (repeatable); default 1M")
+    ap.add_argument("--workdir", type=Path, default=None, help="where corpora and runs go (big: 40M pairs "
+                    "take about 2 GB of .gz and 10 GB of run dir)")
+    ap.add_argument("--keep-corpus", action="store_true", help="keep the generated corpora for later runs")
+    ap.add_argument("--train-steps", type=int, default=0)
+    ap.add_argument("--sample-sentences", type=int, default=None,
+                    help="tokenizer.sample_sentences (default: the recipe's, 2M); SentencePiece's "
+                         "training memory grows with it")
     args = ap.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="nmt-bench-", dir=args.workdir))
-    try:
-        en, fr = multi30k("en"), multi30k("fr")
-        for lang, lines in (("en", en), ("fr", fr)):
-            write_repeated(lines, args.pairs, work / f"train.{lang}")
-        for split in ("val", "test"):
-            for lang, lines in (("en", en), ("fr", fr)):
-                write_repeated(lines[:500], 500, work / f"{split}.{lang}")
-        recipe = {"name": "bench", "src": "en", "tgt": "fr",
-                  "data": {"corpus": None, "train": str(work / "train.{lang}"),
-                           "valid": str(work / "val.{lang}"), "test": [str(work / "test.{lang}")]}}
-        (work / "bench.yaml").write_text(yaml.safe_dump(recipe))
+    work = args.workdir or Path(tempfile.mkdtemp(prefix="nmt-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    for n in args.pairs or [1_000_000]:
+        corpus = work / f"corpus-{n}"
         start = time.perf_counter()
-        proc = subprocess.run([sys.executable, "-m", "nmt_cli", "preprocess", str(work / "bench.yaml"),
-                               "--run-dir", str(work / "run")], capture_output=True, text=True)
-        seconds = time.perf_counter() - start
-        if proc.returncode != 0:
-            sys.exit(proc.stderr.strip().splitlines()[-1])
-        peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-        result = {"pairs": args.pairs, "seconds": round(seconds, 1),
-                  "pairs_per_s": round(args.pairs / seconds), "lines_per_s": round(2 * args.pairs / seconds),
-                  "peak_rss_mb": round(peak_mb), "cpus": os.cpu_count()}
-        print(json.dumps(result))
-        print(f"{args.pairs} pairs in {seconds:.0f} s: {result['pairs_per_s']} pairs/s "
-              f"({result['lines_per_s']} lines/s), peak memory {peak_mb / 1024:.1f} GiB")
-    finally:
+        make_corpus(n, corpus)
+        made = time.perf_counter() - start
+        run_dir = work / f"run-{n}"
+        shutil.rmtree(run_dir, ignore_errors=True)
+        recipe = recipe_for(corpus, work, args.sample_sentences)
+        seconds, peak, largest, result = run_sampled([sys.executable, "-m", "nmt_cli", "preprocess", str(recipe),
+                                             "--run-dir", str(run_dir)], env)
+        if result.returncode != 0:
+            sys.exit(result.stderr.strip().splitlines()[-1])
+        meta = json.loads((run_dir / "data" / "meta.json").read_text())
+        train = meta["splits"]["train"]
+        tokens = train["src"]["tokens"] + train["tgt"]["tokens"]
+        ids_bytes = sum((run_dir / "data" / f"train.{s}.ids.npy").stat().st_size for s in ("src", "tgt"))
+        offsets_bytes = sum((run_dir / "data" / f"train.{s}.offsets.npy").stat().st_size for s in ("src", "tgt"))
+        top = ceiling(run_dir)
+        stage = lambda pattern: float(re.search(pattern, result.stderr, re.M).group(1))
+        encode_rate = stage(r"^train: .*?, (\d+) lines/s\)")
+        result_row = {"pairs": n, "kept": train["src"]["sentences"], "seconds": round(seconds, 1),
+                      "pairs_per_s": round(n / seconds), "lines_per_s": round(2 * n / seconds),
+                      "peak_tree_rss_mb": round(peak), "maxrss_mb": round(largest),
+                      "sample_sentences": args.sample_sentences or "recipe default", "id_dtype": meta["id_dtype"], "tokens": tokens,
+                      "ids_bytes_per_token": round(ids_bytes / tokens, 3), "offsets_mb": round(offsets_bytes / 2**20),
+                      "read_clean_s": stage(r"^read and cleaned in ([\d.]+) s"),
+                      "sentencepiece_s": stage(r"^SentencePiece learned in ([\d.]+) s"),
+                      "encode_train_s": stage(r"^train: .*encoded in ([\d.]+) s"),
+                      "encode_lines_per_s": encode_rate,
+                      "ceiling_spm_lines_per_s": top["lines_per_s"], "threads": top["threads"],
+                      "encode_share_of_ceiling": round(encode_rate / top["lines_per_s"], 2),
+                      "end_to_end_share_of_ceiling": round(2 * n / seconds / top["lines_per_s"], 2),
+                      "corpus_seconds_to_make": round(made), "cpus": os.cpu_count()}
+        print(json.dumps(result_row), flush=True)
+        print(f"{n} pairs in {seconds:.0f} s: {result_row['pairs_per_s']} pairs/s ({result_row['lines_per_s']} "
+              f"lines/s; SentencePiece alone {top['lines_per_s']} lines/s on {top['threads']} threads), "
+              f"peak memory {peak / 1024:.2f} GiB", flush=True)
+        if args.train_steps:
+            big = train_probe(recipe, run_dir, args.train_steps, env)
+            small_recipe = work / "multi30k.yaml"
+            en_fr = yaml.safe_load((ROOT / "recipes" / "en-fr.yaml").read_text())
+            small_recipe.write_text(yaml.safe_dump(en_fr))
+            small = train_probe(small_recipe, work / "run-multi30k", args.train_steps, env)
+            print(json.dumps({"train": {f"{n}_pairs": big, "multi30k": small}}), flush=True)
+        if not args.keep_corpus:
+            shutil.rmtree(corpus, ignore_errors=True)
+        shutil.rmtree(run_dir, ignore_errors=True)
+    if args.workdir is None:
         shutil.rmtree(work, ignore_errors=True)
 
 

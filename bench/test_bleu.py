@@ -44,7 +44,7 @@ def main() -> None:
     case = "lowercased (data.lowercase)" if data.lowercase else "cased"
     print(f"| test set | BLEU, {case} | chrF, {case} | BLEU, lc-tok (papers) | seconds to translate |")
     print("|---|---|---|---|---|")
-    for split, (src_file, _) in meta["files"].items():
+    for split, (src_file, *_) in meta["files"].items():
         if not (split.startswith("test") or (args.valid and split == "valid")):
             continue
         name = Path(src_file).name.split(".")[0]

@@ -85,6 +85,7 @@ def train(recipe: Annotated[Path, typer.Argument(help="YAML recipe, e.g. recipes
           device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto",
           restart: Annotated[bool, typer.Option("--restart", help="Ignore existing checkpoints and start over.")] = False,
           threads: ThreadsOption = None,
+          init_from: Annotated[Optional[str], typer.Option("--init-from", metavar="RUN|CHECKPOINT", help="Fine-tune: start from this model's weights and tokenizer, with a fresh optimiser and schedule (train.init_from).")] = None,
           set_: SetOption = None) -> None:
     """Train a model; resumes from the run dir's last checkpoint when there is one.
 
@@ -97,11 +98,15 @@ def train(recipe: Annotated[Path, typer.Argument(help="YAML recipe, e.g. recipes
     from nmt_cli.device import pick_device, resolve_precision
     from nmt_cli.training import train as run_train
     extra = ([f"train.max_steps={max_steps}"] if max_steps is not None else []) + \
-            ([f"train.max_minutes={max_minutes}"] if max_minutes is not None else [])
+            ([f"train.max_minutes={max_minutes}"] if max_minutes is not None else []) + \
+            ([f"train.init_from={init_from}"] if init_from is not None else [])
     r = _recipe(recipe, set_, extra)
     out = _run_dir(r, run_dir)
     resolve_precision(r.train.precision, pick_device(device))  # a device mismatch fails before preprocessing
     _threads(threads)
+    if r.train.init_from:  # and so does an initial model that cannot be used
+        from nmt_cli.finetune import initial_tokenizer
+        initial_tokenizer(r)
     with task(f"preprocessing into {out} did not finish; run the same command again"):
         ensure_preprocessed(r, out, log=lambda m: typer.echo(m, err=True))
     summary = run_train(r, out, device=device, restart=restart)

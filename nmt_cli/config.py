@@ -35,11 +35,18 @@ def _opt(default: Any, *, choices: tuple | None = None, lo: float | None = None,
 @dataclass
 class DataConfig:
     corpus: str | None = _opt("multi30k", help="registered corpus name, or null for local files")
-    train: str = _opt("train", help="split name of the corpus, or a path with {lang}")
+    train: str | list[str] = _opt("train", help="split name of the corpus, or a path with {lang}, or a "
+                                                "source<TAB>target file with format: tsv; a list trains "
+                                                "on all of them (counts per corpus go to data/meta.json)")
     valid: str = _opt("val", help="validation split or path")
     test: list[str] = _opt(["test_2016_flickr"], help="test splits or paths")
     max_len: int = _opt(80, lo=1, help="drop training pairs with more words on either side")
     max_ratio: float = _opt(3.0, lo=1.0, help="drop training pairs whose word-length ratio exceeds this")
+    format: str = _opt("lines", choices=("lines", "tsv"),
+                       help="lines: one file per language (a path with {lang}); tsv: local paths "
+                            "without {lang} are source<TAB>target files (OPUS/Tatoeba exports)")
+    dedup: bool = _opt(False, help="drop exact duplicate training pairs (after cleaning), across all "
+                                   "training corpora; costs 8 bytes of memory per distinct pair")
     lowercase: bool = _opt(False, help="lowercase every split and every line to translate (the Multi30k "
                                        "papers' training condition); output is lowercase: score it with --lc-tok")
 
@@ -51,7 +58,10 @@ class TokenizerConfig:
     joint: bool = _opt(True, help="one SentencePiece model for both languages")
     character_coverage: float = _opt(1.0, lo=0.9, hi=1.0,
                                      help="share of characters the vocabulary must cover")
-    sample_sentences: int = _opt(2_000_000, lo=1000, help="sentences SentencePiece trains on")
+    sample_sentences: int = _opt(2_000_000, lo=1000, help="sentences SentencePiece trains on, drawn "
+                                                          "uniformly from the training pairs while they are read")
+    sample_file: str | None = _opt(None, help="learn SentencePiece from this path with {lang} (one file of "
+                                              "sentences per language) instead of the training data")
 
 
 @dataclass
@@ -87,6 +97,9 @@ class ModelConfig:
 
 @dataclass
 class TrainConfig:
+    init_from: str | None = _opt(None, help="fine-tune: start from this run dir's best checkpoint (or this "
+                                            "checkpoint file): its tokenizer encodes the data, its weights "
+                                            "start training, optimiser and schedule start fresh")
     batch_tokens: int = _opt(3000, lo=1, help="real target tokens per batch, padding not counted")
     max_steps: int = _opt(0, lo=0, help="0 = no limit")
     max_epochs: int = _opt(0, lo=0, help="0 = no limit")
@@ -189,8 +202,13 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
     if origin in (typing.Union, getattr(__import__("types"), "UnionType", None)):
         if value is None and type(None) in args:
             return None
-        (inner,) = [a for a in args if a is not type(None)]
-        return _coerce(value, inner, where)
+        options = [a for a in args if a is not type(None)]
+        for inner in options[:-1]:  # e.g. str | list[str]: a string stays a string
+            try:
+                return _coerce(value, inner, where)
+            except ConfigError:
+                pass
+        return _coerce(value, options[-1], where)
     if origin is list:
         if isinstance(value, str):
             value = [value]
@@ -414,7 +432,8 @@ def flatten(d: dict, prefix: str = "") -> dict[str, Any]:
 
 def recipe_differences(old: dict, new: dict) -> tuple[list[str], list[str]]:
     """Keys that differ between two recipes, split into (blocking, allowed on resume)."""
-    a, b = flatten(old), flatten(new)
+    # A key the older recipe lacks did not exist yet: it had its default's meaning.
+    a, b = {**flatten(Recipe().to_dict()), **flatten(old)}, flatten(new)
     changed = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
     blocking = [k for k in changed if k not in RESUMABLE_KEYS and not k.startswith("train.lr")
                 and k not in ("train.schedule", "train.warmup_steps")]

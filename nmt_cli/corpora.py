@@ -13,15 +13,19 @@ them uncompressed, while a mirror may hold them gzipped as ``<mirror>/<corpus>/t
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import hashlib
 import http.client
+import io
+import lzma
 import os
 import tempfile
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Iterator
 
 from nmt_cli.errors import DataError
 
@@ -200,15 +204,36 @@ def download(url: str, dst_dir: Path, name: str, expected: str, *, timeout: floa
                         "to work offline") from None
 
 
-def read_lines(path: Path) -> list[str]:
-    """All lines of a plain or gzip text file, invalid UTF-8 replaced, line ends stripped."""
+COMPRESSED_OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+
+
+def _open_binary(path: Path):
+    opener = COMPRESSED_OPENERS.get(Path(path).suffix, open)
+    return opener(path, "rb")
+
+
+def iter_lines(path: Path) -> Iterator[str]:
+    """The lines of a plain, .gz, .bz2 or .xz text file one at a time, invalid UTF-8 replaced and
+    line ends stripped; only ``\n`` ends a line, as in :func:`read_lines`."""
     try:
-        opener = gzip.open if str(path).endswith(".gz") else open
-        with opener(path, "rb") as fh:
+        with _open_binary(path) as raw, io.TextIOWrapper(raw, encoding="utf-8", errors="replace",
+                                                         newline="\n") as text:
+            for line in text:
+                yield line.rstrip("\n").rstrip("\r")
+    except FileNotFoundError:
+        raise DataError(f"{path}: file not found") from None
+    except (OSError, EOFError, lzma.LZMAError) as exc:
+        raise DataError(f"{path}: cannot read ({exc})") from None
+
+
+def read_lines(path: Path) -> list[str]:
+    """All lines of a plain, .gz, .bz2 or .xz text file, invalid UTF-8 replaced, line ends stripped."""
+    try:
+        with _open_binary(path) as fh:
             raw = fh.read()
     except FileNotFoundError:
         raise DataError(f"{path}: file not found") from None
-    except (OSError, EOFError) as exc:
+    except (OSError, EOFError, lzma.LZMAError) as exc:
         raise DataError(f"{path}: cannot read ({exc})") from None
     text = raw.decode("utf-8", errors="replace")
     lines = text.split("\n")

@@ -1,9 +1,14 @@
-"""Corpus text -> filtered pairs -> SentencePiece ids stored as flat int32 arrays; length-bucketed
+"""Corpus text -> filtered pairs -> SentencePiece ids stored as flat arrays; length-bucketed
 token batches read straight from those arrays.
 
 A split is stored as four ``.npy`` files (``{split}.{src,tgt}.{ids,offsets}.npy``): all token ids
-of a side concatenated, and where each sentence starts. Training memory-maps them, so a large
-corpus never becomes a list of Python objects.
+of a side concatenated (uint16 while the vocabulary fits, else int32), and where each sentence
+starts. Preprocessing streams: one pass reads every corpus line by line, cleans, filters and
+(optionally) deduplicates each pair, writes the kept text and draws SentencePiece's training
+sample; a second pass encodes that text chunk by chunk straight into the arrays. Memory is bounded
+by the chunk and sample sizes, whatever the corpus size. ``data/meta.json`` is removed first and
+written last, so a preprocess stopped at any moment leaves nothing training takes for complete.
+Training memory-maps the arrays, so a large corpus never becomes a list of Python objects.
 """
 
 from __future__ import annotations
@@ -12,8 +17,10 @@ import json
 import os
 import re
 import shutil
+import time
 from collections import Counter
 from dataclasses import dataclass
+from itertools import chain, compress
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -21,62 +28,53 @@ import numpy as np
 import torch
 
 from nmt_cli import corpora
+from nmt_cli.arrays import SideWriter, id_dtype
 from nmt_cli.config import Recipe, save_recipe
 from nmt_cli.errors import DataError
+# normalize is also imported from here by translate and score, which clean their input with it.
+from nmt_cli.pairs import Deduplicator, PairSource, Reservoir, chunks, filter_reason, normalize
 from nmt_cli.shortlist import Shortlist, learn_shortlist
-from nmt_cli.tokenizer import BOS, EOS, PAD, seed_sampling, train_tokenizer
+from nmt_cli.tokenizer import BOS, EOS, PAD, Tokenizer, seed_sampling, train_tokenizer
 
 DATA_FORMAT = 1
 
 
-def normalize(line: str, lowercase: bool = False) -> str:
-    """Collapse all whitespace runs (tabs, no-break spaces, ...) to one space and strip the ends;
-    lowercase too for a recipe with data.lowercase. Training data and every line a trained model
-    reads (translate, score) go through it alike."""
-    line = " ".join(line.split())
-    return line.lower() if lowercase else line
-
-
-def split_files(recipe: Recipe, split: str) -> tuple[Path, Path]:
-    """The (source, target) files of a split: from the corpus registry, or a path with {lang}."""
-    if recipe.data.corpus:
-        corpus = corpora.get_corpus(recipe.data.corpus)
-        return (corpora.fetch(corpus.name, corpus.filename(split, recipe.src)),
-                corpora.fetch(corpus.name, corpus.filename(split, recipe.tgt)))
-    template = os.path.expanduser(os.path.expandvars(split))
-    if "{lang}" not in template:
-        raise DataError(f"data: '{split}' must contain {{lang}} (e.g. /data/train.{{lang}}.gz) "
-                        "when data.corpus is null")
-    if "$" in template:
-        unset = re.search(r"\$\{?(\w+)", template).group(1)
-        raise DataError(f"data: '{split}' needs the environment variable {unset}, which is not set "
+def _local_path(entry: str) -> str:
+    path = os.path.expanduser(os.path.expandvars(entry))
+    if "$" in path:
+        unset = re.search(r"\$\{?(\w+)", path).group(1)
+        raise DataError(f"data: '{entry}' needs the environment variable {unset}, which is not set "
                         "(export it, or give the path with --set)")
-    return Path(template.format(lang=recipe.src)), Path(template.format(lang=recipe.tgt))
+    return path
 
 
-def read_pair(src_path: Path, tgt_path: Path, lowercase: bool = False) -> tuple[list[str], list[str]]:
-    src, tgt = corpora.read_lines(src_path), corpora.read_lines(tgt_path)
-    if len(src) != len(tgt):
-        raise DataError(f"{src_path} has {len(src)} lines but {tgt_path} has {len(tgt)}; "
-                        "line i of one must translate line i of the other")
-    return [normalize(s, lowercase) for s in src], [normalize(t, lowercase) for t in tgt]
+def pair_source(recipe: Recipe, entry: str) -> PairSource:
+    """Where one corpus entry of ``data.train``/``valid``/``test`` reads from: a path with {lang}
+    (one file per language), a split of the registered corpus, or, with ``data.format: tsv``, a
+    file of ``source<TAB>target`` lines."""
+    corpus = corpora.get_corpus(recipe.data.corpus) if recipe.data.corpus else None
+    if "{lang}" in entry:
+        template = _local_path(entry)
+        return PairSource(entry, (Path(template.format(lang=recipe.src)),
+                                  Path(template.format(lang=recipe.tgt))))
+    if corpus is not None and (entry in corpus.splits or recipe.data.format != "tsv"):
+        return PairSource(f"{corpus.name}:{entry}",
+                          (corpora.fetch(corpus.name, corpus.filename(entry, recipe.src)),
+                           corpora.fetch(corpus.name, corpus.filename(entry, recipe.tgt))))
+    if recipe.data.format == "tsv":
+        return PairSource(entry, (Path(_local_path(entry)),), tsv=True)
+    raise DataError(f"data: '{entry}' must contain {{lang}} (e.g. /data/train.{{lang}}.gz) "
+                    "when data.corpus is null, or be a source<TAB>target file with data.format: tsv")
 
 
-def filter_pairs(src: Sequence[str], tgt: Sequence[str], max_len: int,
-                 max_ratio: float) -> tuple[list[int], Counter]:
-    """Indices of the training pairs to keep, and how many were dropped for which reason."""
-    keep, dropped = [], Counter()
-    for i, (s, t) in enumerate(zip(src, tgt)):
-        ns, nt = len(s.split()), len(t.split())
-        if ns == 0 or nt == 0:
-            dropped["empty side"] += 1
-        elif ns > max_len or nt > max_len:
-            dropped[f"longer than {max_len} words"] += 1
-        elif max(ns, nt) > max_ratio * min(ns, nt) and max(ns, nt) > 3:
-            dropped[f"length ratio over {max_ratio:g}"] += 1
-        else:
-            keep.append(i)
-    return keep, dropped
+def split_files(recipe: Recipe, split: str) -> tuple[Path, ...]:
+    """The files a split reads: (source, target), or (the TSV file,)."""
+    return pair_source(recipe, split).files
+
+
+def train_entries(recipe: Recipe) -> list[str]:
+    train = recipe.data.train
+    return [train] if isinstance(train, str) else list(train)
 
 
 # --------------------------------------------------------------------------- stored arrays
@@ -134,17 +132,6 @@ class EncodedSplit:
         return len(self.src)
 
 
-def save_split(data_dir: Path, split: str, src: tuple[np.ndarray, np.ndarray],
-               tgt: tuple[np.ndarray, np.ndarray]) -> dict:
-    """Store both sides, each a flat (ids, offsets) pair from :func:`encode_flat`."""
-    meta = {}
-    for side, (ids, offsets) in (("src", src), ("tgt", tgt)):
-        _atomic_save(data_dir / f"{split}.{side}.ids.npy", ids)
-        _atomic_save(data_dir / f"{split}.{side}.offsets.npy", offsets)
-        meta[side] = {"sentences": len(offsets) - 1, "tokens": int(offsets[-1])}
-    return meta
-
-
 def load_split(run_dir: Path, split: str) -> EncodedSplit:
     """Memory-map a stored split and check it against the lengths recorded at preprocess time."""
     data_dir = run_dir / "data"
@@ -183,11 +170,32 @@ def sampled_split(src_lines: Sequence[str], tgt_lines: Sequence[str], tokenizer,
     return EncodedSplit(Side(*src), Side(*tgt))
 
 
+SHORTLIST_PAIRS = 300_000   # a split up to this size is counted whole, as learn_shortlist does
+SHORTLIST_SAMPLE = 100_000  # pairs sampled from a larger one
+
+
 def learn_split_shortlist(data_dir: Path, tokenizer) -> Shortlist:
-    """The vocabulary shortlist of the stored training split (nmt_cli/shortlist.py)."""
+    """The vocabulary shortlist of the stored training split (nmt_cli/shortlist.py). A larger
+    split gives a random sample of its pairs, gathered from the memory-mapped arrays, so counting
+    never copies a whole side into memory. Counting co-occurrences holds every (source piece,
+    target piece) pair of each sampled sentence pair: 300k pairs of a 1M-pair corpus of 25-piece
+    sentences peaked at 1.65 GB, 100k at 0.8 GB (docs/lab/corpora.md)."""
     arrays = [np.load(data_dir / f"train.{side}.{part}.npy", mmap_mode="r")
               for side in ("src", "tgt") for part in ("ids", "offsets")]
-    return learn_shortlist(*arrays, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
+    n = len(arrays[1]) - 1
+    if n > SHORTLIST_PAIRS:
+        rows = np.unique(np.random.default_rng(0).integers(0, n, SHORTLIST_SAMPLE))
+        arrays = [part for ids, offsets in (arrays[:2], arrays[2:]) for part in _gather(ids, offsets, rows)]
+    return learn_shortlist(*arrays, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size,
+                           max_pairs=SHORTLIST_PAIRS)
+
+
+def _gather(ids: np.ndarray, offsets: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sentences ``rows`` of one side as a small (ids, offsets) pair of its own."""
+    parts = [ids[offsets[i]:offsets[i + 1]] for i in rows]
+    new_offsets = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum([len(p) for p in parts], out=new_offsets[1:])
+    return np.concatenate(parts).astype(np.int64), new_offsets
 
 
 def save_shortlist(data_dir: Path, shortlist: Shortlist) -> None:
@@ -233,8 +241,13 @@ def _write_text(path: Path, lines: Sequence[str]) -> None:
 
 # --------------------------------------------------------------------------- preprocess
 
-def split_names(recipe: Recipe) -> dict[str, str]:
-    """Storage name -> split name or path; the first test set is also 'test'."""
+TEXT_CHUNK = 20_000    # pairs read, cleaned and written at a time
+ENCODE_CHUNK = 50_000  # lines encoded at a time: ~40 MB of Python ints, whatever the corpus size
+
+
+def split_names(recipe: Recipe) -> dict[str, str | list[str]]:
+    """Storage name -> split name or path (a list for several training corpora); the first test
+    set is also 'test'."""
     names = {"train": recipe.data.train, "valid": recipe.data.valid}
     for i, test in enumerate(recipe.data.test):
         names[f"test{i}" if i else "test"] = test
@@ -263,10 +276,178 @@ def save_tok_references(recipe: Recipe, data_dir: Path, log=print) -> dict[str, 
     return saved
 
 
+class _TextPairs:
+    """``{name}.src.txt`` and ``{name}.tgt.txt`` written side by side, renamed into place on close."""
+
+    def __init__(self, data_dir: Path, name: str):
+        self.paths = [data_dir / f"{name}.{side}.txt" for side in ("src", "tgt")]
+        self.files = [open(p.with_name(p.name + ".part"), "w", encoding="utf-8") for p in self.paths]
+
+    def write(self, pairs: list[tuple[str, str]]) -> None:
+        # Normalised lines hold no line break, so one line stays one line.
+        self.files[0].write("".join(s + "\n" for s, _ in pairs))
+        self.files[1].write("".join(t + "\n" for _, t in pairs))
+
+    def close(self) -> None:
+        for fh, path in zip(self.files, self.paths):
+            fh.flush()
+            os.fsync(fh.fileno())
+            fh.close()
+            os.replace(fh.name, path)
+
+    def abort(self) -> None:
+        for fh in self.files:
+            fh.close()
+            Path(fh.name).unlink(missing_ok=True)
+
+
+def _prepare_data_dir(data_dir: Path, log) -> None:
+    """Remove the completion mark (meta.json) before anything else changes, and leftovers of a
+    stopped run; say which of the two this is."""
+    meta = data_dir / "meta.json"
+    if meta.exists():
+        log(f"{data_dir}: replacing the preprocessed data there")
+        meta.unlink()
+    elif data_dir.is_dir() and any(data_dir.iterdir()):
+        log(f"{data_dir}: an earlier nmt preprocess stopped before it finished; starting over")
+    data_dir.mkdir(parents=True, exist_ok=True)
+    for part in data_dir.glob("*.part"):
+        part.unlink()
+
+
+def _stream_train(recipe: Recipe, data_dir: Path, sample: Reservoir | None, log) -> list[dict]:
+    """Pass one over every training corpus: clean, filter, deduplicate, store the text, sample."""
+    d = recipe.data
+    dedup = Deduplicator() if d.dedup else None
+    report = []
+    out = _TextPairs(data_dir, "train")
+    try:
+        for entry in train_entries(recipe):
+            source = pair_source(recipe, entry)
+            read, kept, dropped = 0, 0, Counter()
+            for chunk in chunks(iter(source), TEXT_CHUNK):
+                read += len(chunk)
+                good = []
+                for pair in chunk:
+                    if pair is None:
+                        dropped["no tab (not source<TAB>target)"] += 1
+                        continue
+                    s, t = normalize(pair[0], d.lowercase), normalize(pair[1], d.lowercase)
+                    reason = filter_reason(s, t, d.max_len, d.max_ratio)
+                    if reason is None:
+                        good.append((s, t))
+                    else:
+                        dropped[reason] += 1
+                if dedup is not None and good:
+                    fresh = dedup.fresh(good)
+                    if len(good) - sum(fresh):
+                        dropped["duplicate pair"] += len(good) - sum(fresh)
+                    good = list(compress(good, fresh))
+                out.write(good)
+                if sample is not None:
+                    sample.offer(good)
+                kept += len(good)
+            report.append({"corpus": source.label, "files": source.paths, "read": read, "kept": kept,
+                           "dropped": dict(sorted(dropped.items()))})
+            log(f"train {source.label}: {read} pairs read, {kept} kept, {read - kept} dropped")
+            for reason, count in sorted(dropped.items()):
+                log(f"  dropped {count}: {reason}")
+    except BaseException:
+        out.abort()
+        raise
+    out.close()
+    if len(report) > 1:
+        read, kept = sum(r["read"] for r in report), sum(r["kept"] for r in report)
+        log(f"train: {read} pairs read from {len(report)} corpora, {kept} kept, {read - kept} dropped")
+    return report
+
+
+def _stream_heldout(recipe: Recipe, data_dir: Path, name: str, entry: str) -> PairSource:
+    """A valid or test split, cleaned but not filtered: N lines in, N lines stored."""
+    source = pair_source(recipe, entry)
+    out = _TextPairs(data_dir, name)
+    try:
+        line = 0
+        for chunk in chunks(iter(source), TEXT_CHUNK):
+            pairs = []
+            for pair in chunk:
+                line += 1
+                if pair is None:
+                    raise DataError(f"{source.files[0]}: line {line} has no tab (data.format: tsv reads "
+                                    "source<TAB>target lines)")
+                pairs.append((normalize(pair[0], recipe.data.lowercase),
+                               normalize(pair[1], recipe.data.lowercase)))
+            out.write(pairs)
+    except BaseException:
+        out.abort()
+        raise
+    out.close()
+    return source
+
+
+def _sample_capacity(recipe: Recipe) -> int:
+    """Pairs to sample: tokenizer.sample_sentences lines per SentencePiece model."""
+    k = recipe.tokenizer.sample_sentences
+    return (k + 1) // 2 if recipe.tokenizer.joint else k
+
+
+def _sample_file_lines(recipe: Recipe) -> tuple[list[str], list[str]]:
+    template = _local_path(recipe.tokenizer.sample_file)
+    if "{lang}" not in template:
+        raise DataError(f"tokenizer.sample_file: '{recipe.tokenizer.sample_file}' must contain {{lang}} "
+                        "(one file of sentences per language)")
+    sides = []
+    for lang in (recipe.src, recipe.tgt):
+        sample = Reservoir(recipe.tokenizer.sample_sentences, recipe.train.seed)
+        for chunk in chunks(corpora.iter_lines(Path(template.format(lang=lang))), TEXT_CHUNK):
+            sample.offer([normalize(line, recipe.data.lowercase) for line in chunk])
+        sides.append(sample.items)
+    return sides[0], sides[1]
+
+
+def _learn_tokenizer(recipe: Recipe, sample: Reservoir | None, log) -> Tokenizer:
+    cfg = recipe.tokenizer
+    if sample is None:
+        src, tgt = _sample_file_lines(recipe)
+        origin = cfg.sample_file
+    else:
+        src, tgt = [s for s, _ in sample.items], [t for _, t in sample.items]
+        origin = f"a sample of {len(sample.items)} of the {sample.seen} training pairs"
+    log(f"training SentencePiece ({cfg.type}, {cfg.vocab_size} pieces, "
+        f"{'joint' if cfg.joint else 'one per side'}) on {origin}")
+    return train_tokenizer(cfg, src, tgt, seed=recipe.train.seed)
+
+
+def encode_threads() -> int:
+    """Every core this process may use: SentencePiece encodes a batch on that many threads."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def encode_text_file(tokenizer: Tokenizer, data_dir: Path, name: str, dtype, threads: int) -> dict:
+    """Pass two: ``{name}.{side}.txt`` -> ids and offsets arrays, ENCODE_CHUNK lines at a time.
+    SentencePiece's batch encoding keeps the input order whatever the threads."""
+    meta = {}
+    for side in ("src", "tgt"):
+        writer = SideWriter(data_dir, name, side, dtype)
+        try:
+            for lines in chunks(corpora.iter_lines(data_dir / f"{name}.{side}.txt"), ENCODE_CHUNK):
+                seqs = tokenizer.encode_ids(side, lines, threads)
+                lengths = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
+                ids = np.fromiter(chain.from_iterable(seqs), dtype=writer.ids.dtype, count=int(lengths.sum()))
+                writer.append(ids, lengths)
+        except BaseException:
+            writer.abort()
+            raise
+        meta[side] = writer.close()
+    return meta
+
+
 def preprocess(recipe: Recipe, run_dir: Path, log=print) -> dict:
-    """Fetch, clean, learn SentencePiece on the training split, encode and store every split.
-    When it fails or is interrupted, the folders it created are removed: no run dir that looks
-    started is left behind."""
+    """Preprocess ``recipe``'s corpora into ``run_dir`` (see _preprocess). When it fails or is
+    interrupted, the folders it created are removed: no run dir that looks started is left behind."""
     run_dir = Path(run_dir)
     created = [d for d in (run_dir, run_dir / "data") if not d.exists()]
     try:
@@ -278,49 +459,63 @@ def preprocess(recipe: Recipe, run_dir: Path, log=print) -> dict:
 
 
 def _preprocess(recipe: Recipe, run_dir: Path, log) -> dict:
+    """Fetch, clean, filter and store the text of every split in one streaming pass (drawing
+    SentencePiece's sample on the way), learn SentencePiece (or take the initial model's, with
+    ``train.init_from``), then encode every split into its arrays."""
+    from nmt_cli.finetune import initial_tokenizer
     data_dir = run_dir / "data"
-    data_dir.mkdir(parents=True, exist_ok=True)
-    texts: dict[str, tuple[list[str], list[str]]] = {}
-    sources: dict[str, list[str]] = {}
-    for name, split in split_names(recipe).items():
-        src_path, tgt_path = split_files(recipe, split)
-        texts[name] = read_pair(src_path, tgt_path, recipe.data.lowercase)
-        sources[name] = [str(src_path), str(tgt_path)]
-
-    train_src, train_tgt = texts["train"]
-    keep, dropped = filter_pairs(train_src, train_tgt, recipe.data.max_len, recipe.data.max_ratio)
-    log(f"train: {len(train_src)} pairs read, {len(keep)} kept, {len(train_src) - len(keep)} dropped")
-    for reason, count in sorted(dropped.items()):
-        log(f"  dropped {count}: {reason}")
-    if not keep:
-        raise DataError(f"{sources['train'][0]}: no training pair survives filtering "
+    _prepare_data_dir(data_dir, log)
+    inherited = initial_tokenizer(recipe)
+    tokenizer = inherited[0] if inherited else None
+    sample = None
+    if tokenizer is None and not recipe.tokenizer.sample_file:
+        sample = Reservoir(_sample_capacity(recipe), recipe.train.seed)
+    started = time.perf_counter()
+    report = _stream_train(recipe, data_dir, sample, log)
+    kept = sum(r["kept"] for r in report)
+    if not kept:
+        raise DataError(f"{report[0]['files'][0]}: no training pair survives filtering "
                         f"(data.max_len={recipe.data.max_len}, data.max_ratio={recipe.data.max_ratio})")
-    texts["train"] = ([train_src[i] for i in keep], [train_tgt[i] for i in keep])
-    del train_src, train_tgt  # the unfiltered lines: on a large corpus, gigabytes
+    files = {"train": [f for r in report for f in r["files"]]}
+    for name, entry in split_names(recipe).items():
+        if name != "train":
+            files[name] = _stream_heldout(recipe, data_dir, name, entry).paths
 
-    log(f"training SentencePiece ({recipe.tokenizer.type}, {recipe.tokenizer.vocab_size} pieces, "
-        f"{'joint' if recipe.tokenizer.joint else 'one per side'})")
-    tokenizer = train_tokenizer(recipe.tokenizer, *texts["train"], seed=recipe.train.seed)
+    log(f"read and cleaned in {time.perf_counter() - started:.1f} s")
+    if tokenizer is None:
+        started = time.perf_counter()
+        tokenizer = _learn_tokenizer(recipe, sample, log)
+        log(f"SentencePiece learned in {time.perf_counter() - started:.1f} s")
+    else:
+        log(f"using the tokenizer of {inherited[1]} ({tokenizer.src_vocab_size} pieces)")
+    del sample
     tokenizer.save(run_dir)
 
-    meta = {"format": DATA_FORMAT, "src": recipe.src, "tgt": recipe.tgt, "splits": {}, "files": sources,
-            "dropped": dict(dropped), "src_vocab": tokenizer.src_vocab_size,
-            "tgt_vocab": tokenizer.tgt_vocab_size}
-    for name, (src, tgt) in texts.items():
-        meta["splits"][name] = save_split(data_dir, name, encode_flat(tokenizer.encode_src, src),
-                                          encode_flat(tokenizer.encode_tgt, tgt))
-        # The training text too: subword regularisation re-segments it every epoch.
-        _write_text(data_dir / f"{name}.src.txt", src)
-        _write_text(data_dir / f"{name}.tgt.txt", tgt)
-        s = meta["splits"][name]
+    dtype = id_dtype(max(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size))
+    dropped = Counter()
+    for r in report:
+        dropped.update(r["dropped"])
+    meta = {"format": DATA_FORMAT, "src": recipe.src, "tgt": recipe.tgt, "splits": {}, "files": files,
+            "dropped": dict(dropped), "corpora": report, "id_dtype": dtype.name,
+            "src_vocab": tokenizer.src_vocab_size, "tgt_vocab": tokenizer.tgt_vocab_size,
+            "tokenizer_from": str(inherited[1]) if inherited else None}
+    threads = encode_threads()
+    for name in split_names(recipe):
+        started = time.perf_counter()
+        meta["splits"][name] = s = encode_text_file(tokenizer, data_dir, name, dtype, threads)
+        seconds = time.perf_counter() - started
         log(f"{name}: {s['src']['sentences']} pairs, {s['src']['tokens']} source and "
-            f"{s['tgt']['tokens']} target subwords")
+            f"{s['tgt']['tokens']} target subwords (encoded in {seconds:.1f} s on {threads} threads, "
+            f"{2 * s['src']['sentences'] / max(seconds, 1e-9):.0f} lines/s)")
     save_shortlist(data_dir, learn_split_shortlist(data_dir, tokenizer))
     meta["tok_references"] = save_tok_references(recipe, data_dir, log)
-    tmp = data_dir / "meta.json.part"
-    tmp.write_text(json.dumps(meta, indent=1), encoding="utf-8")
-    os.replace(tmp, data_dir / "meta.json")
     save_recipe(recipe, run_dir / "recipe.yaml")
+    tmp = data_dir / "meta.json.part"
+    with open(tmp, "w", encoding="utf-8") as fh:
+        fh.write(json.dumps(meta, indent=1))
+        fh.flush()
+        os.fsync(fh.fileno())
+    os.replace(tmp, data_dir / "meta.json")
     return meta
 
 
@@ -427,11 +622,15 @@ def ensure_preprocessed(recipe: Recipe, run_dir: Path, log=print) -> None:
             saved = yaml.safe_load(saved_path.read_text(encoding="utf-8")) or {}
         except yaml.YAMLError:
             raise DataError(f"{saved_path}: unreadable; re-run nmt preprocess") from None
-        now = recipe.to_dict()
+        now, default = recipe.to_dict(), Recipe().to_dict()
+        # A key the saved recipe lacks predates that key: it had the default's meaning.
+        was = lambda section, k: (saved.get(section) or {}).get(k, default[section][k])
         changed = [f"{section}.{k}" for section in ("data", "tokenizer")
                    for k in now[section] if section != "data" or k != "test"
-                   if (saved.get(section) or {}).get(k) != now[section][k]]
+                   if was(section, k) != now[section][k]]
         changed += [k for k in ("src", "tgt") if saved.get(k) != now[k]]
+        if was("train", "init_from") != now["train"]["init_from"]:
+            changed.append("train.init_from (the tokenizer comes from it)")
         if changed:
             raise DataError(f"{run_dir}: data was preprocessed with different {', '.join(changed)}; "
                             "re-run nmt preprocess (or use another --run-dir)")

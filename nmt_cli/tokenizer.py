@@ -59,6 +59,11 @@ class Tokenizer:
     def encode_tgt(self, lines: Sequence[str]) -> list[list[int]]:
         return self.tgt.encode(list(lines))
 
+    def encode_ids(self, side: str, lines: Sequence[str], threads: int = 1) -> list[list[int]]:
+        """Ids of each line, in input order, encoded on ``threads`` threads."""
+        sp = self.src if side == "src" else self.tgt
+        return sp.encode(list(lines), num_threads=threads)
+
     def encode_sampled(self, side: str, lines: Sequence[str], alpha: float) -> list[list[int]]:
         """One segmentation per line drawn from the model (Kudo 2018's subword regularisation;
         BPE-dropout for bpe models). Single-threaded, so after :func:`seed_sampling` every DDP

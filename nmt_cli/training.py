@@ -105,6 +105,11 @@ class Trainer:
             self._resume(last)
         elif restart:
             self.checkpoints.clear()
+        if self.resumed_from is None and self.cfg.init_from:
+            from nmt_cli.finetune import load_initial_weights
+            start = load_initial_weights(self.model, recipe)
+            if self.main:
+                log.info(f"fine-tuning: starting from the weights of {start} with a fresh optimiser and schedule")
         self.ema = WeightAverage(self.model, self.cfg.ema_decay) if self.cfg.ema_decay else None
         if self.ema is not None and self._resumed_average is not None:
             self.ema.load_state_dict(*self._resumed_average)

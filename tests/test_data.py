@@ -3,34 +3,17 @@ import pytest
 
 from nmt_cli.config import recipe_from_dict
 from nmt_cli.corpora import read_lines
-from nmt_cli.data import (filter_pairs, iterate_epoch, load_split, normalize, padding_fraction,
-                          preprocess, read_pair, sampled_split, save_tok_references, split_files,
+from nmt_cli.data import (iterate_epoch, load_split, normalize, padding_fraction,
+                          preprocess, sampled_split, save_tok_references, split_files,
                           token_batches)
 from nmt_cli.errors import DataError
 from nmt_cli.tokenizer import BOS, EOS, PAD, Tokenizer
-from tests.conftest import tiny_recipe_dict, write_slice
+from tests.conftest import multi30k_lines, tiny_recipe_dict, write_slice
 
 
 def test_normalize_collapses_all_whitespace():
     assert normalize("  a\t b\u00a0 c \r") == "a b c"
     assert normalize("  Ärger\tIM Büro ", lowercase=True) == "ärger im büro"
-
-
-def test_filter_counts_each_reason():
-    src = ["a b", "", "a b c d e f", "x", " ".join(["w"] * 12), "a b c"]
-    tgt = ["c d", "y", "e", "", " ".join(["v"] * 12), "x"]
-    keep, dropped = filter_pairs(src, tgt, max_len=10, max_ratio=3.0)
-    assert keep == [0, 5]  # 3:1 is within the ratio
-    assert dropped == {"empty side": 2, "longer than 10 words": 1, "length ratio over 3": 1}
-
-
-def test_read_pair_lowercases_both_sides_only_when_asked(tmp_path):
-    src, tgt = tmp_path / "a.en", tmp_path / "a.de"
-    src.write_text("A  Man\tRuns.\nÜBER the Bridge\n", encoding="utf-8")
-    tgt.write_text("Ein MANN läuft.\nÜber die Brücke\n", encoding="utf-8")
-    assert read_pair(src, tgt) == (["A Man Runs.", "ÜBER the Bridge"], ["Ein MANN läuft.", "Über die Brücke"])
-    assert read_pair(src, tgt, lowercase=True) == (["a man runs.", "über the bridge"],
-                                                   ["ein mann läuft.", "über die brücke"])
 
 
 def test_lowercase_recipe_stores_lowercased_splits_and_vocabulary(tmp_path):
@@ -54,7 +37,7 @@ def test_preprocess_real_slice(tiny_run):
     train = load_split(run_dir, "train")
     valid = load_split(run_dir, "valid")
     assert len(train) == 400 and len(valid) == 40
-    assert train.src.ids.dtype == np.int32
+    assert train.src.ids.dtype == np.uint16  # a 300-piece vocabulary fits 16 bits
     assert (train.src.lengths > 0).all()
     assert (run_dir / "spm.model").exists() and (run_dir / "recipe.yaml").exists()
     assert (run_dir / "data" / "test.tgt.txt").read_text().count("\n") == 40
@@ -209,3 +192,145 @@ def test_failed_preprocess_leaves_no_run_dir(tmp_path):
     with pytest.raises(DataError):
         preprocess(recipe, existing, log=lambda m: None)
     assert sorted(p.name for p in existing.iterdir()) == ["notes"]  # only what preprocess made goes
+
+
+def _run_preprocess(recipe_dict, run_dir, logs=None):
+    return preprocess(recipe_from_dict(recipe_dict), run_dir, log=(logs.append if logs is not None else lambda m: None))
+
+
+def test_several_corpora_tsv_and_dedup_with_counts_per_corpus(tmp_path):
+    import bz2
+    data = write_slice(tmp_path / "c", n_train=120, n_valid=10)
+    en, fr = multi30k_lines("train", "en", 200), multi30k_lines("train", "fr", 200)
+    tsv = tmp_path / "extra.tsv.bz2"
+    rows = [f"{e}\t{f}" for e, f in zip(en[150:200], fr[150:200])] + ["no tab"] + \
+           [f"{en[0]}\t{fr[0]}", f"  {en[151]} \t{fr[151]}"]  # two repeats (one after cleaning)
+    tsv.write_bytes(bz2.compress(("\n".join(rows) + "\n").encode()))
+    recipe = tiny_recipe_dict({**data, "train": [data["train"], str(tsv)], "format": "tsv", "dedup": True})
+    logs = []
+    meta = _run_preprocess(recipe, tmp_path / "run", logs)
+    first, second = meta["corpora"]
+    assert first["read"] == 120 and second["read"] == 53
+    assert second["dropped"]["no tab (not source<TAB>target)"] == 1
+    assert second["dropped"]["duplicate pair"] == 2
+    kept = first["kept"] + second["kept"]
+    assert len(load_split(tmp_path / "run", "train")) == kept == meta["splits"]["train"]["src"]["sentences"]
+    assert kept + sum(meta["dropped"].values()) == 173
+    assert any(line.startswith(f"train {tsv}: 53 pairs read") for line in logs)
+    assert any("from 2 corpora" in line for line in logs)
+    stored = (tmp_path / "run" / "data" / "train.src.txt").read_text().split("\n")[:-1]
+    assert stored[-1] == en[199] and len(set(zip(stored, stored))) == len(stored)
+
+
+def test_tsv_held_out_split_keeps_every_line_or_names_the_bad_one(tmp_path):
+    data = write_slice(tmp_path / "c", n_train=100, n_valid=10)
+    valid = tmp_path / "valid.tsv"
+    valid.write_text("".join(f"{e}\t{f}\n" for e, f in zip(multi30k_lines("val", "en", 12),
+                                                            multi30k_lines("val", "fr", 12))) + "\t\n")
+    _run_preprocess(tiny_recipe_dict({**data, "valid": str(valid), "format": "tsv"}), tmp_path / "run")
+    assert len(load_split(tmp_path / "run", "valid")) == 13  # N lines in, N stored, empty ones too
+    valid.write_text("a\tb\nonly one column\n")
+    with pytest.raises(DataError, match=r"valid.tsv: line 2 has no tab"):
+        _run_preprocess(tiny_recipe_dict({**data, "valid": str(valid), "format": "tsv"}), tmp_path / "run2")
+
+
+def test_corpus_split_and_local_path_in_one_list(tmp_path):
+    data = write_slice(tmp_path / "c", n_train=100, n_valid=10)
+    recipe = tiny_recipe_dict({**data, "train": ["val", data["train"]]})
+    recipe["data"]["corpus"] = "multi30k"
+    meta = _run_preprocess(recipe, tmp_path / "run")
+    assert [c["corpus"] for c in meta["corpora"]] == ["multi30k:val", data["train"]]
+    assert meta["corpora"][0]["read"] == 1014 and meta["corpora"][1]["read"] == 100
+
+
+def test_sentencepiece_learns_from_a_bounded_sample_or_a_sample_file(tmp_path):
+    data = write_slice(tmp_path / "c", n_train=400, n_valid=10)
+    logs = []
+    _run_preprocess(tiny_recipe_dict(data, tokenizer={"vocab_size": 200, "sample_sentences": 1000, "joint": False},
+                                     model={"share_embeddings": False}), tmp_path / "a", logs)
+    assert any("on a sample of 400 of the 400 training pairs" in line for line in logs)
+    logs.clear()
+    # 1000 lines for a joint model: 500 of the pairs.
+    big = write_slice(tmp_path / "big", n_train=2000, n_valid=10)
+    _run_preprocess(tiny_recipe_dict(big, tokenizer={"vocab_size": 200, "sample_sentences": 1000}), tmp_path / "b", logs)
+    assert any("on a sample of 500 of the 2000 training pairs" in line for line in logs)
+    tok = Tokenizer.load(tmp_path / "b")
+    _run_preprocess(tiny_recipe_dict(data, tokenizer={"vocab_size": 200, "sample_file": str(tmp_path / "big" / "train.{lang}")}),
+                    tmp_path / "c", logs)
+    assert any(str(tmp_path / "big" / "train.{lang}") in line for line in logs)
+    assert Tokenizer.load(tmp_path / "c").src_proto != tok.src_proto
+
+
+def test_interrupted_preprocess_leaves_nothing_complete_and_reruns_cleanly(tiny_run, tmp_path, monkeypatch):
+    import shutil
+    from nmt_cli import data as data_module
+    from nmt_cli.data import ensure_preprocessed
+    recipe, run_dir = tiny_run
+    copy = tmp_path / "run"
+    shutil.copytree(run_dir, copy)
+    calls = []
+
+    def stopped(*args, **kw):
+        calls.append(args[2])
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # Ctrl-C while encoding the second split
+        return real(*args, **kw)
+    real = data_module.encode_text_file
+    monkeypatch.setattr(data_module, "encode_text_file", stopped)
+    logs = []
+    with pytest.raises(KeyboardInterrupt):
+        preprocess(recipe, copy, log=logs.append)
+    assert "replacing the preprocessed data" in logs[0]
+    assert not (copy / "data" / "meta.json").exists() and not list((copy / "data").glob("*.part"))
+    with pytest.raises(DataError, match="run nmt preprocess first"):
+        load_split(copy, "train")
+    monkeypatch.setattr(data_module, "encode_text_file", real)
+    logs.clear()
+    ensure_preprocessed(recipe, copy, log=logs.append)
+    assert any("stopped before it finished; starting over" in line for line in logs)
+    assert np.array_equal(load_split(copy, "train").tgt.ids, load_split(run_dir, "train").tgt.ids)
+
+
+@pytest.mark.slow
+def test_sigkill_during_preprocess_never_leaves_data_that_loads_as_complete(tmp_path):
+    import random
+    import signal
+    import subprocess
+    import sys
+    import time
+    import yaml
+    data = write_slice(tmp_path / "c", n_train=3000, n_valid=20)
+    recipe_path = tmp_path / "r.yaml"
+    recipe_path.write_text(yaml.safe_dump(tiny_recipe_dict(data)))
+    run = tmp_path / "run"
+    cmd = [sys.executable, "-m", "nmt_cli", "preprocess", str(recipe_path), "--run-dir", str(run)]
+    rng = random.Random(1)
+    for _ in range(4):
+        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        time.sleep(rng.uniform(0.5, 4.0))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        if (run / "data" / "meta.json").exists():  # finished before the kill: complete and loadable
+            assert len(load_split(run, "train")) > 2900
+        else:
+            with pytest.raises(DataError):
+                load_split(run, "train")
+    done = subprocess.run(cmd, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert len(load_split(run, "train")) > 2900
+
+
+def test_shortlist_of_a_large_split_is_learned_from_a_sample(tiny_run, monkeypatch):
+    from nmt_cli import data as data_module
+    from nmt_cli.data import learn_split_shortlist
+    _, run_dir = tiny_run
+    tok = Tokenizer.load(run_dir)
+    whole = learn_split_shortlist(run_dir / "data", tok)
+    monkeypatch.setattr(data_module, "SHORTLIST_PAIRS", 100)
+    monkeypatch.setattr(data_module, "SHORTLIST_SAMPLE", 150)
+    sampled = learn_split_shortlist(run_dir / "data", tok)
+    assert sampled.table.shape == whole.table.shape
+    assert {PAD, EOS, BOS} <= set(sampled.frequent.tolist())
+    # The sample's rows come from the real split: most of its top target pieces are the whole split's.
+    top = lambda s: set(s.frequent[:40].tolist())
+    assert len(top(sampled) & top(whole)) >= 25

@@ -1,0 +1,75 @@
+"""Memory of a training process over time: does it grow with the run, or stay flat?
+
+    python bench/train_memory.py RECIPE --run-dir runs/mem [--set KEY=VALUE ...] [--every 2]
+        [--env MALLOC_ARENA_MAX=2] [--label default]
+
+Runs `nmt train RECIPE --restart` as a child process and samples its resident memory (VmRSS from
+/proc) every --every seconds alongside the step the log has reached. Prints one JSON line: RSS after
+the first tenth of the run, at the end, and the peak (VmHWM), in MB, and writes the whole series
+next to the run dir (<run-dir>.memory.jsonl). Linux only.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+
+def status_kb(pid: int, key: str) -> int:
+    try:
+        text = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    match = re.search(rf"^{key}:\s+(\d+) kB", text, re.M)
+    return int(match.group(1)) if match else 0
+
+
+def last_step(log: Path) -> int:
+    try:
+        steps = re.findall(r"^\S+ \S+ step (\d+)", log.read_text(encoding="utf-8"), re.M)
+    except OSError:
+        return 0
+    return int(steps[-1]) if steps else 0
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("recipe", type=Path)
+    ap.add_argument("--run-dir", type=Path, required=True)
+    ap.add_argument("--set", dest="overrides", action="append", default=[])
+    ap.add_argument("--env", action="append", default=[], help="KEY=VALUE for the training process")
+    ap.add_argument("--every", type=float, default=2.0)
+    ap.add_argument("--label", default="")
+    args = ap.parse_args()
+    env = {**os.environ, **dict(item.split("=", 1) for item in args.env)}
+    cmd = [sys.executable, "-m", "nmt_cli", "train", str(args.recipe), "--run-dir", str(args.run_dir),
+           "--restart", "--device", "cpu"] + [x for kv in args.overrides for x in ("--set", kv)]
+    series_path = args.run_dir.with_name(args.run_dir.name + ".memory.jsonl")
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    series = []
+    while proc.poll() is None:
+        rss = status_kb(proc.pid, "VmRSS") / 1024
+        if rss:
+            series.append({"s": round(time.perf_counter() - start, 1), "step": last_step(args.run_dir / "train.log"),
+                           "rss_mb": round(rss, 1), "hwm_mb": round(status_kb(proc.pid, "VmHWM") / 1024, 1)})
+        time.sleep(args.every)
+    if proc.returncode != 0 or not series:
+        sys.exit(f"nmt train failed (exit {proc.returncode}); see {args.run_dir / 'train.log'}")
+    series_path.write_text("".join(json.dumps(r) + "\n" for r in series))
+    summary = json.loads((args.run_dir / "summary.json").read_text())
+    tenth = next(r for r in series if r["s"] >= series[-1]["s"] / 10)
+    print(json.dumps({"label": args.label, "env": args.env, "steps": summary["steps"],
+                      "seconds": round(series[-1]["s"]), "rss_mb_first_tenth": tenth["rss_mb"],
+                      "rss_mb_end": series[-1]["rss_mb"], "peak_rss_mb": summary["peak_rss_mb"],
+                      "tgt_tokens_per_s": summary["tgt_tokens_per_s"]}))
+
+
+if __name__ == "__main__":
+    main()
