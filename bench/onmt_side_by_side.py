@@ -162,6 +162,9 @@ def translate(args) -> None:
     refs = (p["nmt"] / "data" / "test.tgt.txt").read_text(encoding="utf-8").split("\n")[:-1]
     onmt_model = _latest_onmt(p["onmt"])
     sp = Tokenizer.load(p["nmt"]).tgt
+    if not args.onmt_max_length:
+        longest = max(len(x.split()) for x in (p["onmt"] / "test.src.sp").read_text(encoding="utf-8").split("\n"))
+        args.onmt_max_length = int(1.5 * longest + 10)
     rows = []
     for beam in args.beams:
         hyp_nmt, hyp_onmt = out / f"nmt.beam{beam}.txt", out / f"onmt.beam{beam}.txt"
@@ -170,7 +173,7 @@ def translate(args) -> None:
                     "-o", str(hyp_nmt), "--beam-size", str(beam)],
             "OpenNMT-py": [str(p["bin"] / "onmt_translate"), "-model", str(onmt_model),
                            "-src", str(p["onmt"] / "test.src.sp"), "-output", str(hyp_onmt),
-                           "-beam_size", str(beam), "-batch_size", "64"],
+                           "-beam_size", str(beam), "-batch_size", "64", "-max_length", str(args.onmt_max_length)],
         }
         envs = {"nmt": env, "OpenNMT-py": onmt_env}
         times = {name: [] for name in commands}
@@ -209,6 +212,9 @@ def main() -> None:
     t.add_argument("--repeat", type=int, default=5)
     t.add_argument("--threads", type=int, default=2)
     t.add_argument("--beams", type=int, nargs="+", default=[1, 5])
+    t.add_argument("--onmt-max-length", type=int, default=0,
+                   help="OpenNMT-py's output cap; 0 = nmt's cap for the longest test source, 1.5 x its "
+                        "pieces + 10 (OpenNMT-py's default, 250, lets a weak model run on far longer)")
     args = ap.parse_args()
     {"setup": setup, "prepare": prepare, "train": train, "translate": translate}[args.step](args)
 

@@ -28,6 +28,12 @@ SetOption = Annotated[Optional[List[str]], typer.Option(
     "(repeatable; checked like the file).")]
 RunDirOption = Annotated[Optional[Path], typer.Option(
     "--run-dir", help="Where the run's files go (default: runs/<recipe name>).")]
+# A finished `nmt translate` leaves without the interpreter's teardown (os._exit after flushing):
+# freeing torch's modules and objects one by one took half a second of CPU per process, a
+# quarter of a one-line translation's start-up (docs/lab/decoding-startup.md). Only main()
+# acts on it, so library callers and in-process tests never exit.
+_exit_when_done = False
+
 ModelOption = Annotated[List[str], typer.Option(
     "-m", "--model", help="Run dir or checkpoint file; repeat to ensemble several models.")]
 
@@ -154,6 +160,8 @@ def translate(model: ModelOption = [],
             out_stream.close()
         if input is not None:
             in_stream.close()
+    global _exit_when_done
+    _exit_when_done = True
 
 
 def _read(path: Path) -> list[str]:
@@ -279,11 +287,20 @@ def average(run_dir: Annotated[Path, typer.Argument(help="Run dir whose numbered
     typer.echo(f"averaged {len(paths)} checkpoints into {out}", err=True)
 
 
+def _exit_without_teardown() -> None:
+    import os
+    sys.stdout.flush()  # a closed pipe raises BrokenPipeError here, handled by main()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 def main() -> None:
     """Entry point: user errors become one line on stderr and exit code 2, never a traceback."""
     from nmt_cli.errors import TrainingInterrupted
     try:
         app(standalone_mode=False, prog_name="nmt")
+        if _exit_when_done:
+            _exit_without_teardown()
     except UserError as exc:
         print(f"nmt: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
