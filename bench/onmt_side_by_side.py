@@ -144,10 +144,14 @@ def _latest_onmt(onmt: Path) -> Path:
     return ckpts[-1]
 
 
-def _timed(cmd: list[str], env: dict) -> float:
+def _timed(cmd: list[str], env: dict) -> tuple[float, float]:
+    """Wall and CPU seconds of one whole process."""
+    before = os.times()
     start = time.perf_counter()
     subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return time.perf_counter() - start
+    wall = time.perf_counter() - start
+    after = os.times()
+    return wall, after.children_user + after.children_system - before.children_user - before.children_system
 
 
 def translate(args) -> None:
@@ -177,23 +181,29 @@ def translate(args) -> None:
         }
         envs = {"nmt": env, "OpenNMT-py": onmt_env}
         times = {name: [] for name in commands}
+        cpus = {name: [] for name in commands}
         for _ in range(args.repeat):  # alternate, so drifts in the host's speed hit both alike
             for name, cmd in commands.items():
-                times[name].append(_timed(cmd, envs[name]))
+                wall, cpu = _timed(cmd, envs[name])
+                times[name].append(wall)
+                cpus[name].append(cpu)
+                print(f"beam {beam} {name}: {wall:.2f} s wall, {cpu:.2f} s CPU", file=sys.stderr, flush=True)
         onmt_text = [sp.decode(line.split()) for line in hyp_onmt.read_text(encoding="utf-8").split("\n")[:-1]]
         hyps = {"nmt": hyp_nmt.read_text(encoding="utf-8").split("\n")[:-1], "OpenNMT-py": onmt_text}
         for name in commands:
             bleu = sacrebleu.corpus_bleu(hyps[name], [refs]).score
             rows.append({"toolkit": name, "beam": beam, "min_s": round(min(times[name]), 2),
                          "median_s": round(statistics.median(times[name]), 2),
-                         "runs_s": [round(t, 2) for t in times[name]], "bleu": round(bleu, 2)})
+                         "runs_s": [round(t, 2) for t in times[name]],
+                         "cpu_s": [round(t, 2) for t in cpus[name]], "bleu": round(bleu, 2)})
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, {args.threads} threads each, "
           f"python {platform.python_version()}, torch {_torch_version()}; {len(refs)} sentences; "
           f"OpenNMT-py model {onmt_model.name}")
     for beam in args.beams:
         pair = {r["toolkit"]: r for r in rows if r["beam"] == beam}
         for name, r in pair.items():
-            print(f"beam {beam}  {name:<11} min {r['min_s']:6.2f} s  median {r['median_s']:6.2f} s  BLEU {r['bleu']:.2f}")
+            print(f"beam {beam}  {name:<11} min {r['min_s']:6.2f} s  median {r['median_s']:6.2f} s  "
+                  f"CPU min {min(r['cpu_s']):6.2f} s  BLEU {r['bleu']:.2f}")
         print(f"beam {beam}  ratio (OpenNMT-py / nmt): min {pair['OpenNMT-py']['min_s'] / pair['nmt']['min_s']:.2f}x  "
               f"median {pair['OpenNMT-py']['median_s'] / pair['nmt']['median_s']:.2f}x")
     print(json.dumps(rows))
