@@ -5,6 +5,10 @@ the position in the data, RNG states, the resolved recipe and the tokenizer mode
 tensors). It is written to a temporary file, fsynced and renamed, so a crash at any moment leaves
 either the old file or the new one. It is read with ``torch.load(weights_only=True)``, which
 refuses any pickle that would construct arbitrary objects.
+
+For decoding, :func:`load_model` maps the file instead of reading it (``mmap=True``): a training
+checkpoint also holds the optimiser's moments and the raw weights beside the EMA ones, more than
+half of its bytes, and mapped tensors that are never touched are never read.
 """
 
 from __future__ import annotations
@@ -79,8 +83,20 @@ def tokenizer_payload(tokenizer: Tokenizer) -> dict:
     return out
 
 
-def load(path: Path) -> dict:
-    """Load a checkpoint safely; any problem is one CheckpointError line naming the file."""
+_ZIP_MAGIC = b"PK\x03\x04"
+
+
+def _is_zip(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        return fh.read(4) == _ZIP_MAGIC
+
+
+def load(path: Path, mmap: bool = False) -> dict:
+    """Load a checkpoint safely; any problem is one CheckpointError line naming the file.
+
+    ``mmap``: map the file and read each tensor's bytes only when it is used (torch's zip format
+    only; other files are read whole). The file must not change in place while mapped; this
+    module only ever replaces files by renaming, which leaves existing maps intact."""
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"{path}: checkpoint not found")
@@ -89,9 +105,10 @@ def load(path: Path) -> dict:
         raise CheckpointError(f"{path}: not a checkpoint ({kind}); give a run dir or a .pt file "
                               "that nmt train or nmt average wrote")
     try:
+        mmap = mmap and _is_zip(path)
         with warnings.catch_warnings():  # torch's note on an unusual pickle protocol: the outcome says more
             warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
-            payload = torch.load(path, map_location="cpu", weights_only=True)
+            payload = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else "unsafe content"
         if "weights_only" in str(exc) or "Unsupported" in str(exc) or "global" in str(exc).lower():
@@ -168,12 +185,15 @@ def step_checkpoints(run_dir: Path) -> list[Path]:
     return [p for _, p in sorted(found)]
 
 
-def load_model(model_path: str | os.PathLike, device: torch.device | str = "cpu"):
-    """-> (model in eval mode, recipe, tokenizer, checkpoint path) from a run dir or a file."""
+def load_model(model_path: str | os.PathLike, device: torch.device | str = "cpu", fast: bool = True):
+    """-> (model in eval mode, recipe, tokenizer, checkpoint path) from a run dir or a file.
+
+    ``fast`` maps the file rather than reading it whole (module docstring); the weights, and so
+    the translations, are the same as with ``fast=False``."""
     from nmt_cli.model import build_model  # the model knows nothing of files; files know the model
 
     path = resolve(model_path)
-    payload = load(path)
+    payload = load(path, mmap=fast)
     recipe = recipe_of(payload, path)
     tokenizer = tokenizer_of(payload, path)
     model = build_model(recipe.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)

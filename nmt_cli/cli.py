@@ -28,6 +28,12 @@ SetOption = Annotated[Optional[List[str]], typer.Option(
     "(repeatable; checked like the file).")]
 RunDirOption = Annotated[Optional[Path], typer.Option(
     "--run-dir", help="Where the run's files go (default: runs/<recipe name>).")]
+# A finished `nmt translate` leaves without the interpreter's teardown (os._exit after flushing):
+# freeing torch's modules and objects one by one took half a second of CPU per process, a
+# quarter of a one-line translation's start-up (docs/lab/decoding-startup.md). Only main()
+# acts on it, so library callers and in-process tests never exit.
+_exit_when_done = False
+
 ModelOption = Annotated[List[str], typer.Option(
     "-m", "--model", metavar="RUN", help="Run dir or checkpoint file; repeat to ensemble several models.")]
 # How nmt_cli.device.resolve_threads decides; spelled out here so that --help does not import torch.
@@ -186,6 +192,8 @@ def translate(model: ModelOption = [],
             progress.close()
         if input is not None:
             in_stream.close()
+    global _exit_when_done
+    _exit_when_done = True
 
 
 def _read(path: Path) -> list[str]:
@@ -325,6 +333,13 @@ def average(run_dir: Annotated[Path, typer.Argument(help="Run dir whose numbered
     typer.echo(f"averaged {len(paths)} checkpoints into {out}", err=True)
 
 
+def _exit_without_teardown() -> None:
+    import os
+    sys.stdout.flush()  # a closed pipe raises BrokenPipeError here, handled by main()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 def main() -> None:
     """Entry point: user errors become one line on stderr and exit code 2, never a traceback; a
     signal exits 128 + its number with one line saying what was left incomplete."""
@@ -333,6 +348,8 @@ def main() -> None:
     install()
     try:
         code = app(standalone_mode=False, prog_name="nmt")
+        if _exit_when_done and not code:
+            _exit_without_teardown()
     except UserError as exc:
         print(f"nmt: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)

@@ -102,3 +102,58 @@ def test_files_that_torch_never_wrote_are_named_not_checkpoints(tmp_path, name, 
     message = str(info.value)
     assert message.startswith(f"{path}: not a checkpoint ({kind}")
     assert "could run code" not in message
+
+
+@pytest.fixture(scope="module")
+def trained_run(tiny_run, tmp_path_factory):
+    import shutil
+    from nmt_cli.config import recipe_from_dict
+    from nmt_cli.training import train
+    recipe, run_dir = tiny_run
+    copy = tmp_path_factory.mktemp("ckpt") / "run"
+    shutil.copytree(run_dir, copy)
+    raw = recipe.to_dict()
+    raw["train"].update(max_steps=8, checkpoint_every=8)
+    train(recipe_from_dict(raw), copy, device="cpu")
+    return copy
+
+
+def _outputs(loaded, lines, beam):
+    from nmt_cli.translate import DecodeOptions, Translator
+    model, _, tokenizer, _ = loaded
+    tr = Translator(model, tokenizer, DecodeOptions(beam_size=beam, batch_size=8, shortlist=True),
+                    warn=lambda m: None)
+    return [(t.text, t.hypotheses[0].tokens, t.hypotheses[0].score) for t in tr.translate(lines)]
+
+
+def test_mapped_load_gives_the_plain_load_s_weights_and_translations(trained_run):
+    fast, plain = ckpt.load_model(trained_run), ckpt.load_model(trained_run, fast=False)
+    a, b = fast[0].state_dict(), plain[0].state_dict()
+    assert a.keys() == b.keys()
+    for key in a:
+        assert a[key].dtype == b[key].dtype and torch.equal(a[key], b[key]), key
+    assert fast[0].shortlist is not None
+    assert torch.equal(fast[0].shortlist.table, plain[0].shortlist.table)
+    lines = (trained_run / "data" / "valid.src.txt").read_text(encoding="utf-8").split("\n")[:24]
+    for beam in (1, 3):
+        assert _outputs(fast, lines, beam) == _outputs(plain, lines, beam)
+
+
+def test_a_loaded_model_survives_its_file_being_replaced(trained_run, tmp_path):
+    import shutil
+    path = tmp_path / "model.pt"
+    shutil.copyfile(ckpt.resolve(trained_run), path)
+    loaded = ckpt.load_model(path)
+    lines = ["A man is riding a bike.", "Two dogs play in the snow."]
+    before = _outputs(loaded, lines, 2)
+    payload = ckpt.load(path)
+    payload["model"] = {k: torch.zeros_like(v) for k, v in payload["model"].items()}
+    ckpt.save_atomic(payload, path)  # what training does to best.pt while a server has it loaded
+    assert _outputs(loaded, lines, 2) == before
+
+
+def test_mapping_falls_back_to_reading_a_legacy_file(tmp_path):
+    path = tmp_path / "old.pt"
+    torch.save({"format": ckpt.FORMAT, "model": {"w": torch.arange(4.0)}}, path,
+               _use_new_zipfile_serialization=False)
+    assert torch.equal(ckpt.load(path, mmap=True)["model"]["w"], torch.arange(4.0))

@@ -127,6 +127,28 @@ def test_help_and_file_scoring_do_not_import_torch(tmp_path):
         assert result.stderr.decode().strip().splitlines()[-1] == "False", (args, result.stderr.decode())
 
 
+def test_translate_writes_every_line_before_its_early_exit(tiny_run, tmp_path):
+    """`nmt translate` skips the interpreter's teardown; stdout, -o and the exit code stay whole."""
+    import shutil
+    from nmt_cli.config import recipe_from_dict
+    from nmt_cli.training import train
+    recipe, run_dir = tiny_run
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    raw = recipe.to_dict()
+    raw["train"].update(max_steps=2, checkpoint_every=2)
+    train(recipe_from_dict(raw), run, device="cpu")
+    lines = (run / "data" / "valid.src.txt").read_text(encoding="utf-8").split("\n")[:30]
+    source = ("\n".join(lines) + "\n").encode()
+    to_stdout = nmt("translate", "-m", run, "--beam-size", 2, input=source)
+    assert to_stdout.returncode == 0, to_stdout.stderr.decode()
+    assert to_stdout.stdout.decode().count("\n") == 30
+    out = tmp_path / "out.txt"
+    to_file = nmt("translate", "-m", run, "--beam-size", 2, "-o", out, input=source)
+    assert to_file.returncode == 0, to_file.stderr.decode()
+    assert out.read_text(encoding="utf-8") == to_stdout.stdout.decode()
+
+
 @pytest.mark.slow
 def test_end_to_end_on_real_multi30k(tmp_path):
     """preprocess -> train -> translate -> eval through the CLI on a slice of real data."""

@@ -1,0 +1,233 @@
+"""OpenNMT-py 3.5 and nmt on the same machine in one run: same data (Multi30k en-fr through the
+same SentencePiece model), same model shape (256-dim embeddings, BiGRU 2x256 encoder, GRU 512
+decoder, additive attention), each trained for the same minutes side by side with one thread,
+then whole-process translation of test_2016 (greedy and beam 5) with min/median seconds and BLEU.
+
+    python bench/onmt_side_by_side.py setup --venv runs/onmt-venv
+    python bench/onmt_side_by_side.py prepare --dir runs/sbs --venv runs/onmt-venv
+    python bench/onmt_side_by_side.py train --dir runs/sbs --venv runs/onmt-venv --minutes 15
+    python bench/onmt_side_by_side.py translate --dir runs/sbs --venv runs/onmt-venv --repeat 5
+
+OpenNMT-py pins torch<2.3, so `setup` installs it with --no-deps into its own virtual environment
+beside the torch this Python has, with the packages its modules import added by hand. Its inputs
+are the SentencePiece pieces of nmt's own preprocessed splits (so both see the very same
+segmentation and sentence-length filter) and its vocabulary is the SentencePiece vocabulary.
+OpenNMT-py is timed on pre-segmented input and its output is joined back to text outside the
+timing; nmt is timed on raw text, SentencePiece included.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+RECIPE = ROOT / "recipes" / "en-fr.yaml"
+# The reference shape on nmt's side: additive (concat) attention with input feeding.
+NMT_SET = ["model.attention=concat", "model.input_feeding=true"]
+# The packages OpenNMT-py 3.5's training and translation entry points import (its transforms
+# package imports every transform module, spacy and fasttext included).
+ONMT_IMPORTS = ["configargparse", "pyyaml", "numpy", "sacrebleu", "pyonmttok>=1.37,<2", "regex",
+                "pyahocorasick", "spacy", "fasttext-wheel"]
+
+# torch >= 2.6 loads with weights_only=True by default, and OpenNMT-py 3.5's checkpoints hold an
+# argparse.Namespace: its translator fails to load them unless this switch restores the old default.
+# Its trainer needs nothing.
+ONMT_TORCH_SHIM = {"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}
+
+
+def _torch_version() -> str:
+    import torch
+    return torch.__version__.split("+")[0]
+
+
+def setup(args) -> None:
+    venv = Path(args.venv)
+    pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
+    if not venv.exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run(pip + [f"torch=={_torch_version()}"], check=True)
+    subprocess.run(pip + ["--no-deps", "OpenNMT-py==3.5.*"], check=True)
+    subprocess.run(pip + ONMT_IMPORTS, check=True)
+    subprocess.run([str(venv / "bin" / "python"), "-c", "import onmt.bin.train, onmt.bin.translate"], check=True)
+
+
+def _paths(args) -> dict[str, Path]:
+    base = Path(args.dir)
+    return {"nmt": base / "nmt", "onmt": base / "onmt", "bin": Path(args.venv) / "bin"}
+
+
+def _pieces(tokenizer, ids, offsets) -> list[str]:
+    sp = tokenizer.src  # joint model: one vocabulary for both sides
+    return [" ".join(sp.id_to_piece(int(i)) for i in ids[offsets[k]:offsets[k + 1]])
+            for k in range(len(offsets) - 1)]
+
+
+def prepare(args) -> None:
+    import numpy as np
+    from nmt_cli.tokenizer import Tokenizer
+    p = _paths(args)
+    if not (p["nmt"] / "data" / "meta.json").exists():
+        subprocess.run([sys.executable, "-m", "nmt_cli", "preprocess", str(RECIPE), "--run-dir", str(p["nmt"]),
+                        *[x for kv in NMT_SET for x in ("--set", kv)]], check=True)
+    tok = Tokenizer.load(p["nmt"])
+    onmt = p["onmt"]
+    onmt.mkdir(parents=True, exist_ok=True)
+    data = p["nmt"] / "data"
+    for split in ("train", "valid", "test"):
+        for side in ("src", "tgt"):
+            ids = np.load(data / f"{split}.{side}.ids.npy")
+            offsets = np.load(data / f"{split}.{side}.offsets.npy")
+            lines = _pieces(tok, ids, offsets)
+            (onmt / f"{split}.{side}.sp").write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+    sp = tok.src
+    vocab = [sp.id_to_piece(i) for i in range(sp.get_piece_size())
+             if not (sp.is_control(i) or sp.is_unknown(i))]
+    (onmt / "vocab.txt").write_text("".join(f"{v}\t1\n" for v in vocab), encoding="utf-8")
+    config = {
+        "src_vocab": str(onmt / "vocab.txt"), "share_vocab": True, "src_vocab_size": len(vocab) + 10,
+        "tgt_vocab_size": len(vocab) + 10,
+        "data": {"corpus_1": {"path_src": str(onmt / "train.src.sp"), "path_tgt": str(onmt / "train.tgt.sp")},
+                 "valid": {"path_src": str(onmt / "valid.src.sp"), "path_tgt": str(onmt / "valid.tgt.sp")}},
+        "save_model": str(onmt / "model"), "save_checkpoint_steps": 50, "keep_checkpoint": 2,
+        "train_steps": 1_000_000, "valid_steps": 500, "report_every": 100, "seed": 1234,
+        # no loader processes (one thread means one thread); a bucket a little larger than the
+        # corpus instead of the default 262,144 examples, which reads the 29k pairs nine times
+        # before the first step
+        "num_workers": 0, "bucket_size": 32768,
+        # the model: the reference shape (brnn splits enc_hid_size over the two directions)
+        "encoder_type": "brnn", "decoder_type": "rnn", "rnn_type": "GRU", "layers": 1,
+        "word_vec_size": 256, "enc_hid_size": 512, "dec_hid_size": 512, "bridge": True,
+        "global_attention": "mlp", "share_embeddings": True,
+        # the settings that train well in 15 minutes (its defaults, SGD lr 1 with input feeding,
+        # reach far lower BLEU in that time): Adam lr 1e-3, no input feeding, dropout as nmt's recipe
+        "input_feed": 0, "optim": "adam", "learning_rate": 0.001, "max_grad_norm": 1.0,
+        "dropout": [0.1], "batch_type": "tokens", "batch_size": 1000, "normalization": "tokens",
+        "valid_batch_size": 64,
+    }
+    (onmt / "train.yaml").write_text(json.dumps(config, indent=1), encoding="utf-8")  # JSON is YAML
+    print(f"prepared {p['nmt']} and {onmt}")
+
+
+def train(args) -> None:
+    """Both trainers at once, one thread each, for the same wall-clock minutes."""
+    p = _paths(args)
+    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
+    seconds = int(args.minutes * 60)
+    nmt = [sys.executable, "-m", "nmt_cli", "train", str(RECIPE), "--run-dir", str(p["nmt"]),
+           "--max-minutes", str(args.minutes), *[x for kv in NMT_SET for x in ("--set", kv)]]
+    onmt = ["timeout", str(seconds), str(p["bin"] / "onmt_train"), "-config", str(p["onmt"] / "train.yaml")]
+    start = time.time()
+    with open(p["nmt"].parent / "nmt.train.log", "w") as a, open(p["onmt"].parent / "onmt.train.log", "w") as b:
+        procs = [subprocess.Popen(["timeout", str(seconds + 300), *nmt], stdout=a, stderr=subprocess.STDOUT, env=env),
+                 subprocess.Popen(onmt, stdout=b, stderr=subprocess.STDOUT, env=env)]
+        done = {}
+        for proc in procs:  # wait4 gives each trainer's own CPU time: a check that both had a fair share
+            _, status, usage = os.wait4(proc.pid, 0)
+            done[proc.pid] = (os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime)
+    (code_nmt, cpu_nmt), (code_onmt, cpu_onmt) = done[procs[0].pid], done[procs[1].pid]
+    print(f"trained side by side for {(time.time() - start) / 60:.1f} min; CPU minutes nmt {cpu_nmt / 60:.1f}, "
+          f"OpenNMT-py {cpu_onmt / 60:.1f}; exit codes {code_nmt}, {code_onmt} (124 = stopped by its time limit)")
+
+
+def _latest_onmt(onmt: Path) -> Path:
+    ckpts = sorted(onmt.glob("model_step_*.pt"), key=lambda x: int(x.stem.rsplit("_", 1)[1]))
+    if not ckpts:
+        sys.exit(f"{onmt}: no OpenNMT-py checkpoint; run the train step first")
+    return ckpts[-1]
+
+
+def _timed(cmd: list[str], env: dict) -> tuple[float, float]:
+    """Wall and CPU seconds of one whole process."""
+    before = os.times()
+    start = time.perf_counter()
+    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wall = time.perf_counter() - start
+    after = os.times()
+    return wall, after.children_user + after.children_system - before.children_user - before.children_system
+
+
+def translate(args) -> None:
+    import sacrebleu
+    from nmt_cli.tokenizer import Tokenizer
+    p = _paths(args)
+    out = Path(args.dir) / "out"
+    out.mkdir(exist_ok=True)
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
+    onmt_env = dict(env, **ONMT_TORCH_SHIM)
+    src_text = p["nmt"] / "data" / "test.src.txt"
+    refs = (p["nmt"] / "data" / "test.tgt.txt").read_text(encoding="utf-8").split("\n")[:-1]
+    onmt_model = _latest_onmt(p["onmt"])
+    sp = Tokenizer.load(p["nmt"]).tgt
+    if not args.onmt_max_length:
+        longest = max(len(x.split()) for x in (p["onmt"] / "test.src.sp").read_text(encoding="utf-8").split("\n"))
+        args.onmt_max_length = int(1.5 * longest + 10)
+    rows = []
+    for beam in args.beams:
+        hyp_nmt, hyp_onmt = out / f"nmt.beam{beam}.txt", out / f"onmt.beam{beam}.txt"
+        commands = {
+            "nmt": [sys.executable, "-m", "nmt_cli", "translate", "-m", str(p["nmt"]), "-i", str(src_text),
+                    "-o", str(hyp_nmt), "--beam-size", str(beam)],
+            "OpenNMT-py": [str(p["bin"] / "onmt_translate"), "-model", str(onmt_model),
+                           "-src", str(p["onmt"] / "test.src.sp"), "-output", str(hyp_onmt),
+                           "-beam_size", str(beam), "-batch_size", "64", "-max_length", str(args.onmt_max_length)],
+        }
+        envs = {"nmt": env, "OpenNMT-py": onmt_env}
+        times = {name: [] for name in commands}
+        cpus = {name: [] for name in commands}
+        for _ in range(args.repeat):  # alternate, so drifts in the host's speed hit both alike
+            for name, cmd in commands.items():
+                wall, cpu = _timed(cmd, envs[name])
+                times[name].append(wall)
+                cpus[name].append(cpu)
+                print(f"beam {beam} {name}: {wall:.2f} s wall, {cpu:.2f} s CPU", file=sys.stderr, flush=True)
+        onmt_text = [sp.decode(line.split()) for line in hyp_onmt.read_text(encoding="utf-8").split("\n")[:-1]]
+        hyps = {"nmt": hyp_nmt.read_text(encoding="utf-8").split("\n")[:-1], "OpenNMT-py": onmt_text}
+        for name in commands:
+            bleu = sacrebleu.corpus_bleu(hyps[name], [refs]).score
+            rows.append({"toolkit": name, "beam": beam, "min_s": round(min(times[name]), 2),
+                         "median_s": round(statistics.median(times[name]), 2),
+                         "runs_s": [round(t, 2) for t in times[name]],
+                         "cpu_s": [round(t, 2) for t in cpus[name]], "bleu": round(bleu, 2)})
+    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, {args.threads} threads each, "
+          f"python {platform.python_version()}, torch {_torch_version()}; {len(refs)} sentences; "
+          f"OpenNMT-py model {onmt_model.name}")
+    for beam in args.beams:
+        pair = {r["toolkit"]: r for r in rows if r["beam"] == beam}
+        for name, r in pair.items():
+            print(f"beam {beam}  {name:<11} min {r['min_s']:6.2f} s  median {r['median_s']:6.2f} s  "
+                  f"CPU min {min(r['cpu_s']):6.2f} s  BLEU {r['bleu']:.2f}")
+        print(f"beam {beam}  ratio (OpenNMT-py / nmt): min {pair['OpenNMT-py']['min_s'] / pair['nmt']['min_s']:.2f}x  "
+              f"median {pair['OpenNMT-py']['median_s'] / pair['nmt']['median_s']:.2f}x")
+    print(json.dumps(rows))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="step", required=True)
+    for name in ("setup", "prepare", "train", "translate"):
+        s = sub.add_parser(name)
+        s.add_argument("--venv", default="runs/onmt-venv", help="OpenNMT-py's virtual environment")
+        if name != "setup":
+            s.add_argument("--dir", default="runs/sbs", help="where both runs live")
+    sub.choices["train"].add_argument("--minutes", type=float, default=15.0)
+    t = sub.choices["translate"]
+    t.add_argument("--repeat", type=int, default=5)
+    t.add_argument("--threads", type=int, default=2)
+    t.add_argument("--beams", type=int, nargs="+", default=[1, 5])
+    t.add_argument("--onmt-max-length", type=int, default=0,
+                   help="OpenNMT-py's output cap; 0 = nmt's cap for the longest test source, 1.5 x its "
+                        "pieces + 10 (OpenNMT-py's default, 250, lets a weak model run on far longer)")
+    args = ap.parse_args()
+    {"setup": setup, "prepare": prepare, "train": train, "translate": translate}[args.step](args)
+
+
+if __name__ == "__main__":
+    main()
