@@ -111,7 +111,7 @@ def translate(model: ModelOption = [],
               workers: Annotated[Optional[int], typer.Option(min=1, help="CPU: decode this many batches side by side, one core each (default: the recipe's decode.workers; 0 there = one per CPU thread torch uses).")] = None,
               device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto") -> None:
     """Translate lines from stdin (or -i) to stdout (or -o): one output line per input line, in order."""
-    from nmt_cli.translate import OutputOptions, load_translator, translate_stream
+    from nmt_cli.translate import OutputOptions, Translator, translate_stream
     if attention_plot is not None:
         try:
             import matplotlib  # noqa: F401
@@ -120,7 +120,7 @@ def translate(model: ModelOption = [],
         from nmt_cli.plots import plot_dir
         plot_dir(attention_plot)  # before the model loads: a bad folder should not cost a load
     want_attention = alignments or attention_plot is not None or show_attention
-    translator = load_translator(model, device=device, quantize=quantize, beam_size=beam_size,
+    translator = Translator.load(model, device=device, quantize=quantize, beam_size=beam_size,
                                  batch_size=batch_size, batch_tokens=batch_tokens, nbest=nbest,
                                  attention=want_attention, shortlist=shortlist, length_penalty=length_penalty,
                                  workers=workers, shortlist_per_source=shortlist_per_source,
@@ -154,6 +154,33 @@ def translate(model: ModelOption = [],
             out_stream.close()
         if input is not None:
             in_stream.close()
+
+
+@app.command()
+def serve(model: ModelOption = [],
+          host: Annotated[str, typer.Option(help="Address to listen on; the default answers this machine only.")] = "127.0.0.1",
+          port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port (0: any free one, printed at start).")] = 5000,
+          api_key: Annotated[Optional[str], typer.Option(help="Translation requests must carry this key (api_key in the body, or an X-API-Key header); others get 403.")] = None,
+          max_batch_tokens: Annotated[int, typer.Option(min=0, help="Source subwords decoded together at most; a full batch goes at once. 0: no batching, one request at a time.")] = 1024,
+          max_wait_ms: Annotated[float, typer.Option(min=0.0, help="How long a batch waits for more requests after its first one arrived.")] = 5.0,
+          max_chars: Annotated[int, typer.Option(min=1, help="Characters of text in one request at most (more: 413).")] = 5000,
+          max_queue: Annotated[int, typer.Option(min=1, help="Sentences waiting or decoding at most; a request that would pass it gets 503.")] = 1024,
+          timeout: Annotated[float, typer.Option(min=0.001, help="Seconds a request may wait for its translation (more: 504).")] = 30.0,
+          threads: Annotated[Optional[int], typer.Option(min=1, help="CPU threads for decoding; with batching, one decoding thread per CPU thread (default: torch's, OMP_NUM_THREADS).")] = None,
+          device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto") -> None:
+    """Serve models over HTTP: a LibreTranslate-compatible API, a native one, and a web page at /.
+
+    Each -m serves its recipe's language pair with its recipe's decoding settings. Concurrent
+    requests are decoded together in batches. SIGTERM or Ctrl-C stops accepting requests, finishes
+    those in flight and exits 0. Needs the serve extra (pip install 'nmt[serve]').
+    """
+    from nmt_cli.serve import ServeSettings, serve as run_serve
+    if threads is None:
+        import torch
+        threads = torch.get_num_threads()
+    run_serve(model, ServeSettings(host=host, port=port, api_key=api_key, max_batch_tokens=max_batch_tokens,
+                                   max_wait_ms=max_wait_ms, max_chars=max_chars, max_queue=max_queue,
+                                   timeout_s=timeout, threads=threads), device=device)
 
 
 def _read(path: Path) -> list[str]:
