@@ -3,8 +3,9 @@
 A request becomes one job (its sentences and decoding options). Decoding threads take the
 oldest job and every queued job that can share its batch (same model, beam size and attention),
 in arrival order, up to ``max_batch_tokens`` source subwords; the translator sorts the batch by
-length. A thread that finds work waits up to ``max_wait_ms`` after the oldest job arrived for
-the batch to fill, and goes at once when it is full. The event loop only queues jobs and awaits
+length. A thread that finds work while another thread is decoding (the server is busy, so more
+requests are on their way) waits up to ``max_wait_ms`` after the oldest job arrived for the batch
+to fill, and goes at once when it is full; on an idle server a request is decoded at once. The event loop only queues jobs and awaits
 their futures, so it stays free while the threads decode.
 
 With ``max_batch_tokens`` 0 there is one thread and every job is decoded alone, one at a time:
@@ -58,6 +59,7 @@ class Batcher:
         self._queue: deque[Job] = deque()
         self._cond = threading.Condition()
         self._pending = 0          # sentences queued or being decoded
+        self._decoding = 0         # threads decoding now
         self._closing = False
         self.batches = 0           # decoded so far, for /health
         self.sentences = 0
@@ -102,7 +104,7 @@ class Batcher:
                 if self._closing:
                     return None
                 self._cond.wait()
-            if self.batching:
+            if self.batching and self._decoding:
                 deadline = self._queue[0].arrived + self.max_wait
                 while (not self._closing and self._queue
                        and sum(j.tokens for j in self._queue) < self.max_batch_tokens
@@ -122,6 +124,7 @@ class Batcher:
                     else:
                         rest.append(job)
                 self._queue = rest
+            self._decoding += 1
             return batch
 
     def _run(self) -> None:
@@ -157,3 +160,4 @@ class Batcher:
         finally:
             with self._cond:
                 self._pending -= sum(len(job.sentences) for job in batch)
+                self._decoding -= 1
