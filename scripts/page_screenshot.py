@@ -55,8 +55,9 @@ def main() -> None:
         word = driver.find_element(By.CSS_SELECTOR, f"#pair-target .word[data-j='{args.word}']")
         ActionChains(driver).move_to_element(word).perform()
         time.sleep(0.3)
-        height = driver.execute_script("return document.body.scrollHeight")
-        driver.set_window_size(1280, max(900, height + 24))
+        height, chrome = driver.execute_script(
+            "return [document.documentElement.scrollHeight, window.outerHeight - window.innerHeight]")
+        driver.set_window_size(1280, height + chrome + 8)
         time.sleep(0.3)
         args.output.parent.mkdir(parents=True, exist_ok=True)
         driver.save_screenshot(str(args.output))
