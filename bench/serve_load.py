@@ -16,8 +16,9 @@ bounded in count (--requests, default: one per line of --src) and time (--second
 - serial-1t: the same with one CPU thread (on a busy machine two OpenMP threads can be slower);
 - batched: `nmt serve` with batching across requests (--max-batch-tokens, --max-wait-ms).
 
-Prints per mode: requests/s, sentences/s and p50/p95/p99 latency, and the batched server's
-sentences/s as a multiple of the others'.
+Prints per mode: requests/s, sentences/s and p50/p95/p99 latency; the batched server's
+sentences/s as a multiple of the others'; and how many of the servers' answers equal what
+`nmt translate` wrote for the same line.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ def load(port: int, pair: tuple[str, str], lines: list[str], clients: int, secon
     """Send ``lines`` one per request from ``clients`` threads; stop early after ``seconds``."""
     latencies: list[float] = []
     errors: list[str] = []
+    answers: list[str | None] = [None] * len(lines)
     lock = threading.Lock()
     next_line = iter(range(len(lines)))
     deadline = time.monotonic() + seconds
@@ -82,6 +84,7 @@ def load(port: int, pair: tuple[str, str], lines: list[str], clients: int, secon
             with lock:
                 if resp.status == 200:
                     latencies.append(took)
+                    answers[i] = json.loads(payload)["translatedText"]
                 else:
                     errors.append(payload.decode()[:200])
         conn.close()
@@ -94,7 +97,7 @@ def load(port: int, pair: tuple[str, str], lines: list[str], clients: int, secon
         t.join()
     wall = time.perf_counter() - start
     return {"wall_s": wall, "requests": len(latencies), "errors": len(errors), "first_error": errors[:1],
-            "latencies": latencies}
+            "latencies": latencies, "answers": answers}
 
 
 def serve_mode(args, lines: list[str], pair, extra: list[str], threads: int | None = None) -> dict:
@@ -129,11 +132,12 @@ def file_mode(args, lines: list[str]) -> dict:
     translator = Translator.load(args.model, device="cpu", threads=args.threads)
     translator.translate(lines[:8])
     data = ("\n".join(lines) + "\n").encode()
+    out = io.StringIO()
     start = time.perf_counter()
-    translate_stream(translator, io.BytesIO(data), io.StringIO(), interactive=False, out=OutputOptions())
+    translate_stream(translator, io.BytesIO(data), out, interactive=False, out=OutputOptions())
     wall = time.perf_counter() - start
     return {"wall_s": wall, "requests": 1, "errors": 0, "first_error": [], "latencies": [wall],
-            "sentences": len(lines)}
+            "sentences": len(lines), "answers": out.getvalue().split("\n")[:-1]}
 
 
 def main() -> None:
@@ -192,6 +196,12 @@ def main() -> None:
               f"mean {statistics.fmean(lat):8.1f} ms  errors {r['errors']} {r['first_error'] or ''}",
               flush=True)
         results[mode] = r
+    if "file-inproc" in results:  # a sentence must not depend on what it was batched with
+        written = results["file-inproc"]["answers"]
+        for mode in ("serial", "serial-1t", "batched"):
+            if mode in results:
+                got = [(a, w) for a, w in zip(results[mode]["answers"], written) if a is not None]
+                print(f"{mode}: {sum(a == w for a, w in got)} of {len(got)} answers equal nmt translate's")
     if "batched" in results:
         for other in ("file", "file-inproc", "serial", "serial-1t"):
             if other in results:
