@@ -5,7 +5,11 @@ oldest job and every queued job that can share its batch (same model, beam size 
 in arrival order, up to ``max_batch_tokens`` source subwords; the translator sorts the batch by
 length. A thread that finds work while another thread is decoding (the server is busy, so more
 requests are on their way) waits up to ``max_wait_ms`` after the oldest job arrived for the batch
-to fill, and goes at once when it is full; on an idle server a request is decoded at once. The event loop only queues jobs and awaits
+to fill, and goes at once when it is full; on an idle server a request is decoded at once. A
+thread takes at most its share of the sentences in the server (queued or decoding, divided by
+the number of threads): otherwise the first thread to wake would take nearly all the clients'
+requests, and the split, say 1 against 31, would repeat itself as each group's clients answer
+their own thread's batch. The event loop only queues jobs and awaits
 their futures, so it stays free while the threads decode.
 
 With ``max_batch_tokens`` 0 there is one thread and every job is decoded alone, one at a time:
@@ -113,14 +117,17 @@ class Batcher:
                 if not self._queue:  # another thread took it meanwhile
                     return []
             first = self._queue.popleft()
-            batch, tokens = [first], first.tokens
+            batch, tokens, sentences = [first], first.tokens, len(first.sentences)
             if self.batching:
+                share = -(-self._pending // self.workers)
                 rest = deque()
                 while self._queue:
                     job = self._queue.popleft()
-                    if job.shares_batch_with(first) and tokens + job.tokens <= self.max_batch_tokens:
+                    if (job.shares_batch_with(first) and tokens + job.tokens <= self.max_batch_tokens
+                            and sentences + len(job.sentences) <= share):
                         batch.append(job)
                         tokens += job.tokens
+                        sentences += len(job.sentences)
                     else:
                         rest.append(job)
                 self._queue = rest

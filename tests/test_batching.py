@@ -75,3 +75,15 @@ def test_a_full_queue_refuses_and_a_cancelled_job_is_never_decoded():
     tr.release.set()
     b.close()
     assert tr.batches == [["one"]] and b.pending == 0
+
+
+def test_each_decoding_thread_takes_at_most_its_share():
+    tr = RecordingTranslator(delay=0.2)
+    b = Batcher(max_batch_tokens=1000, max_wait_ms=20, capacity=100, threads=2)
+    b.start()
+    fs = [b.submit(job(tr, [f"s{i}"])) for i in range(8)]
+    for f in fs:
+        f.result(10)
+    b.close()
+    # 8 sentences, 2 threads: without the share the second thread would take all 7 still queued
+    assert sum(map(len, tr.batches)) == 8 and max(map(len, tr.batches)) <= 4, tr.batches

@@ -25,8 +25,6 @@ from nmt_cli.config import recipe_from_dict  # noqa: E402
 from nmt_cli.training import train  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-SHORTLIST_NOTE = ("the vocabulary shortlist is the union over a batch, so a sentence's translation "
-                  "can depend on what it is batched with (shortlist batch dependence)")
 
 
 @pytest.fixture(scope="module")
@@ -184,9 +182,7 @@ def test_64_concurrent_requests_each_answer_as_nmt_translate(server, cli):
     assert [status for status, _ in answers] == [200] * 64, answers
     batches = server.json("GET", "/health")[1]["decoded_batches"] - before
     assert batches < 64  # requests were decoded together
-    got = [body["translatedText"] for _, body in answers]
-    if got != expected:
-        pytest.xfail(SHORTLIST_NOTE)  # decoding with --no-shortlist the two agree (next test)
+    assert [body["translatedText"] for _, body in answers] == expected
 
 
 BAD = [
