@@ -167,6 +167,7 @@ def serve(model: ModelOption = [],
           max_queue: Annotated[int, typer.Option(min=1, help="Sentences waiting or decoding at most; a request that would pass it gets 503.")] = 1024,
           timeout: Annotated[float, typer.Option(min=0.001, help="Seconds a request may wait for its translation (more: 504).")] = 30.0,
           threads: Annotated[Optional[int], typer.Option(min=1, help="CPU threads for decoding; with batching, one decoding thread per CPU thread (default: torch's, OMP_NUM_THREADS).")] = None,
+          shortlist: Annotated[Optional[bool], typer.Option("--shortlist/--no-shortlist", help="Decode over the vocabulary shortlist (default: the recipe's decode.shortlist); it is the union over a batch, so --no-shortlist makes every answer independent of its batch.")] = None,
           device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto") -> None:
     """Serve models over HTTP: a LibreTranslate-compatible API, a native one, and a web page at /.
 
@@ -180,7 +181,7 @@ def serve(model: ModelOption = [],
         threads = torch.get_num_threads()
     run_serve(model, ServeSettings(host=host, port=port, api_key=api_key, max_batch_tokens=max_batch_tokens,
                                    max_wait_ms=max_wait_ms, max_chars=max_chars, max_queue=max_queue,
-                                   timeout_s=timeout, threads=threads), device=device)
+                                   timeout_s=timeout, threads=threads, shortlist=shortlist), device=device)
 
 
 def _read(path: Path) -> list[str]:

@@ -49,6 +49,7 @@ class ServeSettings:
     max_queue: int = 1024          # sentences queued or decoding; a request that would pass it gets 503
     timeout_s: float = 30.0        # a request waiting longer for its translation gets 504
     threads: int = 1
+    shortlist: bool | None = None  # None: the recipe's decode.shortlist
 
 
 class RequestError(Exception):
@@ -102,7 +103,7 @@ def checkpoint_facts(path: Path) -> tuple[int | None, float | None]:
     return (max(steps) if steps else None), bleu
 
 
-def load_models(paths: Sequence[str], *, device: str = "auto") -> list[ServedModel]:
+def load_models(paths: Sequence[str], *, device: str = "auto", shortlist: bool | None = None) -> list[ServedModel]:
     """One ServedModel per -m, decoding with its recipe's settings; ids are the recipe names,
     numbered where two share one."""
     from nmt_cli.translate import Translator
@@ -110,7 +111,7 @@ def load_models(paths: Sequence[str], *, device: str = "auto") -> list[ServedMod
         raise UserError("-m/--model: give at least one run dir or checkpoint to serve")
     served: list[ServedModel] = []
     for path in paths:
-        translator = Translator.load(path, device=device, workers=1)
+        translator = Translator.load(path, device=device, workers=1, shortlist=shortlist)
         recipe = translator.recipe
         step, bleu = checkpoint_facts(translator.checkpoint)
         served.append(ServedModel(recipe.name, translator, recipe.src, recipe.tgt, recipe.name,
@@ -416,7 +417,7 @@ def serve(model_paths: Sequence[str], settings: ServeSettings, *, device: str = 
         raise UserError("--api-key: give a non-empty key")
     import torch
     torch.set_num_threads(settings.threads)
-    models = load_models(model_paths, device=device)
+    models = load_models(model_paths, device=device, shortlist=settings.shortlist)
     service = Service(models, settings)
     app = build_app(service)
     sock = _listen(settings.host, settings.port)

@@ -185,22 +185,27 @@ def test_64_concurrent_requests_each_answer_as_nmt_translate(server, cli):
     assert [body["translatedText"] for _, body in answers] == expected
 
 
-@pytest.mark.slow
-@pytest.mark.xfail(strict=False, reason=(
+SHORTLIST_BATCH_DEPENDENCE = (
     "shortlist batch dependence: the vocabulary shortlist is the union over the sentences of a batch "
     "(nmt_cli/shortlist.py), so with a narrow one a sentence's translation can depend on what it was "
-    "batched with; the en-fr model served 745 of 1000 answers equal (docs/lab/serve.md)"))
-def test_concurrent_answers_equal_nmt_translate_with_a_narrow_shortlist(run_dir, tmp_path):
+    "batched with; the en-fr model served 745 of 1000 answers equal (docs/lab/serve.md)")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("shortlist", [
+    pytest.param("--shortlist", marks=pytest.mark.xfail(strict=False, reason=SHORTLIST_BATCH_DEPENDENCE)),
+    "--no-shortlist"])
+def test_concurrent_answers_equal_nmt_translate_with_a_narrow_shortlist(run_dir, tmp_path, shortlist):
     """As the 64-request test, with a shortlist narrower than the tiny vocabulary (8 frequent
-    pieces, 2 per source piece), as a real model's is."""
+    pieces, 2 per source piece), as a real model's is; and with it turned off on both sides."""
     from nmt_cli.checkpoint import load, resolve, save_atomic
     payload = load(resolve(run_dir))
     payload["recipe"]["decode"].update(shortlist=True, shortlist_frequent=8, shortlist_per_source=2)
     narrow = tmp_path / "narrow.pt"
     save_atomic(payload, narrow)
     lines = multi30k_lines("test_2016_flickr", "en", 64)
-    expected = cli_translate(narrow, lines)
-    s = Server(narrow, "--threads", "2", "--max-wait-ms", "20")
+    expected = cli_translate(narrow, lines, shortlist)
+    s = Server(narrow, "--threads", "2", "--max-wait-ms", "20", shortlist)
     try:
         with ThreadPoolExecutor(16) as clients:
             answers = list(clients.map(lambda line: s.json("POST", "/translate",
