@@ -157,7 +157,9 @@ def translate(model: ModelOption = [],
 
 
 @app.command()
-def serve(model: ModelOption = [],
+def serve(model: Annotated[List[str], typer.Option(
+              "-m", "--model", help="Run dir or checkpoint file to serve; repeat to serve several models "
+              "(each its recipe's language pair).")] = [],
           host: Annotated[str, typer.Option(help="Address to listen on; the default answers this machine only.")] = "127.0.0.1",
           port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port (0: any free one, printed at start).")] = 5000,
           api_key: Annotated[Optional[str], typer.Option(help="Translation requests must carry this key (api_key in the body, or an X-API-Key header); others get 403.")] = None,
