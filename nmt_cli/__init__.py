@@ -1,3 +1,15 @@
-"""nmt: attentional RNN encoder-decoder translation from the command line."""
+"""nmt: attentional RNN encoder-decoder translation from the command line.
+
+The Python API: ``from nmt_cli import Translator``; ``Translator.load(run_dir).translate(lines)``.
+"""
 
 __version__ = "0.1.0"
+__all__ = ["Translator", "Translation", "__version__"]
+
+
+def __getattr__(name: str):
+    # Lazy, so that `nmt --help` and `import nmt_cli` do not import torch.
+    if name in ("Translator", "Translation", "Alternative"):
+        from nmt_cli import translate
+        return getattr(translate, name)
+    raise AttributeError(f"module 'nmt_cli' has no attribute {name!r}")

@@ -148,7 +148,7 @@ def translate(model: ModelOption = [],
     from nmt_cli.interrupts import command, task
     command(f"translation stopped before it began; {'nothing was written' if output is None else f'{output} was not written'}")
     from nmt_cli.output_file import atomic_text_output
-    from nmt_cli.translate import OutputOptions, count_lines, load_translator, translate_stream
+    from nmt_cli.translate import OutputOptions, count_lines, Translator, translate_stream
     if attention_plot is not None:
         try:
             import matplotlib  # noqa: F401
@@ -158,7 +158,7 @@ def translate(model: ModelOption = [],
         plot_dir(attention_plot)  # before the model loads: a bad folder should not cost a load
     want_attention = alignments or attention_plot is not None or show_attention
     _threads(threads)
-    translator = load_translator(model, device=device, quantize=quantize, beam_size=beam_size,
+    translator = Translator.load(model, device=device, quantize=quantize, beam_size=beam_size,
                                  batch_size=batch_size, batch_tokens=batch_tokens, nbest=nbest,
                                  attention=want_attention, shortlist=shortlist, length_penalty=length_penalty,
                                  workers=workers, shortlist_per_source=shortlist_per_source,
@@ -194,6 +194,34 @@ def translate(model: ModelOption = [],
             in_stream.close()
     global _exit_when_done
     _exit_when_done = True
+
+
+@app.command()
+def serve(model: Annotated[List[str], typer.Option(
+              "-m", "--model", help="Run dir or checkpoint file to serve; repeat to serve several models "
+              "(each its recipe's language pair).")] = [],
+          host: Annotated[str, typer.Option(help="Address to listen on; the default answers this machine only.")] = "127.0.0.1",
+          port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port (0: any free one, printed at start).")] = 5000,
+          api_key: Annotated[Optional[str], typer.Option(help="Translation requests must carry this key (api_key in the body, or an X-API-Key header); others get 403.")] = None,
+          max_batch_tokens: Annotated[int, typer.Option(min=0, help="Source subwords decoded together at most; a full batch goes at once. 0: no batching, one request at a time.")] = 1024,
+          max_wait_ms: Annotated[float, typer.Option(min=0.0, help="How long a batch waits for more requests after its first one arrived.")] = 5.0,
+          max_chars: Annotated[int, typer.Option(min=1, help="Characters of text in one request at most (more: 413).")] = 5000,
+          max_queue: Annotated[int, typer.Option(min=1, help="Sentences waiting or decoding at most; a request that would pass it gets 503.")] = 1024,
+          timeout: Annotated[float, typer.Option(min=0.001, help="Seconds a request may wait for its translation (more: 504).")] = 30.0,
+          threads: Annotated[Optional[int], typer.Option(min=1, metavar="N", help="CPU threads for decoding (also $NMT_THREADS); with batching, one decoding thread per CPU thread. Default: the cores not already busy.")] = None,
+          shortlist: Annotated[Optional[bool], typer.Option("--shortlist/--no-shortlist", help="Decode over the vocabulary shortlist (default: the recipe's decode.shortlist); each sentence keeps its own candidates, so an answer never depends on its batch.")] = None,
+          device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto") -> None:
+    """Serve models over HTTP: a LibreTranslate-compatible API, a native one, and a web page at /.
+
+    Each -m serves its recipe's language pair with its recipe's decoding settings. Concurrent
+    requests are decoded together in batches. SIGTERM or Ctrl-C stops accepting requests, finishes
+    those in flight and exits 0. Needs the serve extra (pip install 'nmt[serve]').
+    """
+    from nmt_cli.serve import ServeSettings, serve as run_serve
+    threads = _threads(threads)
+    run_serve(model, ServeSettings(host=host, port=port, api_key=api_key, max_batch_tokens=max_batch_tokens,
+                                   max_wait_ms=max_wait_ms, max_chars=max_chars, max_queue=max_queue,
+                                   timeout_s=timeout, threads=threads, shortlist=shortlist), device=device)
 
 
 def _read(path: Path) -> list[str]:

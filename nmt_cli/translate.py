@@ -8,10 +8,11 @@ UTF-8 are replaced; one warning at the end names the lines that had them.
 
 from __future__ import annotations
 
+import os
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterator, Sequence
 
 import torch
@@ -21,6 +22,7 @@ from nmt_cli.interrupts import deferred
 from nmt_cli.plots import attention_heatmap, plot_dir
 from nmt_cli.search import Hypothesis, search
 from nmt_cli.tokenizer import Tokenizer
+from nmt_cli.words import WordAttention, word_attention
 
 MAX_SOURCE_TOKENS = 250
 
@@ -115,16 +117,37 @@ def decode_ids(model, sources: Sequence[Sequence[int]], opts: DecodeOptions,
 
 
 @dataclass
+class Alternative:
+    """One of the n best translations of a sentence."""
+    text: str
+    score: float          # total log-probability, EOS included
+    norm_score: float     # the length-penalised score the search ranked by
+
+
+@dataclass
 class Translation:
+    """The result for one input line; ``alignment`` and ``attention`` are filled when asked for."""
     source: str
     text: str
     hypotheses: list[Hypothesis]
     src_ids: list[int]
     truncated: bool = False
+    alternatives: list[Alternative] = field(default_factory=list)  # the n best, best first
+    alignment: list[tuple[int, int]] | None = None  # (source word, target word), as --alignments
+    attention: WordAttention | None = None
+
+    @property
+    def score(self) -> float:
+        """The best translation's log-probability (0 for an empty line)."""
+        return self.hypotheses[0].score if self.hypotheses else 0.0
 
 
 class Translator:
-    """Lines in, translations out, with one model (or several averaged in log space)."""
+    """Lines in, translations out, with one model (or several averaged in log space).
+
+    The Python API: ``Translator.load("runs/en-fr").translate(["A dog runs."])`` gives one
+    :class:`Translation` per line with the recipe's decoding settings, as `nmt translate` writes it.
+    """
 
     def __init__(self, model, tokenizer: Tokenizer, opts: DecodeOptions, device="cpu",
                  max_source_tokens: int = MAX_SOURCE_TOKENS, warn: Callable[[str], None] | None = None,
@@ -134,8 +157,35 @@ class Translator:
         self.max_source_tokens = max_source_tokens
         self.warn = warn or (lambda msg: print(msg, file=sys.stderr))
         self.warned_truncation = False
+        self.recipe = None       # set by load(): the checkpoint's recipe
+        self.checkpoint = None   # set by load(): the checkpoint file
 
-    def translate(self, lines: Sequence[str]) -> list[Translation]:
+    @classmethod
+    def load(cls, model: str | os.PathLike | Sequence[str | os.PathLike], *, device: str = "auto",
+             beam_size: int | None = None, threads: int | None = None, **options) -> "Translator":
+        """A Translator for a run dir or checkpoint file (a list of them: their ensemble).
+        ``threads``: CPU threads torch may use; other options as :func:`load_translator`'s,
+        each defaulting to the recipe's ``decode.*``."""
+        models = [model] if isinstance(model, (str, os.PathLike)) else list(model)
+        if threads is not None:
+            if threads < 1:
+                from nmt_cli.errors import UserError
+                raise UserError(f"threads: {threads} is not a positive number of threads")
+            torch.set_num_threads(threads)
+        return load_translator([str(m) for m in models], device=device, beam_size=beam_size, **options)
+
+    def translate(self, lines: Sequence[str], *, nbest: int | None = None, alignments: bool = False,
+                  attention: bool = False, beam_size: int | None = None) -> list[Translation]:
+        """One Translation per line, in order. ``nbest``, ``beam_size``: this call's, instead of the
+        loaded ones; ``alignments``, ``attention``: fill those fields."""
+        opts = self.opts
+        if nbest is not None or beam_size is not None or alignments or attention:
+            opts = replace(opts, nbest=opts.nbest if nbest is None else nbest,
+                           beam_size=opts.beam_size if beam_size is None else beam_size,
+                           attention=opts.attention or alignments or attention)
+            if opts.nbest > opts.beam_size or opts.nbest < 1 or opts.beam_size < 1:
+                from nmt_cli.errors import UserError
+                raise UserError(f"nbest {opts.nbest} must be between 1 and the beam size {opts.beam_size}")
         cleaned = [normalize(line, self.lowercase) for line in lines]
         ids = self.tokenizer.encode_src(cleaned)
         truncated = [len(x) > self.max_source_tokens for x in ids]
@@ -145,11 +195,22 @@ class Translator:
                       "overlong lines are cut to that length")
         ids = [x[:self.max_source_tokens] for x in ids]
         todo = [i for i, x in enumerate(ids) if x]
-        hyps = decode_ids(self.model, [ids[i] for i in todo], self.opts, self.device) if todo else []
+        hyps = decode_ids(self.model, [ids[i] for i in todo], opts, self.device) if todo else []
         out = [Translation(lines[i], "", [], ids[i], truncated[i]) for i in range(len(lines))]
-        texts = self.tokenizer.decode_tgt([h[0].tokens if h else [] for h in hyps])
-        for i, h, text in zip(todo, hyps, texts):
-            out[i].hypotheses, out[i].text = h, text
+        flat = [h for sentence in hyps for h in sentence]
+        texts = iter(self.tokenizer.decode_tgt([h.tokens for h in flat]))
+        for i, sentence in zip(todo, hyps):
+            tr = out[i]
+            tr.hypotheses = sentence
+            tr.alternatives = [Alternative(next(texts), h.score, h.norm_score) for h in sentence]
+            tr.text = tr.alternatives[0].text if sentence else ""
+            if (alignments or attention) and sentence and sentence[0].attention is not None:
+                src_p = self.tokenizer.src_pieces(tr.src_ids)
+                tgt_p = self.tokenizer.tgt_pieces(sentence[0].tokens)
+                if alignments:
+                    tr.alignment = alignment_pairs(sentence[0], src_p, tgt_p)
+                if attention:
+                    tr.attention = word_attention(sentence[0].attention, src_p, tgt_p, tr.source, tr.text)
         return out
 
 
@@ -379,4 +440,6 @@ def load_translator(models: Sequence[str], *, device: str = "auto", quantize: st
                          workers=workers or d.workers or torch.get_num_threads())
     if nbest > opts.beam_size:
         raise UserError(f"--nbest {nbest} exceeds the beam size {opts.beam_size}")
-    return Translator(model, tokenizer, opts, dev, lowercase=recipe.data.lowercase)
+    translator = Translator(model, tokenizer, opts, dev, lowercase=recipe.data.lowercase)
+    translator.recipe, translator.checkpoint = recipe, loaded[0][3]
+    return translator

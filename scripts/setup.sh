@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Create .venv (if missing) and install nmt with its test and plot extras.
+# Create .venv (if missing) and install nmt with its serve, test and plot extras.
 # torch is installed first and pinned, so pip does not pull a different (multi-GB) build.
 # Running it again when nothing changed (pyproject.toml, the torch version, the Python) does no
 # work: a stamp in .venv records what was installed. NMT_SETUP_FORCE=1 reinstalls anyway.
@@ -21,6 +21,6 @@ rm -f "$STAMP"
 export PIP_DISABLE_PIP_VERSION_CHECK=1
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet "torch==${TORCH_VERSION}"
-.venv/bin/python -m pip install --quiet -e ".[dev,plot]"
+.venv/bin/python -m pip install --quiet -e ".[serve,dev,plot]"
 echo "$wanted" > "$STAMP"
 echo "setup: done; run .venv/bin/nmt --help"

@@ -286,3 +286,28 @@ def test_a_line_translates_the_same_whatever_its_batch_mates(trained, beam):
     shuffled = [t.text for t in tr.translate([lines[i] for i in order])]
     assert [shuffled[order.index(i)] for i in range(len(lines))] == whole
     assert [tr.translate([line])[0].text for line in lines] == whole
+
+
+def test_python_api_loads_a_run_and_gives_typed_results(trained):
+    import nmt_cli
+    from nmt_cli.translate import format_translation
+    _, tokenizer, run_dir = trained
+    assert nmt_cli.Translator is Translator
+    tr = nmt_cli.Translator.load(run_dir, device="cpu", beam_size=3, threads=1)
+    assert tr.recipe.src == "en" and tr.checkpoint.name in ("best.pt", "last.pt")
+    lines = ["A man is riding a bike.", "", "Two dogs play in the snow."]
+    plain = tr.translate(lines)
+    rich = tr.translate(lines, nbest=3, alignments=True, attention=True)
+    assert [t.text for t in rich] == [t.text for t in plain]
+    assert rich[1].text == "" and rich[1].score == 0.0 and rich[1].attention is None
+    for t in (rich[0], rich[2]):
+        assert len(t.alternatives) == 3 and t.alternatives[0].text == t.text
+        assert t.score == t.alternatives[0].score == t.hypotheses[0].score
+        norms = [a.norm_score for a in t.alternatives]
+        assert norms == sorted(norms, reverse=True)
+        expected = format_translation(0, t, tokenizer, OutputOptions(alignments=True))[0].split("\t")[1]
+        assert " ".join(f"{i}-{j}" for i, j in t.alignment) == expected
+        assert t.attention.source_words == t.source.split()
+        assert len(t.attention.weights) == len(t.attention.target_words) == len(t.text.split())
+    with pytest.raises(Exception, match="nbest 4"):
+        tr.translate(lines, nbest=4)

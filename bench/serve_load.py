@@ -1,0 +1,213 @@
+"""Load on `nmt serve` from concurrent clients on the loopback interface, against its baselines.
+
+    python bench/serve_load.py -m runs/en-fr --src test.en --clients 32 --threads 2 \
+        [--requests 1000] [--seconds 120] [--sentence "A dog runs."] [--modes file,serial,batched]
+
+Each client is a thread with one keep-alive connection that posts one sentence per request to
+POST /translate (LibreTranslate's route) and waits for the answer before the next. Requests are
+bounded in count (--requests, default: one per line of --src) and time (--seconds); only
+127.0.0.1 is ever addressed. Modes, run back to back:
+
+- file: the same sentences in one file through a whole `nmt translate -i FILE` process (start-up
+  and model loading included, as bench/decode_speed.py measures it), OMP_NUM_THREADS=--threads;
+- file-inproc: `nmt translate`'s code path (translate_stream) in this process, model loading
+  not timed: the stricter baseline;
+- serial: `nmt serve --max-batch-tokens 0`: one request at a time, --threads CPU threads;
+- serial-1t: the same with one CPU thread (on a busy machine two OpenMP threads can be slower);
+- batched: `nmt serve` with batching across requests (--max-batch-tokens, --max-wait-ms).
+
+Prints per mode: requests/s, sentences/s and p50/p95/p99 latency; the batched server's
+sentences/s as a multiple of the others'; and how many of the servers' answers equal what
+`nmt translate` wrote for the same line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import io
+import json
+import os
+import platform
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))]
+
+
+def start_server(model: str, threads: int, extra: list[str]) -> tuple[subprocess.Popen, int]:
+    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    proc = subprocess.Popen([sys.executable, "-m", "nmt_cli", "serve", "-m", model, "--port", "0",
+                             "--threads", str(threads), *extra],
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env, text=True)
+    line = proc.stderr.readline()
+    if "http://127.0.0.1:" not in line:
+        proc.kill()
+        sys.exit(f"nmt serve did not start: {line}{proc.stderr.read()}")
+    threading.Thread(target=proc.stderr.read, daemon=True).start()
+    return proc, int(line.split("http://127.0.0.1:")[1].split("/")[0])
+
+
+def load(port: int, pair: tuple[str, str], lines: list[str], clients: int, seconds: float) -> dict:
+    """Send ``lines`` one per request from ``clients`` threads; stop early after ``seconds``."""
+    latencies: list[float] = []
+    errors: list[str] = []
+    answers: list[str | None] = [None] * len(lines)
+    lock = threading.Lock()
+    next_line = iter(range(len(lines)))
+    deadline = time.monotonic() + seconds
+
+    def client() -> None:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        while time.monotonic() < deadline:
+            with lock:
+                i = next(next_line, None)
+            if i is None:
+                break
+            body = json.dumps({"q": lines[i], "source": pair[0], "target": pair[1]})
+            start = time.perf_counter()
+            conn.request("POST", "/translate", body, {"Content-Type": "application/json"})
+            resp = conn.getresponse()
+            payload = resp.read()
+            took = time.perf_counter() - start
+            with lock:
+                if resp.status == 200:
+                    latencies.append(took)
+                    answers[i] = json.loads(payload)["translatedText"]
+                else:
+                    errors.append(payload.decode()[:200])
+        conn.close()
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    start = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    wall = time.perf_counter() - start
+    return {"wall_s": wall, "requests": len(latencies), "errors": len(errors), "first_error": errors[:1],
+            "latencies": latencies, "answers": answers}
+
+
+def serve_mode(args, lines: list[str], pair, extra: list[str], threads: int | None = None) -> dict:
+    proc, port = start_server(args.model, threads or args.threads, extra)
+    try:
+        load(port, pair, lines[:8], 1, 60)  # warm-up: first calls pay for lazy initialisation
+        return load(port, pair, lines, args.clients, args.seconds)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(120)
+
+
+def file_process_mode(args, lines: list[str]) -> dict:
+    """A whole `nmt translate -i FILE` process, as a user runs it."""
+    import tempfile
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "src.txt"
+        src.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        start = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "nmt_cli", "translate", "-m", args.model, "-i", str(src),
+                        "-o", str(Path(tmp) / "out.txt")], env=env, check=True)
+        wall = time.perf_counter() - start
+    return {"wall_s": wall, "requests": 1, "errors": 0, "first_error": [], "latencies": [wall],
+            "sentences": len(lines)}
+
+
+def file_mode(args, lines: list[str]) -> dict:
+    """`nmt translate -i FILE`'s code path, timed without start-up and model loading."""
+    from nmt_cli.translate import OutputOptions, Translator, translate_stream
+    translator = Translator.load(args.model, device="cpu", threads=args.threads)
+    translator.translate(lines[:8])
+    data = ("\n".join(lines) + "\n").encode()
+    out = io.StringIO()
+    start = time.perf_counter()
+    translate_stream(translator, io.BytesIO(data), out, interactive=False, out=OutputOptions())
+    wall = time.perf_counter() - start
+    return {"wall_s": wall, "requests": 1, "errors": 0, "first_error": [], "latencies": [wall],
+            "sentences": len(lines), "answers": out.getvalue().split("\n")[:-1]}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("-m", "--model", required=True, help="run dir or checkpoint")
+    ap.add_argument("--src", type=Path, help="sentences, one per line (plain or .gz)")
+    ap.add_argument("--sentence", help="send this one sentence instead of --src's lines")
+    ap.add_argument("--clients", type=int, default=32)
+    ap.add_argument("--requests", type=int, default=0, help="requests at most (0: one per line of --src)")
+    ap.add_argument("--seconds", type=float, default=300, help="stop sending after this long")
+    ap.add_argument("--threads", type=int, default=2, help="CPU threads of nmt translate and of the server")
+    ap.add_argument("--modes", default="file,file-inproc,serial,serial-1t,batched")
+    ap.add_argument("--max-batch-tokens", type=int, default=1024)
+    ap.add_argument("--max-wait-ms", type=float, default=5.0)
+    args = ap.parse_args()
+
+    sys.path.insert(0, str(ROOT))
+    from nmt_cli.corpora import read_lines
+    from nmt_cli.translate import Translator
+    if args.sentence:
+        lines = [args.sentence] * (args.requests or 200)
+    elif args.src:
+        lines = [line for line in read_lines(args.src) if line.strip()]
+        if args.requests:
+            lines = (lines * (args.requests // max(len(lines), 1) + 1))[:args.requests]
+    else:
+        sys.exit("give --src FILE or --sentence TEXT")
+    recipe = Translator.load(args.model, device="cpu").recipe
+    pair = (recipe.src, recipe.tgt)
+    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
+               platform.processor()) if Path("/proc/cpuinfo").exists() else platform.processor()
+    print(f"# {args.model} ({recipe.name}, beam {recipe.decode.beam_size}); {len(lines)} sentences, "
+          f"{args.clients} clients, {args.threads} threads; {cpu}, {os.cpu_count()} CPUs; "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    results = {}
+    for mode in args.modes.split(","):
+        if mode == "file":
+            r = file_process_mode(args, lines)
+        elif mode == "file-inproc":
+            r = file_mode(args, lines)
+        elif mode in ("serial", "serial-1t"):
+            r = serve_mode(args, lines, pair, ["--max-batch-tokens", "0"],
+                           threads=1 if mode == "serial-1t" else args.threads)
+        elif mode == "batched":
+            r = serve_mode(args, lines, pair, ["--max-batch-tokens", str(args.max_batch_tokens),
+                                               "--max-wait-ms", str(args.max_wait_ms)])
+        else:
+            sys.exit(f"--modes: unknown mode {mode!r} (file, file-inproc, serial, serial-1t, batched)")
+        sentences = r.get("sentences", r["requests"])
+        r["sent_per_s"] = sentences / r["wall_s"]
+        lat = [x * 1000 for x in r["latencies"]]
+        where = "whole file" if mode.startswith("file") else "per request"
+        print(f"{mode:<8} {r['wall_s']:7.2f} s  {r['requests'] / r['wall_s']:8.1f} req/s  "
+              f"{r['sent_per_s']:8.1f} sent/s  latency ({where}) p50 {percentile(lat, 50):8.1f} ms  "
+              f"p95 {percentile(lat, 95):8.1f} ms  p99 {percentile(lat, 99):8.1f} ms  "
+              f"mean {statistics.fmean(lat):8.1f} ms  errors {r['errors']} {r['first_error'] or ''}",
+              flush=True)
+        results[mode] = r
+    if "file-inproc" in results:  # a sentence must not depend on what it was batched with
+        written = results["file-inproc"]["answers"]
+        for mode in ("serial", "serial-1t", "batched"):
+            if mode in results:
+                got = [(a, w) for a, w in zip(results[mode]["answers"], written) if a is not None]
+                print(f"{mode}: {sum(a == w for a, w in got)} of {len(got)} answers equal nmt translate's")
+    if "batched" in results:
+        for other in ("file", "file-inproc", "serial", "serial-1t"):
+            if other in results:
+                print(f"batched / {other}: {results['batched']['sent_per_s'] / results[other]['sent_per_s']:.2f}x "
+                      "sentences/s")
+
+
+if __name__ == "__main__":
+    main()

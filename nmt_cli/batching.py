@@ -1,0 +1,170 @@
+"""Batching across requests: a queue of translation jobs that decoding threads empty in batches.
+
+A request becomes one job (its sentences and decoding options). Decoding threads take the
+oldest job and every queued job that can share its batch (same model, beam size and attention),
+in arrival order, up to ``max_batch_tokens`` source subwords; the translator sorts the batch by
+length. A thread that finds work while another thread is decoding (the server is busy, so more
+requests are on their way) waits up to ``max_wait_ms`` after the oldest job arrived for the batch
+to fill, and goes at once when it is full; on an idle server a request is decoded at once. A
+thread takes at most its share of the sentences in the server (queued or decoding, divided by
+the number of threads): otherwise the first thread to wake would take nearly all the clients'
+requests, and the split, say 1 against 31, would repeat itself as each group's clients answer
+their own thread's batch. The event loop only queues jobs and awaits
+their futures, so it stays free while the threads decode.
+
+With ``max_batch_tokens`` 0 there is one thread and every job is decoded alone, one at a time:
+the behaviour of a server that translates inside a lock, kept as the benchmark's baseline.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+
+import torch
+
+
+class QueueFull(Exception):
+    """The queue holds too many sentences to take a request now (HTTP 503)."""
+
+
+@dataclass
+class Job:
+    translator: object            # nmt_cli.translate.Translator
+    sentences: list[str]
+    tokens: int                   # source subwords, for the batch budget
+    beam_size: int
+    nbest: int
+    alignments: bool
+    attention: bool
+    arrived: float = field(default_factory=time.monotonic)
+    future: Future = field(default_factory=Future)
+
+    def shares_batch_with(self, other: "Job") -> bool:
+        return (self.translator is other.translator and self.beam_size == other.beam_size
+                and (self.attention or self.alignments) == (other.attention or other.alignments))
+
+
+class Batcher:
+    """Decoding threads over one queue. ``capacity``: sentences queued or decoding at most."""
+
+    def __init__(self, *, max_batch_tokens: int, max_wait_ms: float, capacity: int, threads: int):
+        self.max_batch_tokens = max_batch_tokens
+        self.max_wait = max_wait_ms / 1000.0
+        self.capacity = capacity
+        self.batching = max_batch_tokens > 0
+        self.workers = max(1, threads) if self.batching else 1
+        # One core per decoding thread when several decode side by side (as `nmt translate
+        # --workers`); the single thread of the one-at-a-time server gets all of them.
+        self.torch_threads = 1 if self.workers > 1 else max(1, threads)
+        self._queue: deque[Job] = deque()
+        self._cond = threading.Condition()
+        self._pending = 0          # sentences queued or being decoded
+        self._decoding = 0         # threads decoding now
+        self._closing = False
+        self.batches = 0           # decoded so far, for /health
+        self.sentences = 0
+        self._threads: list[threading.Thread] = []
+
+    def start(self) -> None:
+        torch.set_num_threads(self.torch_threads)
+        for i in range(self.workers):
+            t = threading.Thread(target=self._run, name=f"decode-{i}", daemon=True)
+            t.start()
+            self._threads.append(t)
+
+    def submit(self, job: Job) -> Future:
+        with self._cond:
+            if self._closing:
+                raise QueueFull("the server is shutting down")
+            if self._pending + len(job.sentences) > self.capacity:
+                raise QueueFull(f"the queue is full ({self._pending} sentences waiting or decoding, "
+                                f"at most {self.capacity}); retry later")
+            self._pending += len(job.sentences)
+            self._queue.append(job)
+            self._cond.notify()
+        return job.future
+
+    @property
+    def pending(self) -> int:
+        return self._pending
+
+    def close(self, timeout: float | None = None) -> None:
+        """Decode what is queued, then stop the threads."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        for t in self._threads:
+            t.join(timeout)
+
+    # ------------------------------------------------------------------ decoding threads
+
+    def _take(self) -> list[Job] | None:
+        with self._cond:
+            while not self._queue:
+                if self._closing:
+                    return None
+                self._cond.wait()
+            if self.batching and self._decoding:
+                deadline = self._queue[0].arrived + self.max_wait
+                while (not self._closing and self._queue
+                       and sum(j.tokens for j in self._queue) < self.max_batch_tokens
+                       and (left := deadline - time.monotonic()) > 0):
+                    self._cond.wait(left)
+                if not self._queue:  # another thread took it meanwhile
+                    return []
+            first = self._queue.popleft()
+            batch, tokens, sentences = [first], first.tokens, len(first.sentences)
+            if self.batching:
+                share = -(-self._pending // self.workers)
+                rest = deque()
+                while self._queue:
+                    job = self._queue.popleft()
+                    if (job.shares_batch_with(first) and tokens + job.tokens <= self.max_batch_tokens
+                            and sentences + len(job.sentences) <= share):
+                        batch.append(job)
+                        tokens += job.tokens
+                        sentences += len(job.sentences)
+                    else:
+                        rest.append(job)
+                self._queue = rest
+            self._decoding += 1
+            return batch
+
+    def _run(self) -> None:
+        torch.set_num_threads(self.torch_threads)
+        while True:
+            batch = self._take()
+            if batch is None:
+                return
+            if batch:
+                self._decode(batch)
+
+    def _decode(self, batch: list[Job]) -> None:
+        # A job whose request gave up (timed out) while queued is dropped here.
+        live = [job for job in batch if job.future.set_running_or_notify_cancel()]
+        try:
+            if live:
+                first = live[0]
+                sentences = [s for job in live for s in job.sentences]
+                results = first.translator.translate(
+                    sentences, beam_size=first.beam_size, nbest=max(job.nbest for job in live),
+                    alignments=any(job.alignments for job in live),
+                    attention=any(job.attention for job in live))
+                start = 0
+                for job in live:
+                    job.future.set_result(results[start:start + len(job.sentences)])
+                    start += len(job.sentences)
+                self.batches += 1
+                self.sentences += len(sentences)
+        except Exception as exc:  # reported to the requests of this batch, never kills the thread
+            for job in live:
+                if not job.future.done():
+                    job.future.set_exception(exc)
+        finally:
+            with self._cond:
+                self._pending -= sum(len(job.sentences) for job in batch)
+                self._decoding -= 1

@@ -1,0 +1,72 @@
+"""From subword pieces back to words: which word each piece belongs to, and attention over words.
+
+SentencePiece marks the first piece of every whitespace-separated word with '▁', so a word is a
+piece starting with '▁' and the pieces after it up to the next one. Attention is merged the way
+`alignment_pairs` merges it for hard alignments: a target word attends to a source word with the
+sum of the weights from its pieces to that word's pieces, averaged over its own pieces, so each
+row still sums to 1 and its argmax is the word `nmt translate --alignments` prints.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+WORD_START = "\u2581"
+
+
+def word_index(pieces: Sequence[str]) -> list[int]:
+    """The word each piece belongs to, counting from 0 (the first piece always starts a word)."""
+    idx, word = [], -1
+    for k, piece in enumerate(pieces):
+        if piece.startswith(WORD_START) or k == 0:
+            word += 1
+        idx.append(word)
+    return idx
+
+
+def words_of(pieces: Sequence[str], text: str) -> list[str]:
+    """The words the pieces spell: ``text``'s whitespace-separated words when they are as many
+    (they keep their case and characters the vocabulary lacks), else the pieces joined."""
+    idx = word_index(pieces)
+    merged = [""] * (idx[-1] + 1 if idx else 0)
+    for w, piece in zip(idx, pieces):
+        merged[w] += piece
+    merged = [w.replace(WORD_START, "") for w in merged]
+    split = text.split()
+    return split if len(split) == len(merged) else merged
+
+
+@dataclass
+class WordAttention:
+    """The attention of one translation, over pieces as the model saw them and over words."""
+    source_pieces: list[str]
+    target_pieces: list[str]
+    piece_weights: list[list[float]]  # one row per target piece, one column per source piece
+    source_words: list[str]
+    target_words: list[str]
+    weights: list[list[float]]        # one row per target word (summing to 1), one column per source word
+
+    def as_dict(self) -> dict:
+        return {"source_words": self.source_words, "target_words": self.target_words,
+                "weights": self.weights, "source_pieces": self.source_pieces,
+                "target_pieces": self.target_pieces, "piece_weights": self.piece_weights}
+
+
+def word_attention(weights: torch.Tensor, src_pieces: Sequence[str], tgt_pieces: Sequence[str],
+                   source_text: str, target_text: str) -> WordAttention:
+    """Merge a (target pieces [+ EOS], source pieces) attention matrix into words; the EOS row,
+    if present, is left out."""
+    att = weights[:len(tgt_pieces), :len(src_pieces)].float()
+    src_w, tgt_w = word_index(src_pieces), word_index(tgt_pieces)
+    n_src = src_w[-1] + 1 if src_w else 0
+    n_tgt = tgt_w[-1] + 1 if tgt_w else 0
+    by_source_word = torch.zeros(len(tgt_pieces), n_src).index_add_(1, torch.tensor(src_w, dtype=torch.long), att)
+    summed = torch.zeros(n_tgt, n_src).index_add_(0, torch.tensor(tgt_w, dtype=torch.long), by_source_word)
+    pieces_per_word = torch.bincount(torch.tensor(tgt_w, dtype=torch.long), minlength=n_tgt).clamp(min=1)
+    merged = summed / pieces_per_word.unsqueeze(1)
+    return WordAttention(list(src_pieces), list(tgt_pieces), att.tolist(),
+                         words_of(src_pieces, source_text), words_of(tgt_pieces, target_text),
+                         merged.tolist())

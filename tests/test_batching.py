@@ -1,0 +1,89 @@
+import threading
+import time
+from types import SimpleNamespace
+
+import pytest
+
+from nmt_cli.batching import Batcher, Job, QueueFull
+
+
+class RecordingTranslator:
+    """Stands in for a Translator: records each batch and answers each sentence with its upper case."""
+
+    def __init__(self, delay: float = 0.0):
+        self.batches: list[list[str]] = []
+        self.delay = delay
+        self.release = threading.Event()
+        self.release.set()
+
+    def translate(self, sentences, **options):
+        self.release.wait(10)
+        time.sleep(self.delay)
+        self.batches.append(list(sentences))
+        return [SimpleNamespace(text=s.upper(), options=options) for s in sentences]
+
+
+def job(tr, sentences, beam=5, nbest=1):
+    return Job(tr, sentences, sum(len(s.split()) for s in sentences), beam, nbest, False, False)
+
+
+def test_jobs_queued_together_share_one_batch_and_get_their_own_answers():
+    tr = RecordingTranslator()
+    tr.release.clear()
+    b = Batcher(max_batch_tokens=100, max_wait_ms=50, capacity=100, threads=1)
+    b.start()
+    blocker = b.submit(job(tr, ["first"]))          # decoding, held
+    time.sleep(0.05)
+    futures = [b.submit(job(tr, [f"s{i} a", f"t{i}"], nbest=1 + i % 2)) for i in range(4)]
+    tr.release.set()
+    answers = [[r.text for r in f.result(10)] for f in futures]
+    assert blocker.result(10)[0].text == "FIRST"
+    assert answers == [[f"S{i} A", f"T{i}"] for i in range(4)]
+    assert tr.batches[1] == [s for i in range(4) for s in (f"s{i} a", f"t{i}")]  # one batch, arrival order
+    b.close()
+    assert b.pending == 0
+
+
+def test_jobs_with_another_beam_or_over_the_token_budget_wait_for_the_next_batch():
+    tr = RecordingTranslator()
+    tr.release.clear()
+    b = Batcher(max_batch_tokens=4, max_wait_ms=50, capacity=100, threads=1)
+    b.start()
+    b.submit(job(tr, ["x"]))
+    time.sleep(0.05)
+    fs = [b.submit(job(tr, ["a b"])), b.submit(job(tr, ["c"], beam=2)), b.submit(job(tr, ["d e"])),
+          b.submit(job(tr, ["f g"]))]
+    tr.release.set()
+    for f in fs:
+        f.result(10)
+    b.close()
+    assert tr.batches[1:] == [["a b", "d e"], ["c"], ["f g"]]
+
+
+def test_a_full_queue_refuses_and_a_cancelled_job_is_never_decoded():
+    tr = RecordingTranslator()
+    tr.release.clear()
+    b = Batcher(max_batch_tokens=0, max_wait_ms=0, capacity=3, threads=2)
+    assert b.workers == 1  # no batching: one request at a time
+    b.start()
+    b.submit(job(tr, ["one"]))
+    time.sleep(0.05)
+    waiting = b.submit(job(tr, ["two"]))
+    with pytest.raises(QueueFull):
+        b.submit(job(tr, ["three", "four"]))
+    assert waiting.cancel()
+    tr.release.set()
+    b.close()
+    assert tr.batches == [["one"]] and b.pending == 0
+
+
+def test_each_decoding_thread_takes_at_most_its_share():
+    tr = RecordingTranslator(delay=0.2)
+    b = Batcher(max_batch_tokens=1000, max_wait_ms=20, capacity=100, threads=2)
+    b.start()
+    fs = [b.submit(job(tr, [f"s{i}"])) for i in range(8)]
+    for f in fs:
+        f.result(10)
+    b.close()
+    # 8 sentences, 2 threads: without the share the second thread would take all 7 still queued
+    assert sum(map(len, tr.batches)) == 8 and max(map(len, tr.batches)) <= 4, tr.batches

@@ -1,0 +1,35 @@
+import pytest
+import torch
+
+from nmt_cli.search import Hypothesis
+from nmt_cli.translate import alignment_pairs
+from nmt_cli.words import word_attention, word_index, words_of
+
+
+def test_word_index_starts_a_word_at_each_marked_piece():
+    assert word_index(["▁Two", "▁do", "gs", "▁run", "."]) == [0, 1, 1, 2, 2]
+    assert word_index(["ab", "▁c"]) == [0, 1]  # the first piece always starts a word
+    assert word_index([]) == []
+
+
+def test_words_keep_the_text_when_the_counts_agree_else_join_pieces():
+    pieces = ["▁Two", "▁do", "gs", "▁run", "."]
+    assert words_of(pieces, "TWO dogs run.") == ["TWO", "dogs", "run."]
+    assert words_of(pieces, "Two dogs") == ["Two", "dogs", "run."]
+
+
+def test_word_rows_sum_to_one_and_their_argmax_is_the_hard_alignment():
+    src = ["▁Two", "▁do", "gs", "▁run", "."]
+    tgt = ["▁De", "ux", "▁chiens", "▁cour", "ent", "."]
+    weights = torch.softmax(torch.randn(len(tgt) + 1, len(src), generator=torch.Generator().manual_seed(3)), -1)
+    att = word_attention(weights, src, tgt, "Two dogs run.", "Deux chiens courent.")
+    assert att.source_words == ["Two", "dogs", "run."]
+    assert att.target_words == ["Deux", "chiens", "courent."]
+    assert len(att.piece_weights) == len(tgt)  # the EOS row is left out
+    assert all(sum(row) == pytest.approx(1, abs=1e-5) for row in att.weights)
+    # "Deux" = mean of its two pieces' rows, each summed over "dogs"' two pieces for column 1
+    first = (weights[0, 1] + weights[0, 2] + weights[1, 1] + weights[1, 2]) / 2
+    assert att.weights[0][1] == pytest.approx(float(first))
+    hyp = Hypothesis(list(range(len(tgt))), 0.0, 0.0, weights)
+    best = {(row.index(max(row)), j) for j, row in enumerate(att.weights)}
+    assert set(alignment_pairs(hyp, src, tgt)) == best
