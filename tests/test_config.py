@@ -134,8 +134,3 @@ def test_recipe_differences_split_blocking_from_allowed():
     assert blocking == ["model.hidden_dim"]
     assert set(allowed) == {"train.max_steps", "train.lr"}
 
-
-def test_docs_list_every_key_as_the_code_defines_it():
-    from nmt_cli.config import key_table
-    doc = (ROOT / "docs" / "recipes.md").read_text(encoding="utf-8")
-    assert key_table() in doc + "\n", "docs/recipes.md is stale: paste nmt_cli.config.key_table() into it"
