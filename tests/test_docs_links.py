@@ -53,3 +53,11 @@ def test_anchor_rule_matches_github():
     page = ROOT / "docs" / "lab" / "training-experiments.md"
     assert "measured-a-16000-piece-vocabulary-on-en-de-converge" in anchors(page)
     assert "measured-torchcompile" in anchors(page)
+
+
+def test_readme_stays_a_front_page():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme) <= 10_000, f"README.md has {len(readme)} characters; move detail into docs/"
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "scripts/test.sh" in ci and "bash scripts/test.sh" in readme  # the command CI runs
+    assert "](docs/tutorial.md)" in readme and "](docs/lab/README.md)" in readme
