@@ -435,35 +435,13 @@ def recipe_differences(old: dict, new: dict) -> tuple[list[str], list[str]]:
     # A key the older recipe lacks did not exist yet: it had its default's meaning.
     a, b = {**flatten(Recipe().to_dict()), **flatten(old)}, flatten(new)
     changed = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
-    blocking = [k for k in changed if k not in RESUMABLE_KEYS and not k.startswith("train.lr")
-                and k not in ("train.schedule", "train.warmup_steps")]
+    blocking = [k for k in changed if not may_change_on_resume(k)]
     allowed = [k for k in changed if k not in blocking]
     return blocking, allowed
 
 
-def key_table() -> str:
-    """Every recipe key as a Markdown table (docs/recipes.md holds it; a test keeps them equal)."""
-    rows = ["| key | type | default | allowed | meaning |", "|---|---|---|---|---|"]
+def may_change_on_resume(key: str) -> bool:
+    """Whether a dotted recipe key may differ between a checkpoint and the recipe resuming it."""
+    return (key in RESUMABLE_KEYS or key.startswith("train.lr")
+            or key in ("train.schedule", "train.warmup_steps"))
 
-    def walk(cls: type, prefix: str) -> None:
-        hints = typing.get_type_hints(cls)
-        for f in dataclasses.fields(cls):
-            if dataclasses.is_dataclass(hints[f.name]):
-                walk(hints[f.name], f"{prefix}{f.name}.")
-                continue
-            meta = f.metadata
-            default = f.default_factory() if f.default is dataclasses.MISSING else f.default
-            allowed = []
-            if meta.get("choices"):
-                allowed.append(" \\| ".join(meta["choices"]))
-            if meta.get("lo") is not None:
-                allowed.append(f"{'>' if meta['lo_open'] else '>='} {meta['lo']:g}")
-            if meta.get("hi") is not None:
-                allowed.append(f"<= {meta['hi']:g}")
-            type_name = str(f.type).replace(" | None", " or null")
-            shown = yaml.safe_dump(default, default_flow_style=True).strip().removesuffix("...").strip()
-            rows.append(f"| `{prefix}{f.name}` | {type_name} | `{shown}` | {', '.join(allowed)} "
-                        f"| {meta.get('help', '').replace('|', chr(92) + '|')} |")
-
-    walk(Recipe, "")
-    return "\n".join(rows) + "\n"

@@ -139,12 +139,6 @@ def test_recipe_differences_split_blocking_from_allowed():
     assert set(allowed) == {"train.max_steps", "train.lr"}
 
 
-def test_docs_list_every_key_as_the_code_defines_it():
-    from nmt_cli.config import key_table
-    doc = (ROOT / "docs" / "recipes.md").read_text(encoding="utf-8")
-    assert key_table() in doc + "\n", "docs/recipes.md is stale: paste nmt_cli.config.key_table() into it"
-
-
 def test_a_set_typo_is_blamed_on_the_set_not_the_file(tmp_path):
     path = write(tmp_path, "name: x\nmodel: {hidden_dim: 64}\n")
     with pytest.raises(ConfigError) as info:

@@ -1,0 +1,58 @@
+"""Every relative link in README.md and docs/ points at a file that exists, and every #anchor at a
+heading of that file (GitHub's anchor rule: lowercase, punctuation dropped, spaces to hyphens)."""
+
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
+LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
+FENCE = re.compile(r"^(```|~~~).*?^\1", re.S | re.M)
+
+
+def anchors(page: Path) -> set[str]:
+    text = FENCE.sub("", page.read_text(encoding="utf-8"))
+    found = set()
+    for heading in re.findall(r"^#{1,6}\s+(.*?)\s*#*$", text, re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        found.add(slug)
+    return found
+
+
+def links(page: Path) -> list[str]:
+    text = FENCE.sub("", page.read_text(encoding="utf-8"))
+    text = re.sub(r"`[^`\n]*`", "", text)  # inline code is not a link
+    return [t for t in LINK.findall(text) if not re.match(r"[a-z][a-z0-9+.-]*:", t)]
+
+
+def test_the_pages_have_links_to_check():
+    assert len(PAGES) >= 10 and sum(len(links(p)) for p in PAGES) >= 50
+
+
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
+def test_relative_links_resolve(page):
+    broken = []
+    for target in links(page):
+        path_part, _, anchor = target.partition("#")
+        dest = (page.parent / path_part).resolve() if path_part else page
+        if not dest.exists():
+            broken.append(f"{target}: no such file")
+        elif anchor and dest.suffix == ".md" and anchor not in anchors(dest):
+            broken.append(f"{target}: no heading #{anchor} in {dest.relative_to(ROOT)}")
+    assert not broken, f"{page.relative_to(ROOT)}: " + "; ".join(broken)
+
+
+def test_anchor_rule_matches_github():
+    page = ROOT / "docs" / "lab" / "training-experiments.md"
+    assert "measured-a-16000-piece-vocabulary-on-en-de-converge" in anchors(page)
+    assert "measured-torchcompile" in anchors(page)
+
+
+def test_readme_stays_a_front_page():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme) <= 10_000, f"README.md has {len(readme)} characters; move detail into docs/"
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    assert "scripts/test.sh" in ci and "bash scripts/test.sh" in readme  # the command CI runs
+    assert "](docs/tutorial.md)" in readme and "](docs/lab/README.md)" in readme
