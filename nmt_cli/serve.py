@@ -394,7 +394,10 @@ def _listen(host: str, port: int) -> socket.socket:
     except socket.gaierror as exc:
         raise UserError(f"--host {host}: cannot resolve ({exc.strerror})") from None
     family, _, _, _, address = infos[0]
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named explicitly: asyncio turns Nagle's algorithm off (TCP_NODELAY) only on
+    # connections whose socket says TCP; with proto 0 a response's header and body segments
+    # waited for the client's delayed ACK, 40 ms a request on a kept-alive connection.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind(address)

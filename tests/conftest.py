@@ -68,3 +68,18 @@ def tiny_run(tmp_path_factory):
     run_dir = base / "run"
     preprocess(recipe, run_dir, log=lambda m: None)
     return recipe, run_dir
+
+
+def trained_copy(tiny_run, tmp_path_factory, name: str, progress_bar: bool | None = None, **train_values) -> Path:
+    """A copy of the tiny preprocessed run, trained with ``train_values`` over the recipe's train.*;
+    returns its run dir."""
+    import shutil
+    from nmt_cli.config import recipe_from_dict
+    from nmt_cli.training import train
+    recipe, run_dir = tiny_run
+    copy = tmp_path_factory.mktemp(name) / "run"
+    shutil.copytree(run_dir, copy)
+    raw = recipe.to_dict()
+    raw["train"].update(train_values)
+    train(recipe_from_dict(raw), copy, device="cpu", progress_bar=progress_bar)
+    return copy

@@ -7,6 +7,7 @@ import torch
 
 from nmt_cli import checkpoint as ckpt
 from nmt_cli.errors import CheckpointError
+from tests.conftest import trained_copy
 
 
 def test_atomic_save_and_safe_load(tmp_path):
@@ -106,16 +107,7 @@ def test_files_that_torch_never_wrote_are_named_not_checkpoints(tmp_path, name, 
 
 @pytest.fixture(scope="module")
 def trained_run(tiny_run, tmp_path_factory):
-    import shutil
-    from nmt_cli.config import recipe_from_dict
-    from nmt_cli.training import train
-    recipe, run_dir = tiny_run
-    copy = tmp_path_factory.mktemp("ckpt") / "run"
-    shutil.copytree(run_dir, copy)
-    raw = recipe.to_dict()
-    raw["train"].update(max_steps=8, checkpoint_every=8)
-    train(recipe_from_dict(raw), copy, device="cpu")
-    return copy
+    return trained_copy(tiny_run, tmp_path_factory, "ckpt", max_steps=8, checkpoint_every=8)
 
 
 def _outputs(loaded, lines, beam):

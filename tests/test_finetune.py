@@ -1,5 +1,3 @@
-import shutil
-
 import pytest
 import torch
 import yaml
@@ -10,20 +8,14 @@ from nmt_cli.data import ensure_preprocessed, load_meta, preprocess
 from nmt_cli.errors import CheckpointError, DataError
 from nmt_cli.tokenizer import Tokenizer
 from nmt_cli.training import Trainer, train
-from tests.conftest import tiny_recipe_dict, write_slice
+from tests.conftest import tiny_recipe_dict, trained_copy, write_slice
 from tests.test_cli import nmt, one_line_error
 
 
 @pytest.fixture(scope="module")
 def initial(tiny_run, tmp_path_factory):
     """A tiny model trained for a few steps: what fine-tuning starts from."""
-    recipe, run_dir = tiny_run
-    copy = tmp_path_factory.mktemp("initial") / "run"
-    shutil.copytree(run_dir, copy)
-    raw = recipe.to_dict()
-    raw["train"].update(max_steps=6, checkpoint_every=6, ema_decay=0.9)
-    train(recipe_from_dict(raw), copy, device="cpu")
-    return copy
+    return trained_copy(tiny_run, tmp_path_factory, "initial", max_steps=6, checkpoint_every=6, ema_decay=0.9)
 
 
 def new_data_recipe(tmp_path, initial, **model):

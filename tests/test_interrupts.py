@@ -11,22 +11,14 @@ import pytest
 import yaml
 
 from nmt_cli import checkpoint as ckpt
-from nmt_cli.config import recipe_from_dict
 from nmt_cli.interrupts import Interrupted, task, unfinished
-from nmt_cli.training import train
-from tests.conftest import multi30k_lines, tiny_recipe_dict, write_slice
+from tests.conftest import multi30k_lines, tiny_recipe_dict, trained_copy, write_slice
 from tests.test_cli import ROOT
 
 
 @pytest.fixture(scope="module")
 def model_run(tiny_run, tmp_path_factory):
-    recipe, run_dir = tiny_run
-    copy = tmp_path_factory.mktemp("interrupts") / "run"
-    shutil.copytree(run_dir, copy)
-    raw = recipe.to_dict()
-    raw["train"].update(max_steps=2)
-    train(recipe_from_dict(raw), copy, device="cpu", progress_bar=False)
-    return copy
+    return trained_copy(tiny_run, tmp_path_factory, "interrupts", progress_bar=False, max_steps=2)
 
 
 @pytest.fixture(scope="module")

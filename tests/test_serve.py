@@ -20,22 +20,14 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from conftest import multi30k_lines  # noqa: E402
-from nmt_cli.config import recipe_from_dict  # noqa: E402
-from nmt_cli.training import train  # noqa: E402
+from conftest import multi30k_lines, trained_copy  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 @pytest.fixture(scope="module")
 def run_dir(tiny_run, tmp_path_factory):
-    recipe, base = tiny_run
-    copy = tmp_path_factory.mktemp("served") / "run"
-    shutil.copytree(base, copy)
-    raw = recipe.to_dict()
-    raw["train"].update(max_steps=40, checkpoint_every=40)
-    train(recipe_from_dict(raw), copy, device="cpu")
-    return copy
+    return trained_copy(tiny_run, tmp_path_factory, "served", max_steps=40, checkpoint_every=40)
 
 
 def nmt_command(*args: str) -> list[str]:

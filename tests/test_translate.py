@@ -6,21 +6,15 @@ import torch
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from nmt_cli.checkpoint import load_model
-from nmt_cli.config import recipe_from_dict
 from nmt_cli.search import Hypothesis
-from nmt_cli.training import train
 from nmt_cli.translate import (DecodeOptions, OutputOptions, Translator, alignment_pairs, count_lines,
                                force_decode, shade_rows, translate_stream)
+from tests.conftest import trained_copy
 
 
 @pytest.fixture(scope="module")
 def trained(tiny_run, tmp_path_factory):
-    recipe, run_dir = tiny_run
-    copy = tmp_path_factory.mktemp("trained") / "run"
-    shutil.copytree(run_dir, copy)
-    raw = recipe.to_dict()
-    raw["train"].update(max_steps=30, checkpoint_every=30)
-    train(recipe_from_dict(raw), copy, device="cpu")
+    copy = trained_copy(tiny_run, tmp_path_factory, "trained", max_steps=30, checkpoint_every=30)
     model, recipe, tokenizer, _ = load_model(copy)
     return model, tokenizer, copy
 
