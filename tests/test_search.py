@@ -29,7 +29,7 @@ def sequence_logprob(m, src, length, tokens):
     total = 0.0
     for tok in tokens + [EOS]:
         logp, state, _ = m.step(prev, state, memory)
-        total += float(logp[0, tok])
+        total += float(logp[0, tok].detach())
         prev = torch.tensor([tok])
     return total
 
