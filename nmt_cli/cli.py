@@ -198,7 +198,7 @@ def translate(model: ModelOption = [],
 
 @app.command()
 def serve(model: Annotated[List[str], typer.Option(
-              "-m", "--model", help="Run dir or checkpoint file to serve; repeat to serve several models "
+              "-m", "--model", metavar="RUN", help="Run dir or checkpoint file to serve; repeat to serve several models "
               "(each its recipe's language pair).")] = [],
           host: Annotated[str, typer.Option(help="Address to listen on; the default answers this machine only.")] = "127.0.0.1",
           port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port (0: any free one, printed at start).")] = 5000,
