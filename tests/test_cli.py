@@ -38,9 +38,12 @@ def one_line_error(result, *needles):
 
 def test_version_and_help():
     assert nmt("--version").stdout.decode().startswith("nmt ")
-    for cmd in ("preprocess", "train", "translate", "eval", "score", "average"):
+    for cmd in ("preprocess", "train", "translate", "eval", "score", "average", "serve"):
         out = nmt(cmd, "--help")
         assert out.returncode == 0 and b"Usage" in out.stdout
+        assert b"<list" not in out.stdout  # -m reads RUN, not the Python type
+        if cmd in ("translate", "eval", "score", "serve"):
+            assert b"-m, --model RUN" in out.stdout, cmd
 
 
 @pytest.mark.parametrize("text, needle", [
