@@ -34,16 +34,6 @@ def sequence_logprob(m, src, length, tokens):
     return total
 
 
-def test_greedy_equals_beam_of_one():
-    m = model()
-    src, lengths = sources()
-    g = greedy(m, src, lengths)
-    b = beam_search(m, src, lengths, beam_size=1, alpha=0.0)
-    for x, y in zip(g, b):
-        assert x[0].tokens == y[0].tokens
-        assert x[0].score == pytest.approx(y[0].score, abs=1e-4)
-
-
 def test_batched_beam_equals_one_sentence_at_a_time():
     m = model(1)
     src, lengths = sources()
