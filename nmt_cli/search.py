@@ -86,7 +86,11 @@ def greedy(model, src: torch.Tensor, src_lengths: torch.Tensor, *, max_len_ratio
            max_len_const: int = 10, min_len: int = 1, attention: bool = False,
            vocab: Candidates | torch.Tensor | None = None, check_every: int = 4) -> list[list[Hypothesis]]:
     """Batched greedy decoding; returns one 1-best hypothesis list per sentence.
-    ``vocab``: sorted target ids to choose from, or per-sentence ``Candidates``; None = all."""
+    ``vocab``: sorted target ids to choose from, or per-sentence ``Candidates``; None = all.
+
+    Every ``check_every`` steps (one host synchronisation, not one per step) the sentences that
+    have ended leave the batch: in a length-sorted batch of 64 a good share of the rows would
+    otherwise go on computing after their EOS (41% of all rows on test_2016)."""
     vocab, allowed = _split(vocab)
     b = src.size(0)
     device = src.device
@@ -95,10 +99,10 @@ def greedy(model, src: torch.Tensor, src_lengths: torch.Tensor, *, max_len_ratio
     steps = int(limit.max())
     tokens = torch.full((b, steps), PAD, dtype=torch.long, device=device)
     scores = torch.zeros(b, device=device)
-    done = torch.zeros(b, dtype=torch.bool, device=device)
     attn = None
+    rows = torch.arange(b, device=device)          # the sentence of each row still decoding
+    done = torch.zeros(b, dtype=torch.bool, device=device)
     prev = torch.full((b,), BOS, dtype=torch.long, device=device)
-    t = 0
     for t in range(steps):
         logp, state, weights = model.step(prev, state, memory, vocab, allowed)
         logp = _restrict(logp, limit - 1 <= t, t < min_len)
@@ -106,21 +110,28 @@ def greedy(model, src: torch.Tensor, src_lengths: torch.Tensor, *, max_len_ratio
         if vocab is not None:
             token = vocab[token]
         token = token.masked_fill(done, PAD)
-        scores += best.masked_fill(done, 0.0)
-        tokens[:, t] = token
+        if t == 0:
+            scores = scores.to(best.dtype)
+        scores.index_add_(0, rows, best.masked_fill(done, 0.0))
+        tokens[rows, t] = token
         if attention and weights is not None:
             if attn is None:
                 attn = weights.new_zeros(b, steps, weights.size(-1))
-            attn[:, t] = weights
+            attn[rows, t] = weights
         done |= token == EOS
         prev = token.masked_fill(token == PAD, EOS)
-        # One host synchronisation every few steps, not every step.
-        if (t + 1) % check_every == 0 and bool(done.all()):
-            break
-    rows = tokens[:, :t + 1].tolist()
+        if (t + 1) % check_every == 0 and bool(done.any()):
+            live = (~done).nonzero().squeeze(1)
+            if live.numel() == 0:
+                break
+            rows, limit, prev, done = rows[live], limit[live], prev[live], done[live]
+            state, memory = state.select(live), memory.select(live)
+            if allowed is not None:
+                allowed = allowed.index_select(0, live)
+    token_rows = tokens.tolist()
     out = []
     for i in range(b):
-        seq = _trim(rows[i])
+        seq = _trim(token_rows[i])
         a = None if attn is None else attn[i, :len(seq) + 1, :int(src_lengths[i])].cpu()
         s = float(scores[i])
         out.append([Hypothesis(seq, s, s, a)])

@@ -226,6 +226,28 @@ def test_greedy_equals_beam_of_one_with_a_length_penalty_and_eos_close_behind():
             assert x[0].score == pytest.approx(y[0].score, abs=1e-5)
 
 
+def test_greedy_drops_ended_sentences_without_changing_any():
+    # Sentences end at different steps, so the batch shrinks several times on the way; each
+    # sentence, with its own shortlist row and its attention, must come out as decoded alone.
+    from nmt_cli.shortlist import Shortlist
+    m = model(11, input_feeding=True)
+    g = torch.Generator().manual_seed(3)
+    src = torch.randint(4, V, (24, 7), generator=g)
+    lengths = torch.randint(1, 8, (24,), generator=g)
+    for i, n in enumerate(lengths):
+        src[i, n:] = 0
+    shortlist = Shortlist(torch.arange(4, 10), torch.randint(4, V, (V, 6), generator=g))
+    together = greedy(m, src, lengths, attention=True, vocab=shortlist.candidates(src, lengths), check_every=1)
+    ended = sorted(len(h[0].tokens) for h in together)
+    assert len(set(ended)) >= 3  # the batch shrank more than once
+    for i in range(24):
+        one, n = src[i:i + 1, :int(lengths[i])], lengths[i:i + 1]
+        alone = greedy(m, one, n, attention=True, vocab=shortlist.candidates(one, n))[0][0]
+        assert together[i][0].tokens == alone.tokens
+        assert together[i][0].score == pytest.approx(alone.score, abs=1e-5)
+        assert torch.allclose(together[i][0].attention, alone.attention, atol=1e-6)
+
+
 def test_nbest_scores_are_the_force_decoded_scores():
     m = model(6)
     src, lengths = sources()
