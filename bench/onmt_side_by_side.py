@@ -30,12 +30,13 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RECIPE = ROOT / "recipes" / "en-fr.yaml"
-# The reference shape on nmt's side: additive (concat) attention with input feeding.
-NMT_SET = ["model.attention=concat", "model.input_feeding=true"]
+# The reference shape on nmt's side: additive (concat) attention, no input feeding, as on
+# OpenNMT-py's side (input_feed 0 below), so that both decoders do the same work per step.
+NMT_SET = ["model.attention=concat", "model.input_feeding=false"]
 # The packages OpenNMT-py 3.5's training and translation entry points import (its transforms
 # package imports every transform module, spacy and fasttext included).
 ONMT_IMPORTS = ["configargparse", "pyyaml", "numpy", "sacrebleu", "pyonmttok>=1.37,<2", "regex",
-                "pyahocorasick", "spacy", "fasttext-wheel"]
+                "pyahocorasick", "spacy", "fasttext-wheel", "rapidfuzz", "six"]
 
 # torch >= 2.6 loads with weights_only=True by default, and OpenNMT-py 3.5's checkpoints hold an
 # argparse.Namespace: its translator fails to load them unless this switch restores the old default.
