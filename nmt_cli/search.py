@@ -155,7 +155,7 @@ def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_siz
     device = src.device
     state, memory = model.encode(src, src_lengths)
     flat = torch.arange(b, device=device).repeat_interleave(k)
-    state, memory = state.select(flat), memory.select(flat)
+    state, memory = state.select(flat), memory.shared_by(k)  # one memory row per sentence
     if allowed is not None:
         allowed = allowed.index_select(0, flat)
     limit = max_lengths(src_lengths, max_len_ratio, max_len_const).to(device)
@@ -249,9 +249,9 @@ def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_siz
             if attention:
                 alive_attn, fin_attn = alive_attn[live], fin_attn[live]
             beam_rows = beam_rows[live]
-            live_rows = (live * k).repeat_interleave(k) + rank.repeat(live.numel())
-            memory = memory.select(live_rows)
+            memory = memory.select(live)
             if allowed is not None:
+                live_rows = (live * k).repeat_interleave(k) + rank.repeat(live.numel())
                 allowed = allowed.index_select(0, live_rows)
         state, prev = state.select(beam_rows.view(-1)), alive_seq[:, :, -1].reshape(-1)
     return results

@@ -284,6 +284,34 @@ def test_teacher_forced_and_step_by_step_equal_the_reference(name):
 
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))
+def test_hypotheses_sharing_one_memory_row_equal_the_reference(name):
+    # Beam search's layout: K rows per sentence read one memory row (memory.shared_by(K)), each
+    # row following its own target; every row must still be its own reference decoding.
+    cfg, model = build(name)
+    src, src_lengths, _, _, _ = batch()
+    k, steps = 3, 4
+    g = torch.Generator().manual_seed(5)
+    targets = torch.randint(4, V, (3 * k, steps), generator=g)
+    with torch.no_grad():
+        state, memory = model.encode(src, src_lengths)
+        state, memory = state.select(torch.arange(3).repeat_interleave(k)), memory.shared_by(k)
+        prev = torch.full((3 * k,), BOS)
+        stepwise, attention = [], []
+        for i in range(steps):
+            logp, state, weights = model.step(prev, state, memory)
+            stepwise.append(logp)
+            attention.append(weights)
+            prev = targets[:, i]
+        stepwise = torch.stack(stepwise, dim=1)
+    for row in range(3 * k):
+        i = row // k
+        expected, _ = decode(model, cfg, src[i, :src_lengths[i]].tolist(), targets=targets[row, :steps - 1].tolist())
+        assert torch.allclose(stepwise[row], expected[:steps], atol=1e-9, rtol=0), (name, row)
+        if attention[0] is not None:  # padding positions of the shared row stay at zero weight
+            assert float(attention[-1][row, int(src_lengths[i]):].abs().sum()) == 0.0
+
+
+@pytest.mark.parametrize("name", sorted(VARIANTS))
 def test_loop_function_and_greedy_search_equal_the_reference(name):
     cfg, model = build(name)
     src, src_lengths, _, tgt_lengths, tgt_in = batch()

@@ -66,14 +66,23 @@ class DecoderState:
 
 @dataclass
 class DecoderMemory:
-    """What every decoding step reads about the source batch."""
+    """What every decoding step reads about the source batch.
+
+    ``hypotheses`` > 1 (beam search): each source row is read by that many consecutive decoder
+    rows, the hypotheses of one sentence, which attention then takes as that many queries against
+    one copy of the sentence's states, rather than each against a copy of its own."""
 
     attention: AttentionMemory | None   # None for the fixed-context decoder
     summary: torch.Tensor               # (B, H) the bridge's fixed context c
+    hypotheses: int = 1
 
     def select(self, index: torch.Tensor) -> "DecoderMemory":
+        """The source rows ``index`` (sentences, not hypotheses)."""
         return DecoderMemory(None if self.attention is None else self.attention.select(index),
-                             self.summary.index_select(0, index))
+                             self.summary.index_select(0, index), self.hypotheses)
+
+    def shared_by(self, hypotheses: int) -> "DecoderMemory":
+        return DecoderMemory(self.attention, self.summary, hypotheses)
 
 
 class Decoder(nn.Module):
@@ -109,11 +118,21 @@ class Decoder(nn.Module):
     # ------------------------------------------------------------------ pieces
 
     def _attend(self, memory: DecoderMemory, query: torch.Tensor):
-        """query (B, T, H) -> context (B, T, C), weights (B, T, S) or None."""
+        """query (B, T, H) -> context (B, T, C), weights (B, T, S) or None. With G hypotheses per
+        source row, the (B*G, 1, H) queries of a step go in as (B, G, H): G queries per sentence."""
+        rows, steps, _ = query.shape
+        group = memory.hypotheses
+        if group > 1:
+            query = query.reshape(rows // group, group * steps, -1)
         if self.attention is None:
             b, t, _ = query.shape
-            return memory.summary.unsqueeze(1).expand(b, t, -1), None
-        return self.attention(memory.attention, query)
+            context, weights = memory.summary.unsqueeze(1).expand(b, t, -1), None
+        else:
+            context, weights = self.attention(memory.attention, query)
+        if group > 1:
+            context = context.reshape(rows, steps, -1)
+            weights = None if weights is None else weights.reshape(rows, steps, -1)
+        return context, weights
 
     def _attentional_hidden(self, s: torch.Tensor, c: torch.Tensor, e: torch.Tensor | None) -> torch.Tensor:
         """h~ = tanh(W_c [c; s]) (luong) or tanh(W_o [s; c; y_{i-1}]) (bahdanau, conditional)."""

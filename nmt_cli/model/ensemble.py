@@ -19,6 +19,10 @@ class EnsembleState:
     def select(self, index: torch.Tensor) -> "EnsembleState":
         return EnsembleState([p.select(index) for p in self.parts])
 
+    def shared_by(self, hypotheses: int) -> "EnsembleState":
+        """For the members' memories: see DecoderMemory.shared_by."""
+        return EnsembleState([p.shared_by(hypotheses) for p in self.parts])
+
 
 class Ensemble(nn.Module):
     def __init__(self, models: list[nn.Module]):

@@ -6,7 +6,8 @@ With ``tie_embeddings`` W_s is the target embedding matrix, so h~ has the embedd
 ``share_embeddings`` (joint vocabulary) source and target read one embedding table.
 
 The search contract used by greedy and beam search is three calls: ``encode`` -> (state, memory),
-``step`` -> (log-probabilities, state, attention weights), and ``select`` on state and memory.
+``step`` -> (log-probabilities, state, attention weights), and ``select`` on state and memory, with
+``memory.shared_by(K)`` for beam search's K hypotheses per sentence.
 """
 
 from __future__ import annotations
