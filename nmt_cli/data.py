@@ -19,6 +19,7 @@ import re
 import shutil
 import time
 from collections import Counter
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from itertools import chain, compress
 from pathlib import Path
@@ -32,9 +33,11 @@ from nmt_cli.arrays import SideWriter, id_dtype
 from nmt_cli.config import Recipe, save_recipe
 from nmt_cli.errors import DataError
 # normalize is also imported from here by translate and score, which clean their input with it.
-from nmt_cli.pairs import Deduplicator, PairSource, Reservoir, chunks, filter_reason, normalize
+from nmt_cli.pairs import (ChunkPairs, Cleaning, Deduplicator, PairSource, Reservoir, chunks, normalize,
+                            split_block)
 from nmt_cli.shortlist import Shortlist, learn_shortlist
 from nmt_cli.tokenizer import BOS, EOS, PAD, Tokenizer, seed_sampling, train_tokenizer
+from nmt_cli.workers import ordered_map, usable_cores
 
 DATA_FORMAT = 1
 
@@ -285,8 +288,12 @@ class _TextPairs:
 
     def write(self, pairs: list[tuple[str, str]]) -> None:
         # Normalised lines hold no line break, so one line stays one line.
-        self.files[0].write("".join(s + "\n" for s, _ in pairs))
-        self.files[1].write("".join(t + "\n" for _, t in pairs))
+        self.write_text("".join(s + "\n" for s, _ in pairs), "".join(t + "\n" for _, t in pairs))
+
+    def write_text(self, src: str, tgt: str) -> None:
+        """Lines already joined, each ending in a line break."""
+        self.files[0].write(src)
+        self.files[1].write(tgt)
 
     def close(self) -> None:
         for fh, path in zip(self.files, self.paths):
@@ -315,38 +322,41 @@ def _prepare_data_dir(data_dir: Path, log) -> None:
         part.unlink()
 
 
-def _stream_train(recipe: Recipe, data_dir: Path, sample: Reservoir | None, log) -> list[dict]:
-    """Pass one over every training corpus: clean, filter, deduplicate, store the text, sample."""
+def _stream_train(recipe: Recipe, data_dir: Path, sample: Reservoir | None, log,
+                  workers: int | None = None) -> list[dict]:
+    """Pass one over every training corpus: clean, filter, deduplicate, store the text, sample.
+    Blocks of TEXT_CHUNK pairs are cleaned and filtered on ``workers`` processes (every usable
+    core by default) while this one decompresses, stores and samples, in corpus order."""
     d = recipe.data
+    workers = usable_cores() if workers is None else workers
     dedup = Deduplicator() if d.dedup else None
     report = []
     out = _TextPairs(data_dir, "train")
     try:
         for entry in train_entries(recipe):
             source = pair_source(recipe, entry)
+            clean = Cleaning(d.lowercase, d.max_len, d.max_ratio, tsv=source.tsv)
             read, kept, dropped = 0, 0, Counter()
-            for chunk in chunks(iter(source), TEXT_CHUNK):
-                read += len(chunk)
-                good = []
-                for pair in chunk:
-                    if pair is None:
-                        dropped["no tab (not source<TAB>target)"] += 1
-                        continue
-                    s, t = normalize(pair[0], d.lowercase), normalize(pair[1], d.lowercase)
-                    reason = filter_reason(s, t, d.max_len, d.max_ratio)
-                    if reason is None:
-                        good.append((s, t))
-                    else:
-                        dropped[reason] += 1
-                if dedup is not None and good:
-                    fresh = dedup.fresh(good)
-                    if len(good) - sum(fresh):
-                        dropped["duplicate pair"] += len(good) - sum(fresh)
-                    good = list(compress(good, fresh))
-                out.write(good)
+            for chunk in ordered_map(clean, source.blocks(TEXT_CHUNK), workers):
+                read += chunk.read
+                dropped.update(chunk.dropped)
+                pairs = None  # built only with dedup; else the sample takes what it needs of the chunk
+                if dedup is not None and chunk.kept:
+                    pairs = chunk.pairs()
+                    fresh = dedup.fresh(pairs)
+                    if chunk.kept - sum(fresh):
+                        dropped["duplicate pair"] += chunk.kept - sum(fresh)
+                        pairs = list(compress(pairs, fresh))
+                        chunk.src, chunk.tgt = ("".join(s + "\n" for s, _ in pairs),
+                                                "".join(t + "\n" for _, t in pairs))
+                    chunk.kept = len(pairs)
+                out.write_text(chunk.src, chunk.tgt)
                 if sample is not None:
-                    sample.offer(good)
-                kept += len(good)
+                    if sample.wants(chunk.kept):
+                        sample.offer(pairs if pairs is not None else ChunkPairs(chunk))
+                    else:
+                        sample.pass_over(chunk.kept)
+                kept += chunk.kept
             report.append({"corpus": source.label, "files": source.paths, "read": read, "kept": kept,
                            "dropped": dict(sorted(dropped.items()))})
             log(f"train {source.label}: {read} pairs read, {kept} kept, {read - kept} dropped")
@@ -419,29 +429,42 @@ def _learn_tokenizer(recipe: Recipe, sample: Reservoir | None, log) -> Tokenizer
 
 
 def encode_threads() -> int:
-    """Every core this process may use: SentencePiece encodes a batch on that many threads."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+    """SentencePiece encodes a batch on every core this process may use."""
+    return usable_cores()
+
+
+def _store_encoded(writer: SideWriter, seqs: list[list[int]]) -> None:
+    lengths = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
+    writer.append(np.fromiter(chain.from_iterable(seqs), dtype=writer.ids.dtype, count=int(lengths.sum())),
+                  lengths)
 
 
 def encode_text_file(tokenizer: Tokenizer, data_dir: Path, name: str, dtype, threads: int) -> dict:
     """Pass two: ``{name}.{side}.txt`` -> ids and offsets arrays, ENCODE_CHUNK lines at a time.
-    SentencePiece's batch encoding keeps the input order whatever the threads."""
+    SentencePiece's batch encoding keeps the input order whatever the threads, and lets go of
+    Python's lock while it encodes: a helper thread turns the previous chunk's id lists into the
+    arrays meanwhile, so that work does not leave the cores idle between chunks."""
     meta = {}
-    for side in ("src", "tgt"):
-        writer = SideWriter(data_dir, name, side, dtype)
-        try:
-            for lines in chunks(corpora.iter_lines(data_dir / f"{name}.{side}.txt"), ENCODE_CHUNK):
-                seqs = tokenizer.encode_ids(side, lines, threads)
-                lengths = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
-                ids = np.fromiter(chain.from_iterable(seqs), dtype=writer.ids.dtype, count=int(lengths.sum()))
-                writer.append(ids, lengths)
-        except BaseException:
-            writer.abort()
-            raise
-        meta[side] = writer.close()
+    with ThreadPoolExecutor(1) as helper:
+        for side in ("src", "tgt"):
+            writer = SideWriter(data_dir, name, side, dtype)
+            stored = None
+            try:
+                with corpora.LineBlocks(data_dir / f"{name}.{side}.txt") as text:
+                    while (block := text.take(ENCODE_CHUNK))[1]:
+                        seqs = tokenizer.encode_ids(side, split_block(block[0]), threads)
+                        if stored is not None:
+                            stored.result()
+                        stored = helper.submit(_store_encoded, writer, seqs)
+                if stored is not None:
+                    stored.result()
+            except BaseException:
+                if stored is not None:
+                    stored.cancel()
+                    wait([stored])
+                writer.abort()
+                raise
+            meta[side] = writer.close()
     return meta
 
 
@@ -507,7 +530,9 @@ def _preprocess(recipe: Recipe, run_dir: Path, log) -> dict:
         log(f"{name}: {s['src']['sentences']} pairs, {s['src']['tokens']} source and "
             f"{s['tgt']['tokens']} target subwords (encoded in {seconds:.1f} s on {threads} threads, "
             f"{2 * s['src']['sentences'] / max(seconds, 1e-9):.0f} lines/s)")
+    started = time.perf_counter()
     save_shortlist(data_dir, learn_split_shortlist(data_dir, tokenizer))
+    log(f"shortlist learned in {time.perf_counter() - started:.1f} s")
     meta["tok_references"] = save_tok_references(recipe, data_dir, log)
     save_recipe(recipe, run_dir / "recipe.yaml")
     tmp = data_dir / "meta.json.part"
@@ -559,32 +584,60 @@ def collate(srcs: Sequence[np.ndarray], tgts: Sequence[np.ndarray]) -> Batch:
                  torch.from_numpy(tgt_in), torch.from_numpy(tgt_out), int(tgt_len.sum()))
 
 
+class Batches(Sequence):
+    """One epoch's batches without a Python object per batch: the sentence indices in length
+    order (int32 while they fit), where each batch's run of them ends, and the order the batches
+    are taken in. Item ``i`` is the i-th batch taken, an array of sentence indices."""
+
+    def __init__(self, order: np.ndarray, bounds: np.ndarray, taken: np.ndarray):
+        self.order, self.bounds, self.taken = order, bounds, taken
+
+    def __len__(self) -> int:
+        return len(self.taken)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        b = self.taken[i]
+        return self.order[self.bounds[b]:self.bounds[b + 1]]
+
+
 def token_batches(src_lengths: np.ndarray, tgt_lengths: np.ndarray, batch_tokens: int,
-                  seed: int, epoch: int, shuffle: bool = True) -> list[np.ndarray]:
+                  seed: int, epoch: int, shuffle: bool = True) -> Batches:
     """Group sentence indices into batches of about ``batch_tokens`` real target tokens.
 
     Sentences are sorted by (target, source) length with a random tie-break, so a batch holds
     sentences of nearly equal length and padding stays small; batch order is shuffled per epoch
-    from ``seed`` and ``epoch``, which makes the sequence reproducible for exact resume.
+    from ``seed`` and ``epoch``, which makes the sequence reproducible for exact resume. A batch
+    takes sentences in that order while their tokens fit (the first always); its end is found by
+    a binary search in the running token count, so the work in Python is per batch, not per
+    sentence (a 40M-pair corpus has 40M sentences and about a million batches).
     """
     rng = np.random.default_rng([seed, epoch])
     n = len(src_lengths)
     tie = rng.random(n) if shuffle else np.arange(n)
     order = np.lexsort((tie, src_lengths, tgt_lengths))
-    costs = (tgt_lengths[order] + 1)
-    batches, start, total = [], 0, 0
-    for pos in range(n):
-        cost = int(costs[pos])
-        if total and total + cost > batch_tokens:
-            batches.append(order[start:pos])
-            start, total = pos, 0
-        total += cost
-    if start < n:
-        batches.append(order[start:])
-    if shuffle:
-        perm = rng.permutation(len(batches))
-        batches = [batches[i] for i in perm]
-    return batches
+    del tie
+    if n < 2**31:
+        order = order.astype(np.int32)
+    ends = np.cumsum(tgt_lengths[order] + 1, dtype=np.int64)  # tokens up to each position, inclusive
+    bounds = [0]
+    while bounds[-1] < n:
+        start = bounds[-1]
+        limit = (int(ends[start - 1]) if start else 0) + batch_tokens
+        bounds.append(max(int(np.searchsorted(ends, limit, side="right")), start + 1))
+    del ends
+    taken = rng.permutation(len(bounds) - 1) if shuffle else np.arange(len(bounds) - 1)
+    return Batches(order, np.asarray(bounds, dtype=np.int64), taken)
+
+
+def side_lengths(side: Side, chunk: int = 1 << 20) -> np.ndarray:
+    """Each sentence's length as int32, computed a chunk at a time: a 40M-pair split's int64
+    lengths and their difference temporaries would cost 320 MB each."""
+    out = np.empty(len(side), dtype=np.int32)
+    for i in range(0, len(out), chunk):
+        out[i:i + chunk] = np.diff(side.offsets[i:i + chunk + 1])
+    return out
 
 
 def padding_fraction(split: EncodedSplit, batches: Sequence[np.ndarray]) -> float:
@@ -600,8 +653,7 @@ def padding_fraction(split: EncodedSplit, batches: Sequence[np.ndarray]) -> floa
 def iterate_epoch(split: EncodedSplit, batch_tokens: int, seed: int, epoch: int, start: int = 0,
                   rank: int = 0, world: int = 1) -> Iterator[tuple[int, Batch]]:
     """Yield (position, batch) for one epoch from ``start``; rank r of w takes every w-th batch."""
-    batches = token_batches(np.asarray(split.src.lengths), np.asarray(split.tgt.lengths),
-                            batch_tokens, seed, epoch)
+    batches = token_batches(side_lengths(split.src), side_lengths(split.tgt), batch_tokens, seed, epoch)
     usable = len(batches) - len(batches) % world if world > 1 else len(batches)
     for pos in range(start, usable, world):
         yield pos, make_batch(split, batches[pos + rank])
