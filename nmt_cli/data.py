@@ -602,6 +602,9 @@ class Batches(Sequence):
         return self.order[self.bounds[b]:self.bounds[b + 1]]
 
 
+GROUPED_ORDER_FROM = 2_000_000  # sentences: from here on, token_batches builds its order by length groups
+
+
 def token_batches(src_lengths: np.ndarray, tgt_lengths: np.ndarray, batch_tokens: int,
                   seed: int, epoch: int, shuffle: bool = True) -> Batches:
     """Group sentence indices into batches of about ``batch_tokens`` real target tokens.
@@ -609,35 +612,105 @@ def token_batches(src_lengths: np.ndarray, tgt_lengths: np.ndarray, batch_tokens
     Sentences are sorted by (target, source) length with a random tie-break, so a batch holds
     sentences of nearly equal length and padding stays small; batch order is shuffled per epoch
     from ``seed`` and ``epoch``, which makes the sequence reproducible for exact resume. A batch
-    takes sentences in that order while their tokens fit (the first always); its end is found by
-    a binary search in the running token count, so the work in Python is per batch, not per
-    sentence (a 40M-pair corpus has 40M sentences and about a million batches).
+    takes sentences in that order while their tokens fit (the first always).
+
+    Up to GROUPED_ORDER_FROM sentences the tie-break is a random key per sentence (one lexsort).
+    A larger split (a 40M-pair corpus) would need 1.2 GB of temporaries for that sort, so its
+    order is built by counting sentences per (target, source) length and shuffling each group in
+    place: 4 bytes a sentence and arrays the size of the length table, the same kind of order.
     """
     rng = np.random.default_rng([seed, epoch])
     n = len(src_lengths)
-    tie = rng.random(n) if shuffle else np.arange(n)
-    order = np.lexsort((tie, src_lengths, tgt_lengths))
-    del tie
-    if n < 2**31:
-        order = order.astype(np.int32)
-    ends = np.cumsum(tgt_lengths[order] + 1, dtype=np.int64)  # tokens up to each position, inclusive
+    if n >= GROUPED_ORDER_FROM:
+        order = _grouped_order(src_lengths, tgt_lengths, rng if shuffle else None)
+    else:
+        tie = rng.random(n) if shuffle else np.arange(n)
+        order = np.lexsort((tie, src_lengths, tgt_lengths))
+        del tie
+        if n < 2**31:
+            order = order.astype(np.int32)
+    bounds = _batch_bounds(tgt_lengths, order, batch_tokens)
+    taken = rng.permutation(len(bounds) - 1) if shuffle else np.arange(len(bounds) - 1)
+    return Batches(order, bounds, taken)
+
+
+def _grouped_order(src_lengths: np.ndarray, tgt_lengths: np.ndarray, rng, chunk: int = 1 << 20) -> np.ndarray:
+    """Sentence indices sorted by (target, source) length, in random order within equal lengths
+    (in index order without ``rng``): a counting sort a chunk at a time, then each group shuffled."""
+    n = len(src_lengths)
+    width = int(src_lengths.max()) + 1
+    groups = (int(tgt_lengths.max()) + 1) * width
+    key = lambda a: tgt_lengths[a:a + chunk].astype(np.int64) * width + src_lengths[a:a + chunk]
+    counts = np.zeros(groups, dtype=np.int64)
+    for a in range(0, n, chunk):
+        counts += np.bincount(key(a), minlength=groups)
+    starts = np.cumsum(counts) - counts
+    fill = starts.copy()
+    order = np.empty(n, dtype=np.int32 if n < 2**31 else np.int64)
+    for a in range(0, n, chunk):
+        k = key(a)
+        local = np.argsort(k, kind="stable")
+        ks = k[local]
+        rank = np.arange(len(ks)) - np.searchsorted(ks, ks, side="left")  # place among equal keys
+        order[fill[ks] + rank] = local + a
+        fill += np.bincount(k, minlength=groups)
+    if rng is not None:
+        for start, count in zip(starts[counts > 1].tolist(), counts[counts > 1].tolist()):
+            rng.shuffle(order[start:start + count])
+    return order
+
+
+def _batch_bounds(tgt_lengths: np.ndarray, order: np.ndarray, batch_tokens: int) -> np.ndarray:
+    """Where each batch ends in ``order`` (a batch takes sentences while their tokens, target
+    length + 1 each, fit in ``batch_tokens``; the first always). The order is sorted by target
+    length, so it is a few runs of equal cost: the token count before any position is arithmetic
+    on the runs, and the work in Python is per batch, not per sentence."""
+    n = len(order)
+    run_starts, run_costs = _equal_length_runs(tgt_lengths, order)
+    run_tokens = np.zeros(len(run_starts), dtype=np.int64)  # tokens before each run
+    np.cumsum((np.diff(np.append(run_starts, n)) * run_costs)[:-1], out=run_tokens[1:])
     bounds = [0]
     while bounds[-1] < n:
         start = bounds[-1]
-        limit = (int(ends[start - 1]) if start else 0) + batch_tokens
-        bounds.append(max(int(np.searchsorted(ends, limit, side="right")), start + 1))
-    del ends
-    taken = rng.permutation(len(bounds) - 1) if shuffle else np.arange(len(bounds) - 1)
-    return Batches(order, np.asarray(bounds, dtype=np.int64), taken)
+        r = int(np.searchsorted(run_starts, start, side="right")) - 1
+        limit = int(run_tokens[r] + (start - run_starts[r]) * run_costs[r]) + batch_tokens
+        r = int(np.searchsorted(run_tokens, limit, side="right")) - 1
+        run_end = int(run_starts[r + 1]) if r + 1 < len(run_starts) else n
+        end = min(run_end, int(run_starts[r]) + (limit - int(run_tokens[r])) // int(run_costs[r]))
+        bounds.append(max(end, start + 1))
+    return np.asarray(bounds, dtype=np.int64)
+
+
+def _equal_length_runs(tgt_lengths: np.ndarray, order: np.ndarray, chunk: int = 1 << 20) -> tuple[np.ndarray, np.ndarray]:
+    """Where each run of equal target length starts in ``order``, and its cost (length + 1)."""
+    starts, costs, last = [], [], None
+    for a in range(0, len(order), chunk):
+        t = np.asarray(tgt_lengths[order[a:a + chunk]], dtype=np.int64)
+        if last is None or t[0] != last:
+            starts.append(np.array([a]))
+            costs.append(t[:1])
+        change = np.flatnonzero(np.diff(t)) + 1
+        starts.append(change + a)
+        costs.append(t[change])
+        last = t[-1]
+    if not starts:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return np.concatenate(starts).astype(np.int64), np.concatenate(costs) + 1
 
 
 def side_lengths(side: Side, chunk: int = 1 << 20) -> np.ndarray:
-    """Each sentence's length as int32, computed a chunk at a time: a 40M-pair split's int64
-    lengths and their difference temporaries would cost 320 MB each."""
-    out = np.empty(len(side), dtype=np.int32)
-    for i in range(0, len(out), chunk):
-        out[i:i + chunk] = np.diff(side.offsets[i:i + chunk + 1])
-    return out
+    """Each sentence's length as int16 (int32 if one is longer), computed a chunk at a time: a
+    40M-pair split's int64 lengths and their difference temporaries would cost 320 MB each."""
+    for dtype in (np.int16, np.int32):
+        out = np.empty(len(side), dtype=dtype)
+        for i in range(0, len(out), chunk):
+            part = np.diff(side.offsets[i:i + chunk + 1])
+            if len(part) and part.max() > np.iinfo(dtype).max:
+                break
+            out[i:i + chunk] = part
+        else:
+            return out
+    raise AssertionError("unreachable: int32 holds any sentence length")
 
 
 def padding_fraction(split: EncodedSplit, batches: Sequence[np.ndarray]) -> float:

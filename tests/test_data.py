@@ -152,6 +152,32 @@ def test_token_batches_are_the_sentence_by_sentence_rule(budget, shuffle):
     assert len(token_batches(src[:0], tgt[:0], budget, 2, 3)) == 0
 
 
+def test_large_splits_group_by_length_in_bounded_memory(monkeypatch):
+    from nmt_cli import data as data_module
+    monkeypatch.setattr(data_module, "GROUPED_ORDER_FROM", 100)
+    rng = np.random.default_rng(5)
+    src, tgt = rng.integers(0, 30, size=5000).astype(np.int16), rng.integers(1, 30, size=5000).astype(np.int16)
+    batches = token_batches(src, tgt, 200, seed=1, epoch=0)
+    order = batches.order
+    assert order.dtype == np.int32 and sorted(order.tolist()) == list(range(5000))
+    keys = tgt[order].astype(np.int64) * 100 + src[order]
+    assert (np.diff(keys) >= 0).all()  # sorted by (target, source) length
+    # The batching rule is the sentence-by-sentence one over that order.
+    walked, start, total = [], 0, 0
+    for pos in range(5000):
+        cost = int(tgt[order[pos]]) + 1
+        if total and total + cost > 200:
+            walked.append(pos)
+            start, total = pos, 0
+        total += cost
+    assert batches.bounds.tolist() == [0] + walked + [5000]
+    # Shuffled within equal lengths, reproducibly per (seed, epoch).
+    again, other = token_batches(src, tgt, 200, 1, 0), token_batches(src, tgt, 200, 1, 1)
+    assert again.order.tolist() == order.tolist() and other.order.tolist() != order.tolist()
+    unshuffled = token_batches(src, tgt, 200, 1, 0, shuffle=False).order
+    assert unshuffled.tolist() == np.lexsort((np.arange(5000), src, tgt)).tolist()
+
+
 def test_bucketing_keeps_padding_small(tiny_run):
     _, run_dir = tiny_run
     split = load_split(run_dir, "train")
