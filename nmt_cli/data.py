@@ -13,13 +13,13 @@ Training memory-maps the arrays, so a large corpus never becomes a list of Pytho
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
 import shutil
 import time
 from collections import Counter
-from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from itertools import chain, compress
 from pathlib import Path
@@ -245,7 +245,7 @@ def _write_text(path: Path, lines: Sequence[str]) -> None:
 # --------------------------------------------------------------------------- preprocess
 
 TEXT_CHUNK = 20_000    # pairs read, cleaned and written at a time
-ENCODE_CHUNK = 50_000  # lines encoded at a time: ~40 MB of Python ints, whatever the corpus size
+ENCODE_CHUNK = 20_000  # lines a worker encodes at a time: ~16 MB of Python ints, whatever the corpus size
 
 
 def split_names(recipe: Recipe) -> dict[str, str | list[str]]:
@@ -429,42 +429,54 @@ def _learn_tokenizer(recipe: Recipe, sample: Reservoir | None, log) -> Tokenizer
 
 
 def encode_threads() -> int:
-    """SentencePiece encodes a batch on every core this process may use."""
+    """Encoding runs on every core this process may use."""
     return usable_cores()
 
 
-def _store_encoded(writer: SideWriter, seqs: list[list[int]]) -> None:
-    lengths = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
-    writer.append(np.fromiter(chain.from_iterable(seqs), dtype=writer.ids.dtype, count=int(lengths.sum())),
-                  lengths)
+_PROCESSORS: dict[str, object] = {}  # in each process: digest of a model's bytes -> the loaded model
 
 
-def encode_text_file(tokenizer: Tokenizer, data_dir: Path, name: str, dtype, threads: int) -> dict:
-    """Pass two: ``{name}.{side}.txt`` -> ids and offsets arrays, ENCODE_CHUNK lines at a time.
-    SentencePiece's batch encoding keeps the input order whatever the threads, and lets go of
-    Python's lock while it encodes: a helper thread turns the previous chunk's id lists into the
-    arrays meanwhile, so that work does not leave the cores idle between chunks."""
+class BlockEncoder:
+    """A block of stored lines (corpora.LineBlocks) -> its ids, flat, and each line's length,
+    with one side's SentencePiece model. Picklable (it carries the model's bytes, loaded once per
+    process), so worker processes can encode blocks side by side."""
+
+    def __init__(self, proto: bytes, dtype):
+        self.proto, self.dtype = proto, np.dtype(dtype)
+        self.key = hashlib.sha1(proto).hexdigest()
+
+    def __call__(self, raw: bytes) -> tuple[np.ndarray, np.ndarray]:
+        sp = _PROCESSORS.get(self.key)
+        if sp is None:
+            sp = _PROCESSORS[self.key] = Tokenizer(self.proto).src
+        seqs = sp.encode(split_block(raw), num_threads=1)
+        lengths = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
+        return np.fromiter(chain.from_iterable(seqs), dtype=self.dtype, count=int(lengths.sum())), lengths
+
+
+def _line_blocks(path: Path, n: int) -> Iterator[bytes]:
+    with corpora.LineBlocks(path) as text:
+        while (block := text.take(n))[1]:
+            yield block[0]
+
+
+def encode_text_file(tokenizer: Tokenizer, data_dir: Path, name: str, dtype, workers: int) -> dict:
+    """Pass two: ``{name}.{side}.txt`` -> ids and offsets arrays, ENCODE_CHUNK lines at a time, on
+    ``workers`` processes with one SentencePiece thread each, stored in line order. Each worker
+    also turns its ids into arrays, which with SentencePiece's own threads is serial work between
+    batches while one core idles (docs/lab/corpora.md compares the two)."""
     meta = {}
-    with ThreadPoolExecutor(1) as helper:
-        for side in ("src", "tgt"):
-            writer = SideWriter(data_dir, name, side, dtype)
-            stored = None
-            try:
-                with corpora.LineBlocks(data_dir / f"{name}.{side}.txt") as text:
-                    while (block := text.take(ENCODE_CHUNK))[1]:
-                        seqs = tokenizer.encode_ids(side, split_block(block[0]), threads)
-                        if stored is not None:
-                            stored.result()
-                        stored = helper.submit(_store_encoded, writer, seqs)
-                if stored is not None:
-                    stored.result()
-            except BaseException:
-                if stored is not None:
-                    stored.cancel()
-                    wait([stored])
-                writer.abort()
-                raise
-            meta[side] = writer.close()
+    for side in ("src", "tgt"):
+        encode = BlockEncoder(tokenizer.src_proto if side == "src" else tokenizer.tgt_proto, dtype)
+        writer = SideWriter(data_dir, name, side, dtype)
+        try:
+            for ids, lengths in ordered_map(encode, _line_blocks(data_dir / f"{name}.{side}.txt", ENCODE_CHUNK),
+                                            workers):
+                writer.append(ids, lengths)
+        except BaseException:
+            writer.abort()
+            raise
+        meta[side] = writer.close()
     return meta
 
 
@@ -528,7 +540,7 @@ def _preprocess(recipe: Recipe, run_dir: Path, log) -> dict:
         meta["splits"][name] = s = encode_text_file(tokenizer, data_dir, name, dtype, threads)
         seconds = time.perf_counter() - started
         log(f"{name}: {s['src']['sentences']} pairs, {s['src']['tokens']} source and "
-            f"{s['tgt']['tokens']} target subwords (encoded in {seconds:.1f} s on {threads} threads, "
+            f"{s['tgt']['tokens']} target subwords (encoded in {seconds:.1f} s on {threads} cores, "
             f"{2 * s['src']['sentences'] / max(seconds, 1e-9):.0f} lines/s)")
     started = time.perf_counter()
     save_shortlist(data_dir, learn_split_shortlist(data_dir, tokenizer))
