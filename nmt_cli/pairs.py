@@ -205,9 +205,16 @@ class ChunkPairs(Sequence):
         return self.chunk.kept
 
     def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
         c = self.chunk
+        if isinstance(i, slice):
+            start, stop, step = i.indices(len(self))
+            if step != 1 or start >= stop:
+                return [self[j] for j in range(start, stop, step)]
+            lines = lambda text, starts: text[starts[start]:starts[stop] - 1].split("\n")
+            return list(zip(lines(c.src, c.src_starts), lines(c.tgt, c.tgt_starts)))
+        if not -len(self) <= i < len(self):
+            raise IndexError(i)
+        i %= len(self)
         return c.src[c.src_starts[i]:c.src_starts[i + 1] - 1], c.tgt[c.tgt_starts[i]:c.tgt_starts[i + 1] - 1]
 
 

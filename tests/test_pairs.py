@@ -106,7 +106,9 @@ def _cleaned(source, cleaning, n):
     kept, dropped, read = [], Counter(), 0
     for block in source.blocks(n):
         chunk = cleaning(block)
-        assert list(ChunkPairs(chunk)) == chunk.pairs() and len(chunk.pairs()) == chunk.kept
+        pairs = ChunkPairs(chunk)
+        assert list(pairs) == chunk.pairs() == pairs[:] and len(pairs) == chunk.kept
+        assert pairs[1:-1] == chunk.pairs()[1:-1] and pairs[::2] == chunk.pairs()[::2]
         kept += chunk.pairs()
         dropped.update(chunk.dropped)
         read += chunk.read
