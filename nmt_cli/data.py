@@ -3,10 +3,11 @@ token batches read straight from those arrays.
 
 A split is stored as four ``.npy`` files (``{split}.{src,tgt}.{ids,offsets}.npy``): all token ids
 of a side concatenated (uint16 while the vocabulary fits, else int32), and where each sentence
-starts. Preprocessing streams: one pass reads every corpus line by line, cleans, filters and
-(optionally) deduplicates each pair, writes the kept text and draws SentencePiece's training
-sample; a second pass encodes that text chunk by chunk straight into the arrays. Memory is bounded
-by the chunk and sample sizes, whatever the corpus size. ``data/meta.json`` is removed first and
+starts. Preprocessing streams: one pass reads every corpus in blocks of lines, cleans, filters
+and (optionally) deduplicates each pair, writes the kept text and draws SentencePiece's training
+sample; a second pass encodes that text chunk by chunk straight into the arrays. Both passes hand
+their blocks to one worker process per core (nmt_cli/workers.py) and store the results in input
+order. Memory is bounded by the chunk and sample sizes, whatever the corpus size. ``data/meta.json`` is removed first and
 written last, so a preprocess stopped at any moment leaves nothing training takes for complete.
 Training memory-maps the arrays, so a large corpus never becomes a list of Python objects.
 """
@@ -284,14 +285,15 @@ class _TextPairs:
 
     def __init__(self, data_dir: Path, name: str):
         self.paths = [data_dir / f"{name}.{side}.txt" for side in ("src", "tgt")]
-        self.files = [open(p.with_name(p.name + ".part"), "w", encoding="utf-8") for p in self.paths]
+        self.files = [open(p.with_name(p.name + ".part"), "wb") for p in self.paths]
 
     def write(self, pairs: list[tuple[str, str]]) -> None:
         # Normalised lines hold no line break, so one line stays one line.
-        self.write_text("".join(s + "\n" for s, _ in pairs), "".join(t + "\n" for _, t in pairs))
+        self.write_text("".join(s + "\n" for s, _ in pairs).encode("utf-8"),
+                        "".join(t + "\n" for _, t in pairs).encode("utf-8"))
 
-    def write_text(self, src: str, tgt: str) -> None:
-        """Lines already joined, each ending in a line break."""
+    def write_text(self, src: bytes, tgt: bytes) -> None:
+        """Lines already joined and encoded, each ending in a line break."""
         self.files[0].write(src)
         self.files[1].write(tgt)
 
@@ -347,8 +349,8 @@ def _stream_train(recipe: Recipe, data_dir: Path, sample: Reservoir | None, log,
                     if chunk.kept - sum(fresh):
                         dropped["duplicate pair"] += chunk.kept - sum(fresh)
                         pairs = list(compress(pairs, fresh))
-                        chunk.src, chunk.tgt = ("".join(s + "\n" for s, _ in pairs),
-                                                "".join(t + "\n" for _, t in pairs))
+                        chunk.src, chunk.tgt = ("".join(s + "\n" for s, _ in pairs).encode("utf-8"),
+                                                "".join(t + "\n" for _, t in pairs).encode("utf-8"))
                     chunk.kept = len(pairs)
                 out.write_text(chunk.src, chunk.tgt)
                 if sample is not None:

@@ -180,18 +180,19 @@ def filter_codes(src: Sequence[str], tgt: Sequence[str], max_len: int, max_ratio
 
 @dataclass
 class CleanChunk:
-    """What cleaning made of one block of pairs: the kept lines of each side as text ready to
-    store (each line ending in ``\n``), where each line starts in it, and the counts."""
+    """What cleaning made of one block of pairs: the kept lines of each side as UTF-8 text ready
+    to store (each line ending in ``\n``; bytes, which cross between processes without a
+    re-encoding), where each line starts in it, and the counts."""
     read: int
     kept: int
-    src: str
-    tgt: str
+    src: bytes
+    tgt: bytes
     dropped: dict[str, int]
-    src_starts: np.ndarray  # kept + 1 positions: line i is src[src_starts[i]:src_starts[i + 1] - 1]
+    src_starts: np.ndarray  # kept + 1 offsets: line i is src[src_starts[i]:src_starts[i + 1] - 1]
     tgt_starts: np.ndarray
 
     def pairs(self) -> list[tuple[str, str]]:
-        return list(zip(self.src.split("\n")[:-1], self.tgt.split("\n")[:-1]))
+        return list(zip(split_block(self.src), split_block(self.tgt)))
 
 
 class ChunkPairs(Sequence):
@@ -210,18 +211,23 @@ class ChunkPairs(Sequence):
             start, stop, step = i.indices(len(self))
             if step != 1 or start >= stop:
                 return [self[j] for j in range(start, stop, step)]
-            lines = lambda text, starts: text[starts[start]:starts[stop] - 1].split("\n")
+            lines = lambda text, starts: split_block(text[starts[start]:starts[stop]])
             return list(zip(lines(c.src, c.src_starts), lines(c.tgt, c.tgt_starts)))
         if not -len(self) <= i < len(self):
             raise IndexError(i)
         i %= len(self)
-        return c.src[c.src_starts[i]:c.src_starts[i + 1] - 1], c.tgt[c.tgt_starts[i]:c.tgt_starts[i + 1] - 1]
+        line = lambda text, starts: text[starts[i]:starts[i + 1] - 1].decode("utf-8")
+        return line(c.src, c.src_starts), line(c.tgt, c.tgt_starts)
 
 
-def _starts(lines: list[str]) -> np.ndarray:
+def encoded_lines(lines: list[str]) -> tuple[bytes, np.ndarray]:
+    """Lines as UTF-8 text, each ending in "\n", and the offset where each starts (one more: the end)."""
+    if not lines:
+        return b"", np.zeros(1, dtype=np.int64)
+    text = ("\n".join(lines) + "\n").encode("utf-8")
     starts = np.zeros(len(lines) + 1, dtype=np.int64)
-    np.cumsum(np.fromiter(map(len, lines), dtype=np.int64, count=len(lines)) + 1, out=starts[1:])
-    return starts
+    starts[1:] = np.flatnonzero(np.frombuffer(text, dtype=np.uint8) == 10) + 1
+    return text, starts
 
 
 NO_TAB = "no tab (not source<TAB>target)"
@@ -260,8 +266,8 @@ class Cleaning:
         if counts[0] < len(src):
             keep = (codes == 0).tolist()
             src, tgt = list(compress(src, keep)), list(compress(tgt, keep))
-        text = lambda lines: "\n".join(lines) + "\n" if lines else ""
-        return CleanChunk(read, len(src), text(src), text(tgt), dropped, _starts(src), _starts(tgt))
+        (src_text, src_starts), (tgt_text, tgt_starts) = encoded_lines(src), encoded_lines(tgt)
+        return CleanChunk(read, len(src), src_text, tgt_text, dropped, src_starts, tgt_starts)
 
 
 class Deduplicator:
