@@ -176,8 +176,11 @@ def train_probe(recipe: Path, run_dir: Path, budget: list[str], env: dict) -> di
     if result.returncode != 0:
         sys.exit(result.stderr.strip().splitlines()[-1])
     summary = json.loads((run_dir / "summary.json").read_text())
+    rates = sorted(m["tgt_tokens_per_s"] for m in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines())
+                   if m.get("kind") == "train")
     return {"steps": summary["steps"], "seconds": round(seconds), **peak,
-            "peak_rss_mb": summary.get("peak_rss_mb"), "tgt_tokens_per_s": summary["tgt_tokens_per_s"]}
+            "peak_rss_mb": summary.get("peak_rss_mb"), "tgt_tokens_per_s": summary["tgt_tokens_per_s"],
+            "median_logged_tgt_tokens_per_s": rates[len(rates) // 2] if rates else None}
 
 
 def train_side_by_side(recipe: Path, run_dir: Path, work: Path, budget: list[str], env: dict) -> dict:
