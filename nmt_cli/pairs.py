@@ -206,6 +206,8 @@ class ChunkPairs(Sequence):
         return self.chunk.kept
 
     def __getitem__(self, i):
+        """Pair ``i`` (from 0; a sample asks for hundreds of thousands one at a time, so no
+        negative indices), or a list of pairs for a slice."""
         c = self.chunk
         if isinstance(i, slice):
             start, stop, step = i.indices(len(self))
@@ -213,11 +215,10 @@ class ChunkPairs(Sequence):
                 return [self[j] for j in range(start, stop, step)]
             lines = lambda text, starts: split_block(text[starts[start]:starts[stop]])
             return list(zip(lines(c.src, c.src_starts), lines(c.tgt, c.tgt_starts)))
-        if not -len(self) <= i < len(self):
+        if i < 0 or i >= c.kept:
             raise IndexError(i)
-        i %= len(self)
-        line = lambda text, starts: text[starts[i]:starts[i + 1] - 1].decode("utf-8")
-        return line(c.src, c.src_starts), line(c.tgt, c.tgt_starts)
+        s, t = c.src_starts, c.tgt_starts
+        return c.src[s[i]:s[i + 1] - 1].decode("utf-8"), c.tgt[t[i]:t[i + 1] - 1].decode("utf-8")
 
 
 def encoded_lines(lines: list[str]) -> tuple[bytes, np.ndarray]:
@@ -347,8 +348,10 @@ class Reservoir:
                 self._draw_skip()
         start = self.seen - taken  # the stream position of items[0]
         end = start + len(items)
-        while len(self.items) == self.capacity and self._next < end:
-            self.items[self.rng.randrange(self.capacity)] = items[self._next - start]
-            self.seen = self._next + 1
-            self._draw_skip()
+        if len(self.items) == self.capacity:
+            sample, pick = self.items, self.rng.randrange
+            while self._next < end:
+                sample[pick(self.capacity)] = items[self._next - start]
+                self.seen = self._next + 1
+                self._draw_skip()
         self.seen = end
