@@ -471,9 +471,11 @@ def encode_text_file(tokenizer: Tokenizer, data_dir: Path, name: str, dtype, wor
     for side in ("src", "tgt"):
         encode = BlockEncoder(tokenizer.src_proto if side == "src" else tokenizer.tgt_proto, dtype)
         writer = SideWriter(data_dir, name, side, dtype)
+        text = data_dir / f"{name}.{side}.txt"
+        # A held-out split is one block: starting processes for it would cost more than it saves.
+        single = text.stat().st_size < 2 * ENCODE_CHUNK * 100
         try:
-            for ids, lengths in ordered_map(encode, _line_blocks(data_dir / f"{name}.{side}.txt", ENCODE_CHUNK),
-                                            workers):
+            for ids, lengths in ordered_map(encode, _line_blocks(text, ENCODE_CHUNK), 1 if single else workers):
                 writer.append(ids, lengths)
         except BaseException:
             writer.abort()
