@@ -10,10 +10,10 @@ from __future__ import annotations
 import math
 import random
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import compress, islice, repeat
 from pathlib import Path
-from collections.abc import Sequence
 from typing import Iterator
 
 import numpy as np
@@ -53,9 +53,9 @@ def _abnormal_positions(text: str) -> list[int]:
 
 
 def normalize_lines(lines: Sequence[str], lowercase: bool = False) -> list[str]:
-    """:func:`normalize` of every line, in a few passes over their joined text instead of a Python
-    step per line: a scan finds the lines not in normal form already (most corpora have few), and
-    only those are normalised one by one."""
+    """:func:`normalize` of every line (lines hold no line break), in a few passes over their
+    joined text instead of a Python step per line: a scan finds the lines not in normal form
+    already (most corpora have few), and only those are normalised one by one."""
     lines = list(lines)
     found = _abnormal_positions("\n".join(lines))
     if found:
