@@ -180,26 +180,44 @@ SHORTLIST_SAMPLE = 100_000  # pairs sampled from a larger one
 
 def learn_split_shortlist(data_dir: Path, tokenizer) -> Shortlist:
     """The vocabulary shortlist of the stored training split (nmt_cli/shortlist.py). A larger
-    split gives a random sample of its pairs, gathered from the memory-mapped arrays, so counting
+    split gives a random sample of its pairs, read row by row (:func:`read_rows`), so counting
     never copies a whole side into memory. Counting co-occurrences holds every (source piece,
     target piece) pair of each sampled sentence pair: 300k pairs of a 1M-pair corpus of 25-piece
     sentences peaked at 1.65 GB, 100k at 0.8 GB (docs/lab/corpora.md)."""
-    arrays = [np.load(data_dir / f"train.{side}.{part}.npy", mmap_mode="r")
-              for side in ("src", "tgt") for part in ("ids", "offsets")]
-    n = len(arrays[1]) - 1
+    paths = [data_dir / f"train.{side}.{part}.npy" for side in ("src", "tgt") for part in ("ids", "offsets")]
+    n = len(np.load(paths[1], mmap_mode="r")) - 1
     if n > SHORTLIST_PAIRS:
         rows = np.unique(np.random.default_rng(0).integers(0, n, SHORTLIST_SAMPLE))
-        arrays = [part for ids, offsets in (arrays[:2], arrays[2:]) for part in _gather(ids, offsets, rows)]
+        arrays = [*read_rows(paths[0], paths[1], rows), *read_rows(paths[2], paths[3], rows)]
+    else:
+        arrays = [np.load(path, mmap_mode="r") for path in paths]
     return learn_shortlist(*arrays, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size,
                            max_pairs=SHORTLIST_PAIRS)
 
 
-def _gather(ids: np.ndarray, offsets: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The sentences ``rows`` of one side as a small (ids, offsets) pair of its own."""
-    parts = [ids[offsets[i]:offsets[i + 1]] for i in rows]
+def _npy_data(fh) -> tuple[int, np.dtype]:
+    """Where a .npy file's data starts, and its dtype."""
+    major, _ = np.lib.format.read_magic(fh)
+    header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+    _, _, dtype = header(fh)
+    return fh.tell(), dtype
+
+
+def read_rows(ids_path: Path, offsets_path: Path, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sentences ``rows`` of one stored side as a small (ids as int64, offsets) pair of its
+    own, read with positioned reads. Not through a memory map: the pages a map touches count in
+    the process's resident memory, and 100k rows spread over a 40M-pair split touch most pages of
+    its 2.5 GB of arrays (a 2.1 GB peak in docs/lab/corpora.md)."""
+    with open(ids_path, "rb") as ids, open(offsets_path, "rb") as offsets:
+        (ids_at, ids_dtype), (offsets_at, offsets_dtype) = _npy_data(ids), _npy_data(offsets)
+        size, pair = ids_dtype.itemsize, 2 * offsets_dtype.itemsize
+        bounds = [np.frombuffer(os.pread(offsets.fileno(), pair, offsets_at + int(r) * offsets_dtype.itemsize),
+                                dtype=offsets_dtype) for r in rows]
+        parts = [np.frombuffer(os.pread(ids.fileno(), int(end - start) * size, ids_at + int(start) * size),
+                               dtype=ids_dtype) for start, end in bounds]
     new_offsets = np.zeros(len(rows) + 1, dtype=np.int64)
     np.cumsum([len(p) for p in parts], out=new_offsets[1:])
-    return np.concatenate(parts).astype(np.int64), new_offsets
+    return (np.concatenate(parts) if parts else np.zeros(0, ids_dtype)).astype(np.int64), new_offsets
 
 
 def save_shortlist(data_dir: Path, shortlist: Shortlist) -> None:

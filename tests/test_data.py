@@ -399,6 +399,16 @@ def test_sigkill_during_preprocess_never_leaves_data_that_loads_as_complete(tmp_
     assert len(load_split(run, "train")) > 2900
 
 
+def test_rows_read_from_the_stored_arrays_are_the_sentences(tiny_run):
+    from nmt_cli.data import read_rows
+    _, run_dir = tiny_run
+    split, data = load_split(run_dir, "train"), run_dir / "data"
+    rows = np.array([0, 3, 4, 250, len(split) - 1])
+    ids, offsets = read_rows(data / "train.tgt.ids.npy", data / "train.tgt.offsets.npy", rows)
+    assert ids.dtype == np.int64 and offsets.tolist()[0] == 0 and len(offsets) == len(rows) + 1
+    assert all(ids[offsets[k]:offsets[k + 1]].tolist() == split.tgt.get(r).tolist() for k, r in enumerate(rows))
+
+
 def test_shortlist_of_a_large_split_is_learned_from_a_sample(tiny_run, monkeypatch):
     from nmt_cli import data as data_module
     from nmt_cli.data import learn_split_shortlist
