@@ -59,7 +59,10 @@ def main() -> None:
         rss = status_kb(proc.pid, "VmRSS") / 1024
         if rss:
             series.append({"s": round(time.perf_counter() - start, 1), "step": last_step(args.run_dir / "train.log"),
-                           "rss_mb": round(rss, 1), "hwm_mb": round(status_kb(proc.pid, "VmHWM") / 1024, 1)})
+                           "rss_mb": round(rss, 1), "hwm_mb": round(status_kb(proc.pid, "VmHWM") / 1024, 1),
+                           # file pages of the memory-mapped arrays count in RSS; the kernel can drop them
+                           "anon_mb": round(status_kb(proc.pid, "RssAnon") / 1024, 1),
+                           "file_mb": round(status_kb(proc.pid, "RssFile") / 1024, 1)})
         time.sleep(args.every)
     if proc.returncode != 0 or not series:
         sys.exit(f"nmt train failed (exit {proc.returncode}); see {args.run_dir / 'train.log'}")
@@ -70,6 +73,7 @@ def main() -> None:
     print(json.dumps({"label": args.label, "env": args.env, "steps": summary["steps"],
                       "seconds": round(series[-1]["s"]), "rss_mb_first_tenth": tenth["rss_mb"],
                       "rss_mb_end": series[-1]["rss_mb"],
+                      "peak_anon_mb": max(r["anon_mb"] for r in series), "peak_file_mb": max(r["file_mb"] for r in series),
                       "rss_mb_at_minute": {m: r["rss_mb"] for m, r in at.items() if r},
                       "step_at_minute": {m: r["step"] for m, r in at.items() if r}, "peak_rss_mb": summary["peak_rss_mb"],
                       "tgt_tokens_per_s": summary["tgt_tokens_per_s"]}))
