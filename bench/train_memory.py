@@ -4,9 +4,11 @@
         [--env MALLOC_ARENA_MAX=2] [--label default] [--minutes 1,5,10]
 
 Runs `nmt train RECIPE --restart` as a child process and samples its resident memory (VmRSS from
-/proc) every --every seconds alongside the step the log has reached. Prints one JSON line: RSS after
-the first tenth of the run, at the given minutes, at the end, and the peak (VmHWM), in MB, and writes the whole series
-next to the run dir (<run-dir>.memory.jsonl). Linux only.
+/proc, and its anonymous and file-backed parts: pages of memory-mapped arrays the run has read
+count in RSS) every --every seconds alongside the step the log has reached. Prints one JSON line:
+RSS after the first tenth of the run, at the given minutes, at the end, the peak (VmHWM) and the
+peaks of the two parts, in MB, and writes the whole series next to the run dir
+(<run-dir>.memory.jsonl). Linux only.
 """
 
 from __future__ import annotations

@@ -7,8 +7,9 @@ starts. Preprocessing streams: one pass reads every corpus in blocks of lines, c
 and (optionally) deduplicates each pair, writes the kept text and draws SentencePiece's training
 sample; a second pass encodes that text chunk by chunk straight into the arrays. Both passes hand
 their blocks to one worker process per core (nmt_cli/workers.py) and store the results in input
-order. Memory is bounded by the chunk and sample sizes, whatever the corpus size. ``data/meta.json`` is removed first and
-written last, so a preprocess stopped at any moment leaves nothing training takes for complete.
+order. Memory is bounded by the chunk and sample sizes, whatever the corpus size.
+``data/meta.json`` is removed first and written last, so a preprocess stopped at any moment
+leaves nothing training takes for complete.
 Training memory-maps the arrays, so a large corpus never becomes a list of Python objects.
 """
 
@@ -715,7 +716,8 @@ def _batch_bounds(tgt_lengths: np.ndarray, order: np.ndarray, batch_tokens: int)
     return np.asarray(bounds, dtype=np.int64)
 
 
-def _equal_length_runs(tgt_lengths: np.ndarray, order: np.ndarray, chunk: int = 1 << 20) -> tuple[np.ndarray, np.ndarray]:
+def _equal_length_runs(tgt_lengths: np.ndarray, order: np.ndarray,
+                       chunk: int = 1 << 20) -> tuple[np.ndarray, np.ndarray]:
     """Where each run of equal target length starts in ``order``, and its cost (length + 1)."""
     starts, costs, last = [], [], None
     for a in range(0, len(order), chunk):
