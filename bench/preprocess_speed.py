@@ -1,18 +1,20 @@
 """Preprocessing throughput and peak memory on large synthetic-but-realistic corpora.
 
     python bench/preprocess_speed.py --pairs 1000000 [--pairs 8000000 ...] [--workdir DIR]
-        [--keep-corpus] [--train-steps 300]
+        [--keep-corpus] [--keep-run] [--sample-sentences 200000] [--train-steps 300 | --train-minutes 5]
 
 For each size, a .gz corpus of that many en-fr pairs is made from the real Multi30k and Tatoeba
 training text, perturbed so that pairs are not exact repeats (a word dropped, two neighbours
 swapped, or two pairs joined into one, each side alike), unless it is already in DIR from an
-earlier --keep-corpus run. Then `nmt preprocess` (the en-fr recipe's tokenizer settings) runs on it
-as a child process while its whole process tree's resident memory is sampled every 0.2 s. Printed
-per size: pairs/s, lines/s (both sides), peak memory (the sampled tree sum, and the largest
-process's own high-water mark), the encoded size on disk in bytes per token, and the ceiling:
-SentencePiece's own batch encoding of the same stored lines with the same model on the same
-cores (reading excluded). --train-steps N then trains the en-fr model for N steps on the run and,
-for comparison, on Multi30k, printing peak memory and target tokens/s of each.
+earlier --keep-corpus run; blocks of 100k pairs are made on every core, each from its own seed.
+Then `nmt preprocess` (the en-fr recipe's tokenizer settings) runs on it as a child process
+while its whole process tree's memory is sampled every 0.2 s. Printed per size: pairs/s, lines/s
+(both sides), peak memory (the tree's summed PSS and RSS, and the largest process's own
+high-water mark), seconds per phase, the encoded size on disk in bytes per token, and the
+ceiling: SentencePiece's own batch encoding of the same stored lines with the same model on the
+same cores (reading excluded). --train-steps N or --train-minutes M then trains the en-fr model
+on the run and, at the same time on one thread each, on Multi30k, printing peak memory and
+target tokens/s of each.
 """
 
 from __future__ import annotations
@@ -35,80 +37,104 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def base_pairs() -> list[tuple[str, str]]:
-    """Multi30k and Tatoeba en-fr training pairs (about 175k)."""
+def base_pairs() -> list[tuple[list[str], list[str]]]:
+    """Multi30k and Tatoeba en-fr training pairs (about 175k), split into words."""
     from nmt_cli.corpora import fetch, read_lines
     pairs = list(zip(read_lines(fetch("multi30k", "train.en.gz")), read_lines(fetch("multi30k", "train.fr.gz"))))
     mirror = os.environ.get("NMT_DATA_MIRROR")
     tatoeba = Path(mirror) / "tatoeba-en-fr" if mirror else None
     if tatoeba and (tatoeba / "train.en.gz").exists():
         pairs += zip(read_lines(tatoeba / "train.en.gz"), read_lines(tatoeba / "train.fr.gz"))
-    return pairs
+    return [(src.split(), tgt.split()) for src, tgt in pairs]
 
 
-def perturbed(pairs: list[tuple[str, str]], rng: random.Random) -> tuple[str, str]:
-    src, tgt = rng.choice(pairs)
-    s, t = src.split(), tgt.split()
+def perturbed(pairs: list[tuple[list[str], list[str]]], rng: random.Random) -> tuple[str, str]:
+    s, t = rng.choice(pairs)
     kind = rng.random()
     if kind < 0.4 and len(s) > 2 and len(t) > 2:      # drop a word on each side
+        s, t = s.copy(), t.copy()
         del s[rng.randrange(len(s))], t[rng.randrange(len(t))]
     elif kind < 0.8 and len(s) > 2 and len(t) > 2:    # swap two neighbours on each side
+        s, t = s.copy(), t.copy()
         i, j = rng.randrange(len(s) - 1), rng.randrange(len(t) - 1)
         s[i], s[i + 1] = s[i + 1], s[i]
         t[j], t[j + 1] = t[j + 1], t[j]
     else:                                             # join with another pair
         s2, t2 = rng.choice(pairs)
-        s, t = s + s2.split(), t + t2.split()
+        s, t = s + s2, t + t2
     return " ".join(s), " ".join(t)
 
 
+BLOCK_PAIRS = 100_000
+_BASE: list = []  # the base pairs, loaded before the worker processes fork
+
+
+def corpus_block(seed_and_index: tuple[int, int]) -> tuple[bytes, bytes]:
+    """One block of BLOCK_PAIRS perturbed pairs, each side as a gzip member (level 1): members
+    concatenate into one valid .gz file. Each block has its own generator, so the corpus is the
+    same whatever the number of processes."""
+    seed, index = seed_and_index
+    rng = random.Random(seed * 1_000_003 + index)
+    block = [perturbed(_BASE, rng) for _ in range(BLOCK_PAIRS)]
+    return tuple(gzip.compress("".join(side + "\n" for side in sides).encode("utf-8"), compresslevel=1)
+                 for sides in zip(*block))
+
+
 def make_corpus(n: int, folder: Path, seed: int = 0) -> None:
+    """n pairs (rounded up to whole blocks) as train.{en,fr}.gz, made on every core."""
+    from nmt_cli.workers import ordered_map, usable_cores
     folder.mkdir(parents=True, exist_ok=True)
     done = folder / "COMPLETE"
     if done.exists():
         return
-    pairs, rng = base_pairs(), random.Random(seed)
-    with gzip.open(folder / "train.en.gz.part", "wt", encoding="utf-8", compresslevel=1) as en, \
-            gzip.open(folder / "train.fr.gz.part", "wt", encoding="utf-8", compresslevel=1) as fr:
-        for start in range(0, n, 100_000):
-            block = [perturbed(pairs, rng) for _ in range(min(100_000, n - start))]
-            en.write("".join(s + "\n" for s, _ in block))
-            fr.write("".join(t + "\n" for _, t in block))
+    _BASE[:] = base_pairs()
+    blocks = [(seed, i) for i in range(-(-n // BLOCK_PAIRS))]
+    with open(folder / "train.en.gz.part", "wb") as en, open(folder / "train.fr.gz.part", "wb") as fr:
+        for en_member, fr_member in ordered_map(corpus_block, blocks, usable_cores()):
+            en.write(en_member)
+            fr.write(fr_member)
     for lang in ("en", "fr"):
         os.replace(folder / f"train.{lang}.gz.part", folder / f"train.{lang}.gz")
-    done.write_text(f"{n}\n")
+    done.write_text(f"{len(blocks) * BLOCK_PAIRS}\n")
 
 
-def tree_rss_mb(pid: int) -> float:
-    """Resident memory of ``pid`` and all its descendants."""
-    total, todo = 0, [pid]
+def tree_memory_mb(pid: int) -> tuple[float, float]:
+    """Resident memory of ``pid`` and all its descendants: the sum of their RSS (which counts a
+    page shared by forked workers once per process, so it overstates) and of their PSS (shared
+    pages divided among the processes sharing them: what the tree really holds)."""
+    rss = pss = 0
+    todo = [pid]
     while todo:
         p = todo.pop()
         try:
-            total += int(re.search(r"^VmRSS:\s+(\d+)", Path(f"/proc/{p}/status").read_text(), re.M).group(1))
+            rss += int(re.search(r"^VmRSS:\s+(\d+)", Path(f"/proc/{p}/status").read_text(), re.M).group(1))
+            pss += int(re.search(r"^Pss:\s+(\d+)", Path(f"/proc/{p}/smaps_rollup").read_text(), re.M).group(1))
             for task in Path(f"/proc/{p}/task").iterdir():
                 todo += [int(c) for c in (task / "children").read_text().split()]
         except (OSError, AttributeError):
             pass
-    return total / 1024
+    return rss / 1024, pss / 1024
 
 
-def run_sampled(cmd: list[str], env: dict | None = None) -> tuple[float, float, float, subprocess.CompletedProcess]:
-    """Run ``cmd``; (seconds, peak tree RSS in MB sampled, the child's own max RSS in MB, result)."""
+def run_sampled(cmd: list[str], env: dict | None = None) -> tuple[float, dict, subprocess.CompletedProcess]:
+    """Run ``cmd``; (seconds, peak memory in MB: the tree's sampled RSS and PSS sums and the
+    child's own max RSS, result)."""
     start = time.perf_counter()
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, env=env, cwd=ROOT)
-        peak = 0.0
+        peak_rss = peak_pss = 0.0
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
-            peak = max(peak, tree_rss_mb(proc.pid))
+            rss, pss = tree_memory_mb(proc.pid)
+            peak_rss, peak_pss = max(peak_rss, rss), max(peak_pss, pss)
             time.sleep(0.2)
         proc.returncode = os.waitstatus_to_exitcode(status)
         out.seek(0), err.seek(0)
         result = subprocess.CompletedProcess(cmd, proc.returncode, out.read(), err.read())
-    return time.perf_counter() - start, peak, usage.ru_maxrss / 1024, result
+    peak = {"tree_rss_mb": round(peak_rss), "tree_pss_mb": round(peak_pss), "maxrss_mb": round(usage.ru_maxrss / 1024)}
+    return time.perf_counter() - start, peak, result
 
 
 def ceiling(run_dir: Path, max_lines: int = 2_000_000) -> dict:
@@ -140,16 +166,36 @@ def recipe_for(corpus: Path, work: Path, sample_sentences: int | None) -> Path:
     return path
 
 
-def train_probe(recipe: Path, run_dir: Path, steps: int, env: dict) -> dict:
+def train_probe(recipe: Path, run_dir: Path, budget: list[str], env: dict) -> dict:
+    """`nmt train` for a budget (--max-steps N or --max-minutes M) on one thread, validation and
+    averaging out of the way; its peak memory and target tokens/s."""
     cmd = [sys.executable, "-m", "nmt_cli", "train", str(recipe), "--run-dir", str(run_dir), "--restart",
-           "--max-steps", str(steps), "--set", f"train.valid_every={10 * steps}",
-           "--set", f"train.checkpoint_every={10 * steps}", "--set", "train.average_last=0"]
-    seconds, peak, own, result = run_sampled(cmd, env)
+           "--threads", "1", *budget, "--set", "train.valid_every=100000",
+           "--set", "train.checkpoint_every=100000", "--set", "train.average_last=0"]
+    seconds, peak, result = run_sampled(cmd, env)
     if result.returncode != 0:
         sys.exit(result.stderr.strip().splitlines()[-1])
     summary = json.loads((run_dir / "summary.json").read_text())
-    return {"steps": summary["steps"], "seconds": round(seconds), "peak_tree_rss_mb": round(peak),
-            "maxrss_mb": round(own), "tgt_tokens_per_s": summary["tgt_tokens_per_s"]}
+    rates = sorted(m["tgt_tokens_per_s"] for m in map(json.loads, (run_dir / "metrics.jsonl").read_text().splitlines())
+                   if m.get("kind") == "train")
+    return {"steps": summary["steps"], "seconds": round(seconds), **peak,
+            "peak_rss_mb": summary.get("peak_rss_mb"), "tgt_tokens_per_s": summary["tgt_tokens_per_s"],
+            "median_logged_tgt_tokens_per_s": rates[len(rates) // 2] if rates else None}
+
+
+def train_side_by_side(recipe: Path, run_dir: Path, work: Path, budget: list[str], env: dict) -> dict:
+    """The same recipe trained on the big run and on Multi30k at the same time, one thread each,
+    so that both see the same machine."""
+    from concurrent.futures import ThreadPoolExecutor
+    small_recipe, small_run = work / "multi30k.yaml", work / "run-multi30k"
+    small_recipe.write_text((ROOT / "recipes" / "en-fr.yaml").read_text())
+    if not (small_run / "data" / "meta.json").exists():
+        subprocess.run([sys.executable, "-m", "nmt_cli", "preprocess", str(small_recipe), "--run-dir",
+                        str(small_run)], env=env, cwd=ROOT, check=True, capture_output=True)
+    with ThreadPoolExecutor(2) as pool:
+        big = pool.submit(train_probe, recipe, run_dir, budget, env)
+        small = pool.submit(train_probe, small_recipe, small_run, budget, env)
+        return {"big": big.result(), "multi30k": small.result()}
 
 
 def main() -> None:
@@ -158,7 +204,10 @@ def main() -> None:
     ap.add_argument("--workdir", type=Path, default=None, help="where corpora and runs go (big: 40M pairs "
                     "take about 2 GB of .gz and 10 GB of run dir)")
     ap.add_argument("--keep-corpus", action="store_true", help="keep the generated corpora for later runs")
-    ap.add_argument("--train-steps", type=int, default=0)
+    ap.add_argument("--keep-run", action="store_true", help="keep the preprocessed run dirs")
+    ap.add_argument("--train-steps", type=int, default=0, help="then train N steps on the run and on Multi30k, "
+                    "side by side")
+    ap.add_argument("--train-minutes", type=float, default=0, help="... or for M minutes each")
     ap.add_argument("--sample-sentences", type=int, default=None,
                     help="tokenizer.sample_sentences (default: the recipe's, 2M); SentencePiece's "
                          "training memory grows with it")
@@ -171,10 +220,11 @@ def main() -> None:
         start = time.perf_counter()
         make_corpus(n, corpus)
         made = time.perf_counter() - start
+        print(json.dumps({"corpus": str(corpus), "pairs": n, "seconds_to_make": round(made, 1)}), flush=True)
         run_dir = work / f"run-{n}"
         shutil.rmtree(run_dir, ignore_errors=True)
         recipe = recipe_for(corpus, work, args.sample_sentences)
-        seconds, peak, largest, result = run_sampled([sys.executable, "-m", "nmt_cli", "preprocess", str(recipe),
+        seconds, peak, result = run_sampled([sys.executable, "-m", "nmt_cli", "preprocess", str(recipe),
                                              "--run-dir", str(run_dir)], env)
         if result.returncode != 0:
             sys.exit(result.stderr.strip().splitlines()[-1])
@@ -188,12 +238,13 @@ def main() -> None:
         encode_rate = stage(r"^train: .*?, (\d+) lines/s\)")
         result_row = {"pairs": n, "kept": train["src"]["sentences"], "seconds": round(seconds, 1),
                       "pairs_per_s": round(n / seconds), "lines_per_s": round(2 * n / seconds),
-                      "peak_tree_rss_mb": round(peak), "maxrss_mb": round(largest),
-                      "sample_sentences": args.sample_sentences or "recipe default", "id_dtype": meta["id_dtype"], "tokens": tokens,
+                      "peak_mb": peak, "sample_sentences": args.sample_sentences or "recipe default",
+                      "id_dtype": meta["id_dtype"], "tokens": tokens,
                       "ids_bytes_per_token": round(ids_bytes / tokens, 3), "offsets_mb": round(offsets_bytes / 2**20),
                       "read_clean_s": stage(r"^read and cleaned in ([\d.]+) s"),
                       "sentencepiece_s": stage(r"^SentencePiece learned in ([\d.]+) s"),
                       "encode_train_s": stage(r"^train: .*encoded in ([\d.]+) s"),
+                      "shortlist_s": stage(r"^shortlist learned in ([\d.]+) s"),
                       "encode_lines_per_s": encode_rate,
                       "ceiling_spm_lines_per_s": top["lines_per_s"], "threads": top["threads"],
                       "encode_share_of_ceiling": round(encode_rate / top["lines_per_s"], 2),
@@ -202,17 +253,16 @@ def main() -> None:
         print(json.dumps(result_row), flush=True)
         print(f"{n} pairs in {seconds:.0f} s: {result_row['pairs_per_s']} pairs/s ({result_row['lines_per_s']} "
               f"lines/s; SentencePiece alone {top['lines_per_s']} lines/s on {top['threads']} threads), "
-              f"peak memory {peak / 1024:.2f} GiB", flush=True)
-        if args.train_steps:
-            big = train_probe(recipe, run_dir, args.train_steps, env)
-            small_recipe = work / "multi30k.yaml"
-            en_fr = yaml.safe_load((ROOT / "recipes" / "en-fr.yaml").read_text())
-            small_recipe.write_text(yaml.safe_dump(en_fr))
-            small = train_probe(small_recipe, work / "run-multi30k", args.train_steps, env)
-            print(json.dumps({"train": {f"{n}_pairs": big, "multi30k": small}}), flush=True)
+              f"peak memory {peak['tree_pss_mb'] / 1024:.2f} GiB (PSS of the process tree; RSS sum "
+              f"{peak['tree_rss_mb'] / 1024:.2f} GiB)", flush=True)
+        budget = ["--max-steps", str(args.train_steps)] if args.train_steps else \
+            ["--max-minutes", str(args.train_minutes)] if args.train_minutes else []
+        if budget:
+            print(json.dumps({"train": train_side_by_side(recipe, run_dir, work, budget, env)}), flush=True)
         if not args.keep_corpus:
             shutil.rmtree(corpus, ignore_errors=True)
-        shutil.rmtree(run_dir, ignore_errors=True)
+        if not args.keep_run:
+            shutil.rmtree(run_dir, ignore_errors=True)
     if args.workdir is None:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+import numpy as np
+
 from nmt_cli.errors import DataError
 
 MULTI30K_URL = "https://github.com/multi30k/dataset/raw/master/data/task1/raw/{file}"
@@ -224,6 +226,74 @@ def iter_lines(path: Path) -> Iterator[str]:
         raise DataError(f"{path}: file not found") from None
     except (OSError, EOFError, lzma.LZMAError) as exc:
         raise DataError(f"{path}: cannot read ({exc})") from None
+
+
+class LineBlocks:
+    """Whole lines of a plain, .gz, .bz2 or .xz file taken ``n`` at a time as raw bytes, for
+    readers that decode and split a block at once (one C-level pass instead of a Python step per
+    line). The lines are those :func:`iter_lines` yields: only ``\n`` ends a line, and a last line
+    without one counts."""
+
+    READ_BYTES = 1 << 20
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        try:
+            self.raw = _open_binary(self.path)
+        except FileNotFoundError:
+            raise DataError(f"{path}: file not found") from None
+        except (OSError, EOFError, lzma.LZMAError) as exc:
+            raise DataError(f"{path}: cannot read ({exc})") from None
+        self.buffer = bytearray()
+        self.newlines = 0  # line ends in the buffer
+        self.eof = False
+
+    def _read(self) -> None:
+        try:
+            block = self.raw.read(self.READ_BYTES)
+        except (OSError, EOFError, lzma.LZMAError) as exc:
+            raise DataError(f"{self.path}: cannot read ({exc})") from None
+        if not block:
+            self.eof = True
+        self.buffer += block
+        self.newlines += block.count(b"\n")
+
+    def take(self, n: int) -> tuple[bytes, int]:
+        """The next ``n`` lines (fewer only at the end of the file), line ends included, and how
+        many they are."""
+        if n <= 0:
+            return b"", 0
+        while self.newlines < n and not self.eof:
+            self._read()
+        if self.newlines >= n:
+            end = int(np.flatnonzero(np.frombuffer(self.buffer, dtype=np.uint8) == 10)[n - 1]) + 1
+            count = n
+        else:  # the end of the file: every line left, an unterminated last one too
+            end = len(self.buffer)
+            count = self.newlines + (1 if self.buffer and not self.buffer.endswith(b"\n") else 0)
+        block = bytes(self.buffer[:end])
+        del self.buffer[:end]
+        self.newlines -= block.count(b"\n")
+        return block, count
+
+    def count_rest(self) -> int:
+        """How many lines are left (reading through them without keeping them)."""
+        total = 0
+        while not self.eof:
+            total += self.newlines
+            self.buffer = self.buffer[self.buffer.rfind(b"\n") + 1:]
+            self.newlines = 0
+            self._read()
+        return total + self.newlines + (1 if self.buffer and not self.buffer.endswith(b"\n") else 0)
+
+    def close(self) -> None:
+        self.raw.close()
+
+    def __enter__(self) -> "LineBlocks":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
 
 
 def read_lines(path: Path) -> list[str]:

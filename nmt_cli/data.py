@@ -3,16 +3,19 @@ token batches read straight from those arrays.
 
 A split is stored as four ``.npy`` files (``{split}.{src,tgt}.{ids,offsets}.npy``): all token ids
 of a side concatenated (uint16 while the vocabulary fits, else int32), and where each sentence
-starts. Preprocessing streams: one pass reads every corpus line by line, cleans, filters and
-(optionally) deduplicates each pair, writes the kept text and draws SentencePiece's training
-sample; a second pass encodes that text chunk by chunk straight into the arrays. Memory is bounded
-by the chunk and sample sizes, whatever the corpus size. ``data/meta.json`` is removed first and
-written last, so a preprocess stopped at any moment leaves nothing training takes for complete.
+starts. Preprocessing streams: one pass reads every corpus in blocks of lines, cleans, filters
+and (optionally) deduplicates each pair, writes the kept text and draws SentencePiece's training
+sample; a second pass encodes that text chunk by chunk straight into the arrays. Both passes hand
+their blocks to one worker process per core (nmt_cli/workers.py) and store the results in input
+order. Memory is bounded by the chunk and sample sizes, whatever the corpus size.
+``data/meta.json`` is removed first and written last, so a preprocess stopped at any moment
+leaves nothing training takes for complete.
 Training memory-maps the arrays, so a large corpus never becomes a list of Python objects.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -32,9 +35,11 @@ from nmt_cli.arrays import SideWriter, id_dtype
 from nmt_cli.config import Recipe, save_recipe
 from nmt_cli.errors import DataError
 # normalize is also imported from here by translate and score, which clean their input with it.
-from nmt_cli.pairs import Deduplicator, PairSource, Reservoir, chunks, filter_reason, normalize
+from nmt_cli.pairs import (ChunkPairs, Cleaning, Deduplicator, PairSource, Reservoir, chunks, normalize,
+                            split_block)
 from nmt_cli.shortlist import Shortlist, learn_shortlist
 from nmt_cli.tokenizer import BOS, EOS, PAD, Tokenizer, seed_sampling, train_tokenizer
+from nmt_cli.workers import ordered_map, usable_cores
 
 DATA_FORMAT = 1
 
@@ -176,26 +181,44 @@ SHORTLIST_SAMPLE = 100_000  # pairs sampled from a larger one
 
 def learn_split_shortlist(data_dir: Path, tokenizer) -> Shortlist:
     """The vocabulary shortlist of the stored training split (nmt_cli/shortlist.py). A larger
-    split gives a random sample of its pairs, gathered from the memory-mapped arrays, so counting
+    split gives a random sample of its pairs, read row by row (:func:`read_rows`), so counting
     never copies a whole side into memory. Counting co-occurrences holds every (source piece,
     target piece) pair of each sampled sentence pair: 300k pairs of a 1M-pair corpus of 25-piece
     sentences peaked at 1.65 GB, 100k at 0.8 GB (docs/lab/corpora.md)."""
-    arrays = [np.load(data_dir / f"train.{side}.{part}.npy", mmap_mode="r")
-              for side in ("src", "tgt") for part in ("ids", "offsets")]
-    n = len(arrays[1]) - 1
+    paths = [data_dir / f"train.{side}.{part}.npy" for side in ("src", "tgt") for part in ("ids", "offsets")]
+    n = len(np.load(paths[1], mmap_mode="r")) - 1
     if n > SHORTLIST_PAIRS:
         rows = np.unique(np.random.default_rng(0).integers(0, n, SHORTLIST_SAMPLE))
-        arrays = [part for ids, offsets in (arrays[:2], arrays[2:]) for part in _gather(ids, offsets, rows)]
+        arrays = [*read_rows(paths[0], paths[1], rows), *read_rows(paths[2], paths[3], rows)]
+    else:
+        arrays = [np.load(path, mmap_mode="r") for path in paths]
     return learn_shortlist(*arrays, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size,
                            max_pairs=SHORTLIST_PAIRS)
 
 
-def _gather(ids: np.ndarray, offsets: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The sentences ``rows`` of one side as a small (ids, offsets) pair of its own."""
-    parts = [ids[offsets[i]:offsets[i + 1]] for i in rows]
+def _npy_data(fh) -> tuple[int, np.dtype]:
+    """Where a .npy file's data starts, and its dtype."""
+    major, _ = np.lib.format.read_magic(fh)
+    header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
+    _, _, dtype = header(fh)
+    return fh.tell(), dtype
+
+
+def read_rows(ids_path: Path, offsets_path: Path, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The sentences ``rows`` of one stored side as a small (ids as int64, offsets) pair of its
+    own, read with positioned reads. Not through a memory map: the pages a map touches count in
+    the process's resident memory, and 100k rows spread over a 40M-pair split touch most pages of
+    its 2.5 GB of arrays (a 2.1 GB peak in docs/lab/corpora.md)."""
+    with open(ids_path, "rb") as ids, open(offsets_path, "rb") as offsets:
+        (ids_at, ids_dtype), (offsets_at, offsets_dtype) = _npy_data(ids), _npy_data(offsets)
+        size, pair = ids_dtype.itemsize, 2 * offsets_dtype.itemsize
+        bounds = [np.frombuffer(os.pread(offsets.fileno(), pair, offsets_at + int(r) * offsets_dtype.itemsize),
+                                dtype=offsets_dtype) for r in rows]
+        parts = [np.frombuffer(os.pread(ids.fileno(), int(end - start) * size, ids_at + int(start) * size),
+                               dtype=ids_dtype) for start, end in bounds]
     new_offsets = np.zeros(len(rows) + 1, dtype=np.int64)
     np.cumsum([len(p) for p in parts], out=new_offsets[1:])
-    return np.concatenate(parts).astype(np.int64), new_offsets
+    return (np.concatenate(parts) if parts else np.zeros(0, ids_dtype)).astype(np.int64), new_offsets
 
 
 def save_shortlist(data_dir: Path, shortlist: Shortlist) -> None:
@@ -242,7 +265,7 @@ def _write_text(path: Path, lines: Sequence[str]) -> None:
 # --------------------------------------------------------------------------- preprocess
 
 TEXT_CHUNK = 20_000    # pairs read, cleaned and written at a time
-ENCODE_CHUNK = 50_000  # lines encoded at a time: ~40 MB of Python ints, whatever the corpus size
+ENCODE_CHUNK = 20_000  # lines a worker encodes at a time: ~16 MB of Python ints, whatever the corpus size
 
 
 def split_names(recipe: Recipe) -> dict[str, str | list[str]]:
@@ -281,12 +304,17 @@ class _TextPairs:
 
     def __init__(self, data_dir: Path, name: str):
         self.paths = [data_dir / f"{name}.{side}.txt" for side in ("src", "tgt")]
-        self.files = [open(p.with_name(p.name + ".part"), "w", encoding="utf-8") for p in self.paths]
+        self.files = [open(p.with_name(p.name + ".part"), "wb") for p in self.paths]
 
     def write(self, pairs: list[tuple[str, str]]) -> None:
         # Normalised lines hold no line break, so one line stays one line.
-        self.files[0].write("".join(s + "\n" for s, _ in pairs))
-        self.files[1].write("".join(t + "\n" for _, t in pairs))
+        self.write_text("".join(s + "\n" for s, _ in pairs).encode("utf-8"),
+                        "".join(t + "\n" for _, t in pairs).encode("utf-8"))
+
+    def write_text(self, src: bytes, tgt: bytes) -> None:
+        """Lines already joined and encoded, each ending in a line break."""
+        self.files[0].write(src)
+        self.files[1].write(tgt)
 
     def close(self) -> None:
         for fh, path in zip(self.files, self.paths):
@@ -315,38 +343,41 @@ def _prepare_data_dir(data_dir: Path, log) -> None:
         part.unlink()
 
 
-def _stream_train(recipe: Recipe, data_dir: Path, sample: Reservoir | None, log) -> list[dict]:
-    """Pass one over every training corpus: clean, filter, deduplicate, store the text, sample."""
+def _stream_train(recipe: Recipe, data_dir: Path, sample: Reservoir | None, log,
+                  workers: int | None = None) -> list[dict]:
+    """Pass one over every training corpus: clean, filter, deduplicate, store the text, sample.
+    Blocks of TEXT_CHUNK pairs are cleaned and filtered on ``workers`` processes (every usable
+    core by default) while this one decompresses, stores and samples, in corpus order."""
     d = recipe.data
+    workers = usable_cores() if workers is None else workers
     dedup = Deduplicator() if d.dedup else None
     report = []
     out = _TextPairs(data_dir, "train")
     try:
         for entry in train_entries(recipe):
             source = pair_source(recipe, entry)
+            clean = Cleaning(d.lowercase, d.max_len, d.max_ratio, tsv=source.tsv)
             read, kept, dropped = 0, 0, Counter()
-            for chunk in chunks(iter(source), TEXT_CHUNK):
-                read += len(chunk)
-                good = []
-                for pair in chunk:
-                    if pair is None:
-                        dropped["no tab (not source<TAB>target)"] += 1
-                        continue
-                    s, t = normalize(pair[0], d.lowercase), normalize(pair[1], d.lowercase)
-                    reason = filter_reason(s, t, d.max_len, d.max_ratio)
-                    if reason is None:
-                        good.append((s, t))
-                    else:
-                        dropped[reason] += 1
-                if dedup is not None and good:
-                    fresh = dedup.fresh(good)
-                    if len(good) - sum(fresh):
-                        dropped["duplicate pair"] += len(good) - sum(fresh)
-                    good = list(compress(good, fresh))
-                out.write(good)
+            for chunk in ordered_map(clean, source.blocks(TEXT_CHUNK), workers):
+                read += chunk.read
+                dropped.update(chunk.dropped)
+                pairs = None  # built only with dedup; else the sample takes what it needs of the chunk
+                if dedup is not None and chunk.kept:
+                    pairs = chunk.pairs()
+                    fresh = dedup.fresh(pairs)
+                    if chunk.kept - sum(fresh):
+                        dropped["duplicate pair"] += chunk.kept - sum(fresh)
+                        pairs = list(compress(pairs, fresh))
+                        chunk.src, chunk.tgt = ("".join(s + "\n" for s, _ in pairs).encode("utf-8"),
+                                                "".join(t + "\n" for _, t in pairs).encode("utf-8"))
+                    chunk.kept = len(pairs)
+                out.write_text(chunk.src, chunk.tgt)
                 if sample is not None:
-                    sample.offer(good)
-                kept += len(good)
+                    if sample.wants(chunk.kept):
+                        sample.offer(pairs if pairs is not None else ChunkPairs(chunk))
+                    else:
+                        sample.pass_over(chunk.kept)
+                kept += chunk.kept
             report.append({"corpus": source.label, "files": source.paths, "read": read, "kept": kept,
                            "dropped": dict(sorted(dropped.items()))})
             log(f"train {source.label}: {read} pairs read, {kept} kept, {read - kept} dropped")
@@ -419,24 +450,51 @@ def _learn_tokenizer(recipe: Recipe, sample: Reservoir | None, log) -> Tokenizer
 
 
 def encode_threads() -> int:
-    """Every core this process may use: SentencePiece encodes a batch on that many threads."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
+    """Encoding runs on every core this process may use."""
+    return usable_cores()
 
 
-def encode_text_file(tokenizer: Tokenizer, data_dir: Path, name: str, dtype, threads: int) -> dict:
-    """Pass two: ``{name}.{side}.txt`` -> ids and offsets arrays, ENCODE_CHUNK lines at a time.
-    SentencePiece's batch encoding keeps the input order whatever the threads."""
+_PROCESSORS: dict[str, object] = {}  # in each process: digest of a model's bytes -> the loaded model
+
+
+class BlockEncoder:
+    """A block of stored lines (corpora.LineBlocks) -> its ids, flat, and each line's length,
+    with one side's SentencePiece model. Picklable (it carries the model's bytes, loaded once per
+    process), so worker processes can encode blocks side by side."""
+
+    def __init__(self, proto: bytes, dtype):
+        self.proto, self.dtype = proto, np.dtype(dtype)
+        self.key = hashlib.sha1(proto).hexdigest()
+
+    def __call__(self, raw: bytes) -> tuple[np.ndarray, np.ndarray]:
+        sp = _PROCESSORS.get(self.key)
+        if sp is None:
+            sp = _PROCESSORS[self.key] = Tokenizer(self.proto).src
+        seqs = sp.encode(split_block(raw), num_threads=1)
+        lengths = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
+        return np.fromiter(chain.from_iterable(seqs), dtype=self.dtype, count=int(lengths.sum())), lengths
+
+
+def _line_blocks(path: Path, n: int) -> Iterator[bytes]:
+    with corpora.LineBlocks(path) as text:
+        while (block := text.take(n))[1]:
+            yield block[0]
+
+
+def encode_text_file(tokenizer: Tokenizer, data_dir: Path, name: str, dtype, workers: int) -> dict:
+    """Pass two: ``{name}.{side}.txt`` -> ids and offsets arrays, ENCODE_CHUNK lines at a time, on
+    ``workers`` processes with one SentencePiece thread each, stored in line order. Each worker
+    also turns its ids into arrays, which with SentencePiece's own threads is serial work between
+    batches while one core idles (docs/lab/corpora.md compares the two)."""
     meta = {}
     for side in ("src", "tgt"):
+        encode = BlockEncoder(tokenizer.src_proto if side == "src" else tokenizer.tgt_proto, dtype)
         writer = SideWriter(data_dir, name, side, dtype)
+        text = data_dir / f"{name}.{side}.txt"
+        # A held-out split is one block: starting processes for it would cost more than it saves.
+        single = text.stat().st_size < 2 * ENCODE_CHUNK * 100
         try:
-            for lines in chunks(corpora.iter_lines(data_dir / f"{name}.{side}.txt"), ENCODE_CHUNK):
-                seqs = tokenizer.encode_ids(side, lines, threads)
-                lengths = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
-                ids = np.fromiter(chain.from_iterable(seqs), dtype=writer.ids.dtype, count=int(lengths.sum()))
+            for ids, lengths in ordered_map(encode, _line_blocks(text, ENCODE_CHUNK), 1 if single else workers):
                 writer.append(ids, lengths)
         except BaseException:
             writer.abort()
@@ -505,9 +563,11 @@ def _preprocess(recipe: Recipe, run_dir: Path, log) -> dict:
         meta["splits"][name] = s = encode_text_file(tokenizer, data_dir, name, dtype, threads)
         seconds = time.perf_counter() - started
         log(f"{name}: {s['src']['sentences']} pairs, {s['src']['tokens']} source and "
-            f"{s['tgt']['tokens']} target subwords (encoded in {seconds:.1f} s on {threads} threads, "
+            f"{s['tgt']['tokens']} target subwords (encoded in {seconds:.1f} s on {threads} cores, "
             f"{2 * s['src']['sentences'] / max(seconds, 1e-9):.0f} lines/s)")
+    started = time.perf_counter()
     save_shortlist(data_dir, learn_split_shortlist(data_dir, tokenizer))
+    log(f"shortlist learned in {time.perf_counter() - started:.1f} s")
     meta["tok_references"] = save_tok_references(recipe, data_dir, log)
     save_recipe(recipe, run_dir / "recipe.yaml")
     tmp = data_dir / "meta.json.part"
@@ -559,32 +619,134 @@ def collate(srcs: Sequence[np.ndarray], tgts: Sequence[np.ndarray]) -> Batch:
                  torch.from_numpy(tgt_in), torch.from_numpy(tgt_out), int(tgt_len.sum()))
 
 
+class Batches(Sequence):
+    """One epoch's batches without a Python object per batch: the sentence indices in length
+    order (int32 while they fit), where each batch's run of them ends, and the order the batches
+    are taken in. Item ``i`` is the i-th batch taken, an array of sentence indices."""
+
+    def __init__(self, order: np.ndarray, bounds: np.ndarray, taken: np.ndarray):
+        self.order, self.bounds, self.taken = order, bounds, taken
+
+    def __len__(self) -> int:
+        return len(self.taken)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        b = self.taken[i]
+        return self.order[self.bounds[b]:self.bounds[b + 1]]
+
+
+GROUPED_ORDER_FROM = 2_000_000  # sentences: from here on, token_batches builds its order by length groups
+
+
 def token_batches(src_lengths: np.ndarray, tgt_lengths: np.ndarray, batch_tokens: int,
-                  seed: int, epoch: int, shuffle: bool = True) -> list[np.ndarray]:
+                  seed: int, epoch: int, shuffle: bool = True) -> Batches:
     """Group sentence indices into batches of about ``batch_tokens`` real target tokens.
 
     Sentences are sorted by (target, source) length with a random tie-break, so a batch holds
     sentences of nearly equal length and padding stays small; batch order is shuffled per epoch
-    from ``seed`` and ``epoch``, which makes the sequence reproducible for exact resume.
+    from ``seed`` and ``epoch``, which makes the sequence reproducible for exact resume. A batch
+    takes sentences in that order while their tokens fit (the first always).
+
+    Up to GROUPED_ORDER_FROM sentences the tie-break is a random key per sentence (one lexsort).
+    A larger split (a 40M-pair corpus) would need 1.2 GB of temporaries for that sort, so its
+    order is built by counting sentences per (target, source) length and shuffling each group in
+    place: 4 bytes a sentence and arrays the size of the length table, the same kind of order.
     """
     rng = np.random.default_rng([seed, epoch])
     n = len(src_lengths)
-    tie = rng.random(n) if shuffle else np.arange(n)
-    order = np.lexsort((tie, src_lengths, tgt_lengths))
-    costs = (tgt_lengths[order] + 1)
-    batches, start, total = [], 0, 0
-    for pos in range(n):
-        cost = int(costs[pos])
-        if total and total + cost > batch_tokens:
-            batches.append(order[start:pos])
-            start, total = pos, 0
-        total += cost
-    if start < n:
-        batches.append(order[start:])
-    if shuffle:
-        perm = rng.permutation(len(batches))
-        batches = [batches[i] for i in perm]
-    return batches
+    if n >= GROUPED_ORDER_FROM:
+        order = _grouped_order(src_lengths, tgt_lengths, rng if shuffle else None)
+    else:
+        tie = rng.random(n) if shuffle else np.arange(n)
+        order = np.lexsort((tie, src_lengths, tgt_lengths))
+        del tie
+        if n < 2**31:
+            order = order.astype(np.int32)
+    bounds = _batch_bounds(tgt_lengths, order, batch_tokens)
+    taken = rng.permutation(len(bounds) - 1) if shuffle else np.arange(len(bounds) - 1)
+    return Batches(order, bounds, taken)
+
+
+def _grouped_order(src_lengths: np.ndarray, tgt_lengths: np.ndarray, rng, chunk: int = 1 << 20) -> np.ndarray:
+    """Sentence indices sorted by (target, source) length, in random order within equal lengths
+    (in index order without ``rng``): a counting sort a chunk at a time, then each group shuffled."""
+    n = len(src_lengths)
+    width = int(src_lengths.max()) + 1
+    groups = (int(tgt_lengths.max()) + 1) * width
+    key = lambda a: tgt_lengths[a:a + chunk].astype(np.int64) * width + src_lengths[a:a + chunk]
+    counts = np.zeros(groups, dtype=np.int64)
+    for a in range(0, n, chunk):
+        counts += np.bincount(key(a), minlength=groups)
+    starts = np.cumsum(counts) - counts
+    fill = starts.copy()
+    order = np.empty(n, dtype=np.int32 if n < 2**31 else np.int64)
+    for a in range(0, n, chunk):
+        k = key(a)
+        local = np.argsort(k, kind="stable")
+        ks = k[local]
+        rank = np.arange(len(ks)) - np.searchsorted(ks, ks, side="left")  # place among equal keys
+        order[fill[ks] + rank] = local + a
+        fill += np.bincount(k, minlength=groups)
+    if rng is not None:
+        for start, count in zip(starts[counts > 1].tolist(), counts[counts > 1].tolist()):
+            rng.shuffle(order[start:start + count])
+    return order
+
+
+def _batch_bounds(tgt_lengths: np.ndarray, order: np.ndarray, batch_tokens: int) -> np.ndarray:
+    """Where each batch ends in ``order`` (a batch takes sentences while their tokens, target
+    length + 1 each, fit in ``batch_tokens``; the first always). The order is sorted by target
+    length, so it is a few runs of equal cost: the token count before any position is arithmetic
+    on the runs, and the work in Python is per batch, not per sentence."""
+    n = len(order)
+    run_starts, run_costs = _equal_length_runs(tgt_lengths, order)
+    run_tokens = np.zeros(len(run_starts), dtype=np.int64)  # tokens before each run
+    np.cumsum((np.diff(np.append(run_starts, n)) * run_costs)[:-1], out=run_tokens[1:])
+    bounds = [0]
+    while bounds[-1] < n:
+        start = bounds[-1]
+        r = int(np.searchsorted(run_starts, start, side="right")) - 1
+        limit = int(run_tokens[r] + (start - run_starts[r]) * run_costs[r]) + batch_tokens
+        r = int(np.searchsorted(run_tokens, limit, side="right")) - 1
+        run_end = int(run_starts[r + 1]) if r + 1 < len(run_starts) else n
+        end = min(run_end, int(run_starts[r]) + (limit - int(run_tokens[r])) // int(run_costs[r]))
+        bounds.append(max(end, start + 1))
+    return np.asarray(bounds, dtype=np.int64)
+
+
+def _equal_length_runs(tgt_lengths: np.ndarray, order: np.ndarray,
+                       chunk: int = 1 << 20) -> tuple[np.ndarray, np.ndarray]:
+    """Where each run of equal target length starts in ``order``, and its cost (length + 1)."""
+    starts, costs, last = [], [], None
+    for a in range(0, len(order), chunk):
+        t = np.asarray(tgt_lengths[order[a:a + chunk]], dtype=np.int64)
+        if last is None or t[0] != last:
+            starts.append(np.array([a]))
+            costs.append(t[:1])
+        change = np.flatnonzero(np.diff(t)) + 1
+        starts.append(change + a)
+        costs.append(t[change])
+        last = t[-1]
+    if not starts:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    return np.concatenate(starts).astype(np.int64), np.concatenate(costs) + 1
+
+
+def side_lengths(side: Side, chunk: int = 1 << 20) -> np.ndarray:
+    """Each sentence's length as int16 (int32 if one is longer), computed a chunk at a time: a
+    40M-pair split's int64 lengths and their difference temporaries would cost 320 MB each."""
+    for dtype in (np.int16, np.int32):
+        out = np.empty(len(side), dtype=dtype)
+        for i in range(0, len(out), chunk):
+            part = np.diff(side.offsets[i:i + chunk + 1])
+            if len(part) and part.max() > np.iinfo(dtype).max:
+                break
+            out[i:i + chunk] = part
+        else:
+            return out
+    raise AssertionError("unreachable: int32 holds any sentence length")
 
 
 def padding_fraction(split: EncodedSplit, batches: Sequence[np.ndarray]) -> float:
@@ -600,8 +762,7 @@ def padding_fraction(split: EncodedSplit, batches: Sequence[np.ndarray]) -> floa
 def iterate_epoch(split: EncodedSplit, batch_tokens: int, seed: int, epoch: int, start: int = 0,
                   rank: int = 0, world: int = 1) -> Iterator[tuple[int, Batch]]:
     """Yield (position, batch) for one epoch from ``start``; rank r of w takes every w-th batch."""
-    batches = token_batches(np.asarray(split.src.lengths), np.asarray(split.tgt.lengths),
-                            batch_tokens, seed, epoch)
+    batches = token_batches(side_lengths(split.src), side_lengths(split.tgt), batch_tokens, seed, epoch)
     usable = len(batches) - len(batches) % world if world > 1 else len(batches)
     for pos in range(start, usable, world):
         yield pos, make_batch(split, batches[pos + rank])

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import math
 import random
+import re
+from collections.abc import Sequence
 from dataclasses import dataclass
-from itertools import islice
+from itertools import compress, islice, repeat
 from pathlib import Path
 from typing import Iterator
 
@@ -28,6 +30,51 @@ def normalize(line: str, lowercase: bool = False) -> str:
     return line.lower() if lowercase else line
 
 
+# Whitespace other than the space and the line break: normalize() replaces every character of
+# it. Python's regular expressions and str.split() share one idea of whitespace. A character
+# class alone is scanned fast; alternatives would be tried at every position (5x slower).
+_OTHER_SPACE = re.compile(r"[^\S \n]")
+
+
+def _abnormal_positions(text: str) -> list[int]:
+    """Positions in ``text`` (lines joined by "\n") of every place where normalize() would change
+    a line: other whitespace, a double space, a space at a line's start or end."""
+    found = [m.start() for m in _OTHER_SPACE.finditer(text)]
+    for needle, shift in (("  ", 0), (" \n", 0), ("\n ", 1)):
+        at = text.find(needle)
+        while at >= 0:
+            found.append(at + shift)
+            at = text.find(needle, at + 1)
+    if text.startswith(" "):
+        found.append(0)
+    if text.endswith(" "):
+        found.append(len(text) - 1)
+    return found
+
+
+def normalize_lines(lines: Sequence[str], lowercase: bool = False) -> list[str]:
+    """:func:`normalize` of every line (lines hold no line break), in a few passes over their
+    joined text instead of a Python step per line: a scan finds the lines not in normal form
+    already (most corpora have few), and only those are normalised one by one."""
+    lines = list(lines)
+    found = _abnormal_positions("\n".join(lines))
+    if found:
+        starts = np.zeros(len(lines), dtype=np.int64)
+        np.cumsum(np.fromiter(map(len, lines), dtype=np.int64, count=len(lines))[:-1] + 1, out=starts[1:])
+        for i in np.unique(np.searchsorted(starts, found, side="right") - 1):
+            lines[i] = " ".join(lines[i].split())
+    return list(map(str.lower, lines)) if lowercase else lines
+
+
+def split_block(raw: bytes) -> list[str]:
+    """The lines of a block of whole lines (see corpora.LineBlocks), decoded as
+    :func:`corpora.iter_lines` decodes them; a trailing ``\r`` is left for normalisation to strip."""
+    if not raw:
+        return []
+    text = raw.decode("utf-8", errors="replace")
+    return (text[:-1] if text.endswith("\n") else text).split("\n")
+
+
 @dataclass(frozen=True)
 class PairSource:
     """One corpus: two line-aligned files (``files``: source, target) or one ``source<TAB>target``
@@ -42,6 +89,27 @@ class PairSource:
     @property
     def paths(self) -> list[str]:
         return [str(p) for p in self.files]
+
+    def blocks(self, n: int) -> Iterator[tuple[bytes, ...]]:
+        """The raw text ``n`` lines at a time: (source block, target block), or (TSV block,)."""
+        if self.tsv:
+            with corpora.LineBlocks(self.files[0]) as tsv:
+                while (block := tsv.take(n))[1]:
+                    yield block[:1]
+            return
+        src_path, tgt_path = self.files
+        with corpora.LineBlocks(src_path) as src, corpora.LineBlocks(tgt_path) as tgt:
+            lines = 0
+            while True:
+                (src_block, n_src), (tgt_block, n_tgt) = src.take(n), tgt.take(n)
+                if n_src != n_tgt:
+                    raise DataError(f"{src_path} has {lines + n_src + src.count_rest()} lines but {tgt_path} "
+                                    f"has {lines + n_tgt + tgt.count_rest()}; line i of one must translate "
+                                    "line i of the other")
+                if not n_src:
+                    return
+                lines += n_src
+                yield src_block, tgt_block
 
 
 def iter_aligned(src_path: Path, tgt_path: Path) -> Iterator[tuple[str, str]]:
@@ -86,6 +154,121 @@ def filter_reason(src: str, tgt: str, max_len: int, max_ratio: float) -> str | N
     if max(ns, nt) > max_ratio * min(ns, nt) and max(ns, nt) > 3:
         return f"length ratio over {max_ratio:g}"
     return None
+
+
+FILTER_REASONS = ("empty side", "longer than {max_len} words", "length ratio over {max_ratio:g}")
+
+
+def word_counts(lines: Sequence[str]) -> np.ndarray:
+    """Words of each normalised line (its spaces + 1; none when empty)."""
+    spaces = np.fromiter(map(str.count, lines, repeat(" ")), dtype=np.int64, count=len(lines))
+    nonempty = np.fromiter(map(bool, lines), dtype=bool, count=len(lines))
+    return np.where(nonempty, spaces + 1, 0)
+
+
+def filter_codes(src: Sequence[str], tgt: Sequence[str], max_len: int, max_ratio: float) -> np.ndarray:
+    """:func:`filter_reason` of many normalised pairs at once: 0 to keep a pair, i for the i-th of
+    FILTER_REASONS (checked in that order, as filter_reason does)."""
+    ns, nt = word_counts(src), word_counts(tgt)
+    longest, shortest = np.maximum(ns, nt), np.minimum(ns, nt)
+    codes = np.zeros(len(ns), dtype=np.int8)
+    codes[(longest > max_ratio * shortest) & (longest > 3)] = 3
+    codes[(ns > max_len) | (nt > max_len)] = 2
+    codes[shortest == 0] = 1
+    return codes
+
+
+@dataclass
+class CleanChunk:
+    """What cleaning made of one block of pairs: the kept lines of each side as UTF-8 text ready
+    to store (each line ending in ``\n``; bytes, which cross between processes without a
+    re-encoding), where each line starts in it, and the counts."""
+    read: int
+    kept: int
+    src: bytes
+    tgt: bytes
+    dropped: dict[str, int]
+    src_starts: np.ndarray  # kept + 1 offsets: line i is src[src_starts[i]:src_starts[i + 1] - 1]
+    tgt_starts: np.ndarray
+
+    def pairs(self) -> list[tuple[str, str]]:
+        return list(zip(split_block(self.src), split_block(self.tgt)))
+
+
+class ChunkPairs(Sequence):
+    """A chunk's kept pairs as a sequence that builds only the pairs asked for: a sample
+    (Reservoir) takes a few of each chunk once it is full."""
+
+    def __init__(self, chunk: CleanChunk):
+        self.chunk = chunk
+
+    def __len__(self) -> int:
+        return self.chunk.kept
+
+    def __getitem__(self, i):
+        """Pair ``i`` (from 0; a sample asks for hundreds of thousands one at a time, so no
+        negative indices), or a list of pairs for a slice."""
+        c = self.chunk
+        if isinstance(i, slice):
+            start, stop, step = i.indices(len(self))
+            if step != 1 or start >= stop:
+                return [self[j] for j in range(start, stop, step)]
+            lines = lambda text, starts: split_block(text[starts[start]:starts[stop]])
+            return list(zip(lines(c.src, c.src_starts), lines(c.tgt, c.tgt_starts)))
+        if i < 0 or i >= c.kept:
+            raise IndexError(i)
+        s, t = c.src_starts, c.tgt_starts
+        return c.src[s[i]:s[i + 1] - 1].decode("utf-8"), c.tgt[t[i]:t[i + 1] - 1].decode("utf-8")
+
+
+def encoded_lines(lines: list[str]) -> tuple[bytes, np.ndarray]:
+    """Lines as UTF-8 text, each ending in "\n", and the offset where each starts (one more: the end)."""
+    if not lines:
+        return b"", np.zeros(1, dtype=np.int64)
+    text = ("\n".join(lines) + "\n").encode("utf-8")
+    starts = np.zeros(len(lines) + 1, dtype=np.int64)
+    starts[1:] = np.flatnonzero(np.frombuffer(text, dtype=np.uint8) == 10) + 1
+    return text, starts
+
+
+NO_TAB = "no tab (not source<TAB>target)"
+
+
+@dataclass(frozen=True)
+class Cleaning:
+    """Training pairs' cleaning (:func:`normalize`) and filtering (:func:`filter_reason`) applied
+    to a raw block from :meth:`PairSource.blocks`; a picklable callable, so worker processes can
+    clean blocks while the main process reads the next ones. Gives what the pair-by-pair
+    functions give, pair for pair."""
+    lowercase: bool
+    max_len: int
+    max_ratio: float
+    tsv: bool = False
+
+    def __call__(self, block: tuple[bytes, ...]) -> CleanChunk:
+        dropped: dict[str, int] = {}
+        if self.tsv:
+            fields = [line.split("\t", 2) for line in split_block(block[0])]
+            read = len(fields)
+            with_tab = [f for f in fields if len(f) >= 2]
+            if len(with_tab) < read:
+                dropped[NO_TAB] = read - len(with_tab)
+            src, tgt = [f[0] for f in with_tab], [f[1] for f in with_tab]
+        else:
+            src, tgt = split_block(block[0]), split_block(block[1])
+            read = len(src)
+        src, tgt = normalize_lines(src, self.lowercase), normalize_lines(tgt, self.lowercase)
+        codes = filter_codes(src, tgt, self.max_len, self.max_ratio)
+        counts = np.bincount(codes, minlength=len(FILTER_REASONS) + 1)
+        for code, count in enumerate(counts[1:], start=1):
+            if count:
+                reason = FILTER_REASONS[code - 1].format(max_len=self.max_len, max_ratio=self.max_ratio)
+                dropped[reason] = int(count)
+        if counts[0] < len(src):
+            keep = (codes == 0).tolist()
+            src, tgt = list(compress(src, keep)), list(compress(tgt, keep))
+        (src_text, src_starts), (tgt_text, tgt_starts) = encoded_lines(src), encoded_lines(tgt)
+        return CleanChunk(read, len(src), src_text, tgt_text, dropped, src_starts, tgt_starts)
 
 
 class Deduplicator:
@@ -145,17 +328,30 @@ class Reservoir:
         skip = math.floor(math.log(self.rng.random() or 1e-300) / math.log1p(-self._w)) if self._w < 1 else 0
         self._next = self.seen + skip
 
-    def offer(self, items: list) -> None:
-        for item in items:
-            if len(self.items) < self.capacity:
-                self.items.append(item)
-                self.seen += 1
-                if len(self.items) == self.capacity:
-                    self._draw_skip()
-                continue
-            if self.seen == self._next:
-                self.items[self.rng.randrange(self.capacity)] = item
-                self.seen += 1
+    def wants(self, n: int) -> bool:
+        """Whether offering the next ``n`` items would keep any of them (else :meth:`pass_over`
+        them, and nobody need build them)."""
+        return len(self.items) < self.capacity or self._next < self.seen + n
+
+    def pass_over(self, n: int) -> None:
+        assert not self.wants(n), "pass_over would skip an item the sample takes"
+        self.seen += n
+
+    def offer(self, items: Sequence) -> None:
+        """Items skipped by the drawn gaps cost nothing: the loop visits only the ones it takes."""
+        taken = 0
+        if len(self.items) < self.capacity:
+            taken = min(len(items), self.capacity - len(self.items))
+            self.items.extend(items[:taken])
+            self.seen += taken
+            if len(self.items) == self.capacity:
                 self._draw_skip()
-            else:
-                self.seen += 1
+        start = self.seen - taken  # the stream position of items[0]
+        end = start + len(items)
+        if len(self.items) == self.capacity:
+            sample, pick = self.items, self.rng.randrange
+            while self._next < end:
+                sample[pick(self.capacity)] = items[self._next - start]
+                self.seen = self._next + 1
+                self._draw_skip()
+        self.seen = end

@@ -124,6 +124,60 @@ def test_token_batches_respect_budget_and_cover_everything():
     assert any(len(a) != len(b) or (a != b).any() for a, b in zip(batches, other))
 
 
+def _token_batches_sentence_by_sentence(src_lengths, tgt_lengths, batch_tokens, seed, epoch, shuffle=True):
+    """The batching rule walked one sentence at a time: what token_batches must give."""
+    rng = np.random.default_rng([seed, epoch])
+    n = len(src_lengths)
+    order = np.lexsort((rng.random(n) if shuffle else np.arange(n), src_lengths, tgt_lengths))
+    batches, start, total = [], 0, 0
+    for pos in range(n):
+        cost = int(tgt_lengths[order[pos]] + 1)
+        if total and total + cost > batch_tokens:
+            batches.append(order[start:pos])
+            start, total = pos, 0
+        total += cost
+    if start < n:
+        batches.append(order[start:])
+    return [batches[i] for i in rng.permutation(len(batches))] if shuffle else batches
+
+
+@pytest.mark.parametrize("budget, shuffle", [(300, True), (25, True), (1000, False)])
+def test_token_batches_are_the_sentence_by_sentence_rule(budget, shuffle):
+    rng = np.random.default_rng(4)
+    src, tgt = rng.integers(0, 40, size=3000), rng.integers(0, 40, size=3000)  # some longer than 25
+    fast = token_batches(src.astype(np.int32), tgt.astype(np.int32), budget, seed=2, epoch=3, shuffle=shuffle)
+    slow = _token_batches_sentence_by_sentence(src, tgt, budget, 2, 3, shuffle)
+    assert len(fast) == len(slow) and all(a.tolist() == b.tolist() for a, b in zip(fast, slow))
+    assert fast[-2:][1].tolist() == slow[-1].tolist()
+    assert len(token_batches(src[:0], tgt[:0], budget, 2, 3)) == 0
+
+
+def test_large_splits_group_by_length_in_bounded_memory(monkeypatch):
+    from nmt_cli import data as data_module
+    monkeypatch.setattr(data_module, "GROUPED_ORDER_FROM", 100)
+    rng = np.random.default_rng(5)
+    src, tgt = rng.integers(0, 30, size=5000).astype(np.int16), rng.integers(1, 30, size=5000).astype(np.int16)
+    batches = token_batches(src, tgt, 200, seed=1, epoch=0)
+    order = batches.order
+    assert order.dtype == np.int32 and sorted(order.tolist()) == list(range(5000))
+    keys = tgt[order].astype(np.int64) * 100 + src[order]
+    assert (np.diff(keys) >= 0).all()  # sorted by (target, source) length
+    # The batching rule is the sentence-by-sentence one over that order.
+    walked, start, total = [], 0, 0
+    for pos in range(5000):
+        cost = int(tgt[order[pos]]) + 1
+        if total and total + cost > 200:
+            walked.append(pos)
+            start, total = pos, 0
+        total += cost
+    assert batches.bounds.tolist() == [0] + walked + [5000]
+    # Shuffled within equal lengths, reproducibly per (seed, epoch).
+    again, other = token_batches(src, tgt, 200, 1, 0), token_batches(src, tgt, 200, 1, 1)
+    assert again.order.tolist() == order.tolist() and other.order.tolist() != order.tolist()
+    unshuffled = token_batches(src, tgt, 200, 1, 0, shuffle=False).order
+    assert unshuffled.tolist() == np.lexsort((np.arange(5000), src, tgt)).tolist()
+
+
 def test_bucketing_keeps_padding_small(tiny_run):
     _, run_dir = tiny_run
     split = load_split(run_dir, "train")
@@ -222,6 +276,31 @@ def test_several_corpora_tsv_and_dedup_with_counts_per_corpus(tmp_path):
     assert stored[-1] == en[199] and len(set(zip(stored, stored))) == len(stored)
 
 
+def test_read_and_clean_on_worker_processes_stores_what_one_process_stores(tmp_path, monkeypatch):
+    from nmt_cli import data as data_module
+    data = write_slice(tmp_path / "c", n_train=400, n_valid=10)
+    monkeypatch.setattr(data_module, "TEXT_CHUNK", 37)     # many blocks through the workers
+    monkeypatch.setattr(data_module, "ENCODE_CHUNK", 50)   # and many encoded chunks
+    recipe = tiny_recipe_dict({**data, "dedup": True, "max_len": 20}, tokenizer={"vocab_size": 300, "sample_sentences": 1000})
+    metas = {}
+    for workers in (1, 2):
+        monkeypatch.setattr(data_module, "usable_cores", lambda: workers)
+        metas[workers] = _run_preprocess(recipe, tmp_path / f"run{workers}")
+    one, two = tmp_path / "run1", tmp_path / "run2"
+    assert metas[1]["splits"] == metas[2]["splits"] and metas[1]["corpora"] == metas[2]["corpora"]
+    assert metas[1]["dropped"]  # max_len 20 drops some pairs
+    files = sorted(p.relative_to(one) for p in one.rglob("*") if p.is_file() and p.name != "meta.json")
+    assert files == sorted(p.relative_to(two) for p in two.rglob("*") if p.is_file() and p.name != "meta.json")
+    for path in files:
+        assert (one / path).read_bytes() == (two / path).read_bytes(), path
+    # The arrays are SentencePiece's encoding of the stored text, line for line.
+    tok, split = Tokenizer.load(two), load_split(two, "train")
+    for side, stored in (("src", split.src), ("tgt", split.tgt)):
+        lines = (two / "data" / f"train.{side}.txt").read_text(encoding="utf-8").split("\n")[:-1]
+        want = tok.encode_ids(side, lines)
+        assert len(stored) == len(lines) and all(stored.get(i).tolist() == want[i] for i in range(len(lines)))
+
+
 def test_tsv_held_out_split_keeps_every_line_or_names_the_bad_one(tmp_path):
     data = write_slice(tmp_path / "c", n_train=100, n_valid=10)
     valid = tmp_path / "valid.tsv"
@@ -318,6 +397,16 @@ def test_sigkill_during_preprocess_never_leaves_data_that_loads_as_complete(tmp_
     done = subprocess.run(cmd, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert len(load_split(run, "train")) > 2900
+
+
+def test_rows_read_from_the_stored_arrays_are_the_sentences(tiny_run):
+    from nmt_cli.data import read_rows
+    _, run_dir = tiny_run
+    split, data = load_split(run_dir, "train"), run_dir / "data"
+    rows = np.array([0, 3, 4, 250, len(split) - 1])
+    ids, offsets = read_rows(data / "train.tgt.ids.npy", data / "train.tgt.offsets.npy", rows)
+    assert ids.dtype == np.int64 and offsets.tolist()[0] == 0 and len(offsets) == len(rows) + 1
+    assert all(ids[offsets[k]:offsets[k + 1]].tolist() == split.tgt.get(r).tolist() for k, r in enumerate(rows))
 
 
 def test_shortlist_of_a_large_split_is_learned_from_a_sample(tiny_run, monkeypatch):

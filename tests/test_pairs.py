@@ -6,8 +6,10 @@ from collections import Counter
 import numpy as np
 import pytest
 
+from nmt_cli.corpora import LineBlocks, iter_lines
 from nmt_cli.errors import DataError
-from nmt_cli.pairs import Deduplicator, PairSource, Reservoir, chunks, filter_reason, iter_aligned, iter_tsv
+from nmt_cli.pairs import (NO_TAB, ChunkPairs, Cleaning, Deduplicator, PairSource, Reservoir, chunks, filter_reason,
+                           iter_aligned, iter_tsv, normalize, normalize_lines)
 from tests.conftest import multi30k_lines
 
 
@@ -71,3 +73,116 @@ def test_reservoir_is_the_whole_stream_while_it_fits_and_uniform_beyond():
         hits.update(i // 10 for i in r.items)
     # Each tenth of the stream holds a tenth of the sample: 400 expected per decile.
     assert all(320 < hits[d] < 480 for d in range(10)), hits
+
+
+# Lines that exercise every way normalize() and the filters can act: other whitespace (tab, no-break
+# space, line separator, U+3000), double and edge spaces, CR line ends, empty lines, invalid UTF-8,
+# a Greek final sigma for lowercasing, a long line and a ratio.
+AWKWARD = ["A  b", " lead", "trail ", "tab\there", "nb\u00a0sp", "sep\u2028x", "wide\u3000space", "cr end\r",
+           "", "ΟΔΟΣ ΚΑΙ", "x " * 30, "one", "a b c d e f g", "\x1fctl", "ok line", "É grand"]
+
+
+def _write(path, lines, opener=open, raw_tail=b""):
+    with opener(path, "wb") as fh:
+        fh.write(("\n".join(lines) + "\n").encode("utf-8") + raw_tail)
+
+
+def _reference(pairs, lowercase, max_len, max_ratio):
+    kept, dropped = [], Counter()
+    for pair in pairs:
+        if pair is None:
+            dropped[NO_TAB] += 1
+            continue
+        s, t = normalize(pair[0], lowercase), normalize(pair[1], lowercase)
+        reason = filter_reason(s, t, max_len, max_ratio)
+        if reason:
+            dropped[reason] += 1
+        else:
+            kept.append((s, t))
+    return kept, dropped
+
+
+def _cleaned(source, cleaning, n):
+    kept, dropped, read = [], Counter(), 0
+    for block in source.blocks(n):
+        chunk = cleaning(block)
+        pairs = ChunkPairs(chunk)
+        assert list(pairs) == chunk.pairs() == pairs[:] and len(pairs) == chunk.kept
+        assert pairs[1:-1] == chunk.pairs()[1:-1] and pairs[::2] == chunk.pairs()[::2]
+        kept += chunk.pairs()
+        dropped.update(chunk.dropped)
+        read += chunk.read
+    return kept, dropped, read
+
+
+@pytest.mark.parametrize("lowercase", [False, True])
+def test_block_cleaning_gives_what_pair_by_pair_cleaning_gives(tmp_path, lowercase):
+    en = AWKWARD + multi30k_lines("val", "en", 200)
+    fr = list(reversed(AWKWARD)) + multi30k_lines("val", "fr", 200)
+    _write(tmp_path / "c.en.gz", en, gzip.open, raw_tail=b"bad \xff\xfe utf8")  # unterminated last line
+    _write(tmp_path / "c.fr.gz", fr, gzip.open, raw_tail="dernière".encode())
+    tsv = tmp_path / "c.tsv"
+    _write(tsv, [f"{e}\t{f}" + ("\t0.5" if i % 3 else "") for i, (e, f) in enumerate(zip(en, fr))] + ["no tab", "\t"])
+    for source in (PairSource("c", (tmp_path / "c.en.gz", tmp_path / "c.fr.gz")), PairSource("t", (tsv,), tsv=True)):
+        want, want_dropped = _reference(list(source), lowercase, 10, 2.0)
+        for n in (1, 7, 1000):
+            kept, dropped, read = _cleaned(source, Cleaning(lowercase, 10, 2.0, tsv=source.tsv), n)
+            assert kept == want and dropped == want_dropped and read == len(list(source))
+    assert want_dropped[NO_TAB] == 1 and len(want_dropped) == 4  # every reason happened
+
+
+def test_normalize_lines_is_normalize_of_each_line():
+    lines = AWKWARD + ["  ", " ", "a\u2029b", "x\u0085y", "Σ", "ΑΣ\u2028", "last "]
+    for lowercase in (False, True):
+        assert normalize_lines(lines, lowercase) == [normalize(line, lowercase) for line in lines]
+    assert normalize_lines([]) == [] and normalize_lines([""]) == [""]
+
+
+def test_line_blocks_take_whole_lines_across_reads(tmp_path, monkeypatch):
+    monkeypatch.setattr(LineBlocks, "READ_BYTES", 5)
+    path = tmp_path / "l.txt"
+    path.write_bytes("un\ndeux\n\ntrois quatre\r\nfin sans retour".encode())
+    with LineBlocks(path) as blocks:
+        assert blocks.take(2) == (b"un\ndeux\n", 2)
+        assert blocks.take(2) == (b"\ntrois quatre\r\n", 2)
+        assert blocks.take(2) == (b"fin sans retour", 1)
+        assert blocks.take(2) == (b"", 0)
+    with LineBlocks(path) as blocks:
+        blocks.take(1)
+        assert blocks.count_rest() == len(list(iter_lines(path))) - 1 == 4
+
+
+def test_aligned_blocks_name_both_line_counts(tmp_path):
+    (tmp_path / "a.en").write_text("x\n" * 10)
+    (tmp_path / "a.fr").write_text("y\n" * 7)
+    with pytest.raises(DataError, match=r"a.en has 10 lines but .*a.fr has 7"):
+        list(PairSource("a", (tmp_path / "a.en", tmp_path / "a.fr")).blocks(3))
+
+
+def _offer_one_by_one(sample, items):
+    """Algorithm L visiting every item: the behaviour the skipping offer() must reproduce."""
+    for item in items:
+        if len(sample.items) < sample.capacity:
+            sample.items.append(item)
+            sample.seen += 1
+            if len(sample.items) == sample.capacity:
+                sample._draw_skip()
+        elif sample.seen == sample._next:
+            sample.items[sample.rng.randrange(sample.capacity)] = item
+            sample.seen += 1
+            sample._draw_skip()
+        else:
+            sample.seen += 1
+
+
+@pytest.mark.parametrize("chunk", [1, 13, 500, 5000])
+def test_reservoir_skips_to_the_items_it_takes_with_the_same_draws(chunk):
+    stream = list(range(20_000))
+    slow, fast = Reservoir(100, seed=3), Reservoir(100, seed=3)
+    for part in chunks(iter(stream), chunk):
+        _offer_one_by_one(slow, part)
+        if fast.wants(len(part)):
+            fast.offer(part)
+        else:
+            fast.pass_over(len(part))
+    assert fast.items == slow.items and fast.seen == slow.seen == 20_000 and fast._next == slow._next

@@ -1,0 +1,54 @@
+"""Worker processes for preprocessing: a function mapped over a stream of chunks on every core,
+results in input order, with only a few chunks in flight.
+
+``concurrent.futures``' own ``map`` submits the whole input at once, which for a corpus stream
+would read the corpus into memory; here at most ``ahead`` chunks per worker are submitted before
+the oldest result is taken. Workers are forked (no re-import, start-up in milliseconds) and
+ignore SIGINT: Ctrl-C reaches the whole process group, and only the main process should act on
+it (nmt_cli/interrupts.py), cancelling what is queued.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import os
+import signal
+from collections import deque
+from concurrent.futures import ProcessPoolExecutor
+from typing import Callable, Iterable, Iterator, TypeVar
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def usable_cores() -> int:
+    """Every core this process may use."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+def _ignore_interrupts() -> None:
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def ordered_map(func: Callable[[T], R], items: Iterable[T], workers: int, ahead: int = 2) -> Iterator[R]:
+    """``map(func, items)`` on ``workers`` processes, in order; serial in this process when
+    ``workers`` is 1 or fork is unavailable. ``func`` and each item must pickle."""
+    if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
+        yield from map(func, items)
+        return
+    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
+                               initializer=_ignore_interrupts)
+    pending: deque = deque()
+    try:
+        for item in items:
+            pending.append(pool.submit(func, item))
+            if len(pending) >= workers * ahead:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+    finally:
+        pool.shutdown(wait=not pending, cancel_futures=True)

@@ -1,0 +1,44 @@
+import os
+
+import pytest
+
+from nmt_cli.workers import ordered_map, usable_cores
+
+
+def _square_and_pid(x):
+    return x * x, os.getpid()
+
+
+def test_ordered_map_keeps_order_on_worker_processes():
+    results = list(ordered_map(_square_and_pid, range(50), workers=2))
+    assert [r for r, _ in results] == [x * x for x in range(50)]
+    assert os.getpid() not in {pid for _, pid in results}
+    assert [r for r, _ in ordered_map(_square_and_pid, range(5), workers=1)] == [0, 1, 4, 9, 16]
+
+
+def test_ordered_map_reads_its_input_only_a_few_items_ahead():
+    pulled = []
+
+    def items():
+        for i in range(1000):
+            pulled.append(i)
+            yield i
+    results = ordered_map(_square_and_pid, items(), workers=2, ahead=3)
+    assert next(results)[0] == 0
+    assert len(pulled) <= 2 * 3 + 1  # not the whole stream, as Executor.map would submit
+    assert [r for r, _ in results][-1] == 999 ** 2
+
+
+def _fail_on_three(x):
+    if x == 3:
+        raise ValueError("three")
+    return x
+
+
+def test_ordered_map_raises_a_worker_error_in_order():
+    got = []
+    with pytest.raises(ValueError, match="three"):
+        for x in ordered_map(_fail_on_three, range(10), workers=2):
+            got.append(x)
+    assert got == [0, 1, 2]
+    assert usable_cores() >= 1
