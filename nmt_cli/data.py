@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import mmap
 import os
 import re
 import shutil
@@ -135,6 +136,18 @@ class EncodedSplit:
 
     def __len__(self) -> int:
         return len(self.src)
+
+    def release_pages(self) -> None:
+        """Unmap the pages of the memory-mapped arrays that batches have read so far. They stay in
+        the page cache (the next read of them costs no disk access); the process stops counting
+        them. Without this, a long run over a large corpus counts, in its resident memory, every
+        page it ever read, plus the neighbours the kernel maps around each fault: about 8 MB a
+        step at 40M pairs, up to the arrays' whole size, although its own memory stays flat."""
+        for side in (self.src, self.tgt):
+            for array in (side.ids, side.offsets):
+                mapping = getattr(array, "_mmap", None)  # np.memmap's mapping of the file
+                if mapping is not None and hasattr(mmap, "MADV_DONTNEED"):
+                    mapping.madvise(mmap.MADV_DONTNEED)
 
 
 def load_split(run_dir: Path, split: str) -> EncodedSplit:
@@ -759,13 +772,18 @@ def padding_fraction(split: EncodedSplit, batches: Sequence[np.ndarray]) -> floa
     return 1.0 - real / max(padded, 1)
 
 
+RELEASE_PAGES_EVERY = 50  # batches between unmapping the pages read (EncodedSplit.release_pages)
+
+
 def iterate_epoch(split: EncodedSplit, batch_tokens: int, seed: int, epoch: int, start: int = 0,
                   rank: int = 0, world: int = 1) -> Iterator[tuple[int, Batch]]:
     """Yield (position, batch) for one epoch from ``start``; rank r of w takes every w-th batch."""
     batches = token_batches(side_lengths(split.src), side_lengths(split.tgt), batch_tokens, seed, epoch)
     usable = len(batches) - len(batches) % world if world > 1 else len(batches)
-    for pos in range(start, usable, world):
+    for count, pos in enumerate(range(start, usable, world), 1):
         yield pos, make_batch(split, batches[pos + rank])
+        if count % RELEASE_PAGES_EVERY == 0:
+            split.release_pages()
 
 
 

@@ -1,3 +1,5 @@
+import os
+
 import numpy as np
 import pytest
 
@@ -423,3 +425,45 @@ def test_shortlist_of_a_large_split_is_learned_from_a_sample(tiny_run, monkeypat
     # The sample's rows come from the real split: most of its top target pieces are the whole split's.
     top = lambda s: set(s.frequent[:40].tolist())
     assert len(top(sampled) & top(whole)) >= 25
+
+
+def _resident_file_kb() -> int:
+    for line in open("/proc/self/status"):
+        if line.startswith("RssFile:"):
+            return int(line.split()[1])
+    pytest.skip("no RssFile in /proc/self/status")
+
+
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="Linux only")
+def test_release_pages_drops_what_batches_mapped_in_and_keeps_the_data(tmp_path):
+    from nmt_cli.data import EncodedSplit, Side
+    n = 8_000_000  # 16 MB of uint16 ids a side
+    ids = (np.arange(n) % 7000).astype(np.uint16)
+    offsets = np.arange(0, n + 1, 20, dtype=np.int64)
+    for name, array in (("ids", ids), ("offsets", offsets)):
+        np.save(tmp_path / f"{name}.npy", array)
+    load = lambda name: np.load(tmp_path / f"{name}.npy", mmap_mode="r")
+    split = EncodedSplit(Side(load("ids"), load("offsets")), Side(load("ids"), load("offsets")))
+    before = _resident_file_kb()
+    total = int(split.src.ids.astype(np.int64).sum()) + int(split.tgt.offsets[-1])  # every page read
+    assert _resident_file_kb() - before > 12_000
+    split.release_pages()
+    assert _resident_file_kb() - before < 2_000
+    assert int(split.src.ids.astype(np.int64).sum()) + int(split.tgt.offsets[-1]) == total  # still readable
+
+
+def test_iterate_epoch_releases_pages_every_so_many_batches(tiny_run, monkeypatch):
+    import nmt_cli.data as data
+    _, run_dir = tiny_run
+    split = load_split(run_dir, "train")
+    calls = []
+    monkeypatch.setattr(data, "RELEASE_PAGES_EVERY", 3)
+    monkeypatch.setattr(type(split), "release_pages", lambda self: calls.append(1))
+    batches = list(iterate_epoch(split, 400, seed=1, epoch=0))
+    assert len(batches) >= 6 and len(calls) == len(batches) // 3
+    monkeypatch.undo()
+    monkeypatch.setattr(data, "RELEASE_PAGES_EVERY", 1)  # the real release, after every batch
+    released = list(iterate_epoch(load_split(run_dir, "train"), 400, seed=1, epoch=0))
+    assert [p for p, _ in released] == [p for p, _ in batches]
+    assert all(a.src.shape == b.src.shape and bool((a.src == b.src).all())
+               for (_, a), (_, b) in zip(released, batches))
