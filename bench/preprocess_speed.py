@@ -139,9 +139,9 @@ def run_sampled(cmd: list[str], env: dict | None = None) -> tuple[float, dict, s
 
 def ceiling(run_dir: Path, max_lines: int = 2_000_000) -> dict:
     """SentencePiece's own batch encoding speed on (up to max_lines of) the stored lines."""
-    from nmt_cli.data import encode_threads
+    from nmt_cli.workers import usable_cores
     from nmt_cli.tokenizer import Tokenizer
-    tok, threads = Tokenizer.load(run_dir), encode_threads()
+    tok, threads = Tokenizer.load(run_dir), usable_cores()
     lines, seconds = 0, 0.0
     for side in ("src", "tgt"):
         with open(run_dir / "data" / f"train.{side}.txt", encoding="utf-8") as fh:

@@ -36,8 +36,8 @@ from nmt_cli.arrays import SideWriter, id_dtype
 from nmt_cli.config import Recipe, save_recipe
 from nmt_cli.errors import DataError
 # normalize is also imported from here by translate and score, which clean their input with it.
-from nmt_cli.pairs import (ChunkPairs, Cleaning, Deduplicator, PairSource, Reservoir, chunks, normalize,
-                            split_block)
+from nmt_cli.pairs import (ChunkPairs, Cleaning, Deduplicator, PairSource, Reservoir, chunks, encoded_lines,
+                            normalize, split_block)
 from nmt_cli.shortlist import Shortlist, learn_shortlist
 from nmt_cli.tokenizer import BOS, EOS, PAD, Tokenizer, seed_sampling, train_tokenizer
 from nmt_cli.workers import ordered_map, usable_cores
@@ -381,8 +381,8 @@ def _stream_train(recipe: Recipe, data_dir: Path, sample: Reservoir | None, log,
                     if chunk.kept - sum(fresh):
                         dropped["duplicate pair"] += chunk.kept - sum(fresh)
                         pairs = list(compress(pairs, fresh))
-                        chunk.src, chunk.tgt = ("".join(s + "\n" for s, _ in pairs).encode("utf-8"),
-                                                "".join(t + "\n" for _, t in pairs).encode("utf-8"))
+                        chunk.src, chunk.src_starts = encoded_lines([s for s, _ in pairs])
+                        chunk.tgt, chunk.tgt_starts = encoded_lines([t for _, t in pairs])
                     chunk.kept = len(pairs)
                 out.write_text(chunk.src, chunk.tgt)
                 if sample is not None:
@@ -460,11 +460,6 @@ def _learn_tokenizer(recipe: Recipe, sample: Reservoir | None, log) -> Tokenizer
     log(f"training SentencePiece ({cfg.type}, {cfg.vocab_size} pieces, "
         f"{'joint' if cfg.joint else 'one per side'}) on {origin}")
     return train_tokenizer(cfg, src, tgt, seed=recipe.train.seed)
-
-
-def encode_threads() -> int:
-    """Encoding runs on every core this process may use."""
-    return usable_cores()
 
 
 _PROCESSORS: dict[str, object] = {}  # in each process: digest of a model's bytes -> the loaded model
@@ -570,7 +565,7 @@ def _preprocess(recipe: Recipe, run_dir: Path, log) -> dict:
             "dropped": dict(dropped), "corpora": report, "id_dtype": dtype.name,
             "src_vocab": tokenizer.src_vocab_size, "tgt_vocab": tokenizer.tgt_vocab_size,
             "tokenizer_from": str(inherited[1]) if inherited else None}
-    threads = encode_threads()
+    threads = usable_cores()
     for name in split_names(recipe):
         started = time.perf_counter()
         meta["splits"][name] = s = encode_text_file(tokenizer, data_dir, name, dtype, threads)

@@ -144,19 +144,18 @@ def chunks(pairs: Iterator, size: int) -> Iterator[list]:
         yield chunk
 
 
-def filter_reason(src: str, tgt: str, max_len: int, max_ratio: float) -> str | None:
-    """Why a normalised training pair is dropped, or None to keep it."""
-    ns, nt = src.count(" ") + 1 if src else 0, tgt.count(" ") + 1 if tgt else 0
-    if ns == 0 or nt == 0:
-        return "empty side"
-    if ns > max_len or nt > max_len:
-        return f"longer than {max_len} words"
-    if max(ns, nt) > max_ratio * min(ns, nt) and max(ns, nt) > 3:
-        return f"length ratio over {max_ratio:g}"
-    return None
-
-
 FILTER_REASONS = ("empty side", "longer than {max_len} words", "length ratio over {max_ratio:g}")
+
+
+def reason_text(code: int, max_len: int, max_ratio: float) -> str:
+    """The words of a :func:`filter_codes` code (1 and up) as counts and messages show them."""
+    return FILTER_REASONS[code - 1].format(max_len=max_len, max_ratio=max_ratio)
+
+
+def filter_reason(src: str, tgt: str, max_len: int, max_ratio: float) -> str | None:
+    """Why a normalised training pair is dropped, or None to keep it (:func:`filter_codes` of one pair)."""
+    code = int(filter_codes([src], [tgt], max_len, max_ratio)[0])
+    return reason_text(code, max_len, max_ratio) if code else None
 
 
 def word_counts(lines: Sequence[str]) -> np.ndarray:
@@ -262,8 +261,7 @@ class Cleaning:
         counts = np.bincount(codes, minlength=len(FILTER_REASONS) + 1)
         for code, count in enumerate(counts[1:], start=1):
             if count:
-                reason = FILTER_REASONS[code - 1].format(max_len=self.max_len, max_ratio=self.max_ratio)
-                dropped[reason] = int(count)
+                dropped[reason_text(code, self.max_len, self.max_ratio)] = int(count)
         if counts[0] < len(src):
             keep = (codes == 0).tolist()
             src, tgt = list(compress(src, keep)), list(compress(tgt, keep))

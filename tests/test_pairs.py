@@ -87,6 +87,18 @@ def _write(path, lines, opener=open, raw_tail=b""):
         fh.write(("\n".join(lines) + "\n").encode("utf-8") + raw_tail)
 
 
+def _reference_reason(src, tgt, max_len, max_ratio):
+    """filter_reason's rule written pair by pair, the reference for the vectorised filter."""
+    ns, nt = src.count(" ") + 1 if src else 0, tgt.count(" ") + 1 if tgt else 0
+    if ns == 0 or nt == 0:
+        return "empty side"
+    if ns > max_len or nt > max_len:
+        return f"longer than {max_len} words"
+    if max(ns, nt) > max_ratio * min(ns, nt) and max(ns, nt) > 3:
+        return f"length ratio over {max_ratio:g}"
+    return None
+
+
 def _reference(pairs, lowercase, max_len, max_ratio):
     kept, dropped = [], Counter()
     for pair in pairs:
@@ -94,7 +106,7 @@ def _reference(pairs, lowercase, max_len, max_ratio):
             dropped[NO_TAB] += 1
             continue
         s, t = normalize(pair[0], lowercase), normalize(pair[1], lowercase)
-        reason = filter_reason(s, t, max_len, max_ratio)
+        reason = _reference_reason(s, t, max_len, max_ratio)
         if reason:
             dropped[reason] += 1
         else:
