@@ -32,20 +32,31 @@ def test_sigkill_at_random_moments_never_breaks_the_run_dir(tmp_path):
     rng = random.Random(0)
     cmd = [sys.executable, "-m", "nmt_cli", "train", str(recipe_path), "--run-dir", str(run),
            "--max-steps", "100000"]
+    last = run / "checkpoints" / "last.pt"
     last_step = 0
     for attempt in range(10):
-        proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=ROOT)
-        time.sleep(rng.uniform(2.0, 6.0))
+        log = tmp_path / f"train-{attempt}.log"
+        with log.open("wb") as log_file:
+            proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log_file, cwd=ROOT)
+        if attempt == 0:
+            # A slow machine may need longer than any fixed delay to reach the first checkpoint;
+            # the first kill waits for it (bounded), so the resume below always has a step to resume.
+            deadline = time.monotonic() + 180
+            while not last.exists() and proc.poll() is None and time.monotonic() < deadline:
+                time.sleep(0.1)
+            time.sleep(rng.uniform(0.0, 1.0))
+        else:
+            time.sleep(rng.uniform(2.0, 6.0))
         proc.send_signal(signal.SIGKILL)
         proc.communicate()
-        if (run / "checkpoints" / "last.pt").exists():
-            payload = ckpt.load(run / "checkpoints" / "last.pt")    # loads after every kill
+        if last.exists():
+            payload = ckpt.load(last)    # loads after every kill
             assert payload["progress"]["step"] >= last_step
             last_step = payload["progress"]["step"]
         leftovers = [p.name for p in (run / "checkpoints").glob(".*.part")] if (run / "checkpoints").exists() else []
         # A half-written temp file may stay after SIGKILL; it never replaces a checkpoint.
         assert all(name.endswith(".part") for name in leftovers)
-    assert last_step > 0
+    assert last_step > 0, (tmp_path / "train-0.log").read_text()
     resumed = nmt("train", recipe_path, "--run-dir", run, "--max-steps", last_step + 2)
     assert resumed.returncode == 0, resumed.stderr.decode()
     assert f"resuming from step {last_step}".encode() in resumed.stderr
