@@ -2,6 +2,7 @@
 
     python bench/preprocess_speed.py --pairs 1000000 [--pairs 8000000 ...] [--workdir DIR]
         [--keep-corpus] [--keep-run] [--sample-sentences 200000] [--train-steps 300 | --train-minutes 5]
+        [--baseline <checkout of another revision>]
 
 For each size, a .gz corpus of that many en-fr pairs is made from the real Multi30k and Tatoeba
 training text, perturbed so that pairs are not exact repeats (a word dropped, two neighbours
@@ -12,7 +13,8 @@ while its whole process tree's memory is sampled every 0.2 s. Printed per size: 
 (both sides), peak memory (the tree's summed PSS and RSS, and the largest process's own
 high-water mark), seconds per phase, the encoded size on disk in bytes per token, and the
 ceiling: SentencePiece's own batch encoding of the same stored lines with the same model on the
-same cores (reading excluded). --train-steps N or --train-minutes M then trains the en-fr model
+same cores (reading excluded). --baseline runs the same preprocess with another revision right
+after, for a speed ratio measured side by side. --train-steps N or --train-minutes M then trains the en-fr model
 on the run and, at the same time on one thread each, on Multi30k, printing peak memory and
 target tokens/s of each.
 """
@@ -198,6 +200,21 @@ def train_side_by_side(recipe: Path, run_dir: Path, work: Path, budget: list[str
         return {"big": big.result(), "multi30k": small.result()}
 
 
+def baseline_run(checkout: Path, recipe: Path, run_dir: Path, n: int, seconds_now: float) -> dict:
+    """The same preprocess with another revision of the package (a checkout on PYTHONPATH), right
+    after this one's, on the same corpus and settings: the speed ratio that matters on a shared
+    machine."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+    env = {**os.environ, "PYTHONPATH": str(checkout)}
+    seconds, peak, result = run_sampled([sys.executable, "-m", "nmt_cli", "preprocess", str(recipe),
+                                         "--run-dir", str(run_dir)], env)
+    if result.returncode != 0:
+        sys.exit(f"baseline: {result.stderr.strip().splitlines()[-1]}")
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return {"checkout": str(checkout), "seconds": round(seconds, 1), "lines_per_s": round(2 * n / seconds),
+            "peak_mb": peak, "speedup_of_this_revision": round(seconds / seconds_now, 2)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pairs", type=int, action="append", help="corpus size (repeatable); default 1M")
@@ -211,6 +228,9 @@ def main() -> None:
     ap.add_argument("--sample-sentences", type=int, default=None,
                     help="tokenizer.sample_sentences (default: the recipe's, 2M); SentencePiece's "
                          "training memory grows with it")
+    ap.add_argument("--baseline", type=Path, default=None,
+                    help="a checkout of another revision: preprocess the same corpus with it right after, "
+                         "and print the speed ratio")
     args = ap.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="nmt-bench-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -234,20 +254,21 @@ def main() -> None:
         ids_bytes = sum((run_dir / "data" / f"train.{s}.ids.npy").stat().st_size for s in ("src", "tgt"))
         offsets_bytes = sum((run_dir / "data" / f"train.{s}.offsets.npy").stat().st_size for s in ("src", "tgt"))
         top = ceiling(run_dir)
-        stage = lambda pattern: float(re.search(pattern, result.stderr, re.M).group(1))
-        encode_rate = stage(r"^train: .*?, (\d+) lines/s\)")
+        found = lambda pattern: re.search(pattern, result.stderr, re.M)
+        stage = lambda pattern: float(found(pattern).group(1)) if found(pattern) else None
+        pass_rate = stage(r"^train: .*encoded in .*?, (\d+) lines/s\)")
         result_row = {"pairs": n, "kept": train["src"]["sentences"], "seconds": round(seconds, 1),
                       "pairs_per_s": round(n / seconds), "lines_per_s": round(2 * n / seconds),
                       "peak_mb": peak, "sample_sentences": args.sample_sentences or "recipe default",
                       "id_dtype": meta["id_dtype"], "tokens": tokens,
                       "ids_bytes_per_token": round(ids_bytes / tokens, 3), "offsets_mb": round(offsets_bytes / 2**20),
-                      "read_clean_s": stage(r"^read and cleaned in ([\d.]+) s"),
+                      "sample_s": stage(r"^sample drawn in ([\d.]+) s"),
                       "sentencepiece_s": stage(r"^SentencePiece learned in ([\d.]+) s"),
-                      "encode_train_s": stage(r"^train: .*encoded in ([\d.]+) s"),
+                      "read_clean_encode_s": stage(r"^train: .*encoded in ([\d.]+) s"),
                       "shortlist_s": stage(r"^shortlist learned in ([\d.]+) s"),
-                      "encode_lines_per_s": encode_rate,
+                      "pass_lines_per_s": pass_rate,
                       "ceiling_spm_lines_per_s": top["lines_per_s"], "threads": top["threads"],
-                      "encode_share_of_ceiling": round(encode_rate / top["lines_per_s"], 2),
+                      "pass_share_of_ceiling": round(pass_rate / top["lines_per_s"], 2) if pass_rate else None,
                       "end_to_end_share_of_ceiling": round(2 * n / seconds / top["lines_per_s"], 2),
                       "corpus_seconds_to_make": round(made), "cpus": os.cpu_count()}
         print(json.dumps(result_row), flush=True)
@@ -255,6 +276,9 @@ def main() -> None:
               f"lines/s; SentencePiece alone {top['lines_per_s']} lines/s on {top['threads']} threads), "
               f"peak memory {peak['tree_pss_mb'] / 1024:.2f} GiB (PSS of the process tree; RSS sum "
               f"{peak['tree_rss_mb'] / 1024:.2f} GiB)", flush=True)
+        if args.baseline:
+            print(json.dumps({"baseline": baseline_run(args.baseline, recipe, work / f"run-{n}-baseline", n,
+                                                       seconds)}), flush=True)
         budget = ["--max-steps", str(args.train_steps)] if args.train_steps else \
             ["--max-minutes", str(args.train_minutes)] if args.train_minutes else []
         if budget:

@@ -3,11 +3,12 @@ token batches read straight from those arrays.
 
 A split is stored as four ``.npy`` files (``{split}.{src,tgt}.{ids,offsets}.npy``): all token ids
 of a side concatenated (uint16 while the vocabulary fits, else int32), and where each sentence
-starts. Preprocessing streams: one pass reads every corpus in blocks of lines, cleans, filters
-and (optionally) deduplicates each pair, writes the kept text and draws SentencePiece's training
-sample; a second pass encodes that text chunk by chunk straight into the arrays. Both passes hand
-their blocks to one worker process per core (nmt_cli/workers.py) and store the results in input
-order. Memory is bounded by the chunk and sample sizes, whatever the corpus size.
+starts. Preprocessing streams: a first pass over the training corpora only decompresses and
+counts lines, drawing SentencePiece's training sample; once SentencePiece is learned, one pass
+reads every corpus in blocks of lines and hands each block to a worker process (one per core,
+nmt_cli/workers.py), which cleans, filters and encodes it; this process deduplicates (optionally)
+and stores the kept text and the ids in corpus order. Memory is bounded by the block and sample
+sizes, whatever the corpus size.
 ``data/meta.json`` is removed first and written last, so a preprocess stopped at any moment
 leaves nothing training takes for complete.
 Training memory-maps the arrays, so a large corpus never becomes a list of Python objects.
@@ -36,8 +37,8 @@ from nmt_cli.arrays import SideWriter, id_dtype
 from nmt_cli.config import Recipe, save_recipe
 from nmt_cli.errors import DataError
 # normalize is also imported from here by translate and score, which clean their input with it.
-from nmt_cli.pairs import (ChunkPairs, Cleaning, Deduplicator, PairSource, Reservoir, chunks, encoded_lines,
-                            normalize, split_block)
+from nmt_cli.pairs import (CleanChunk, Cleaning, Deduplicator, PairSource, RawPairs, Reservoir, chunks,
+                            clean_raw_pairs, encoded_lines, normalize, split_block)
 from nmt_cli.shortlist import Shortlist, learn_shortlist
 from nmt_cli.tokenizer import BOS, EOS, PAD, Tokenizer, seed_sampling, train_tokenizer
 from nmt_cli.workers import ordered_map, usable_cores
@@ -277,7 +278,7 @@ def _write_text(path: Path, lines: Sequence[str]) -> None:
 
 # --------------------------------------------------------------------------- preprocess
 
-TEXT_CHUNK = 20_000    # pairs read, cleaned and written at a time
+TEXT_CHUNK = 20_000    # training pairs a worker cleans and encodes at a time
 ENCODE_CHUNK = 20_000  # lines a worker encodes at a time: ~16 MB of Python ints, whatever the corpus size
 
 
@@ -356,40 +357,48 @@ def _prepare_data_dir(data_dir: Path, log) -> None:
         part.unlink()
 
 
-def _stream_train(recipe: Recipe, data_dir: Path, sample: Reservoir | None, log,
-                  workers: int | None = None) -> list[dict]:
-    """Pass one over every training corpus: clean, filter, deduplicate, store the text, sample.
-    Blocks of TEXT_CHUNK pairs are cleaned and filtered on ``workers`` processes (every usable
-    core by default) while this one decompresses, stores and samples, in corpus order."""
+def _line_count(raw: bytes) -> int:
+    return raw.count(b"\n") + (1 if raw and not raw.endswith(b"\n") else 0)
+
+
+def _without_rows(chunk: CleanChunk, encoded: list, keep: np.ndarray) -> tuple[CleanChunk, list]:
+    """A cleaned and encoded chunk less the pairs ``keep`` is False for (duplicates)."""
+    pairs = list(compress(chunk.pairs(), keep.tolist()))
+    chunk.src, chunk.src_starts = encoded_lines([s for s, _ in pairs])
+    chunk.tgt, chunk.tgt_starts = encoded_lines([t for _, t in pairs])
+    chunk.kept = len(pairs)
+    return chunk, [(ids[np.repeat(keep, lengths)], lengths[keep]) for ids, lengths in encoded]
+
+
+def _stream_train(recipe: Recipe, data_dir: Path, tokenizer: Tokenizer, dtype, log,
+                  workers: int | None = None) -> tuple[list[dict], dict]:
+    """The one pass over every training corpus: clean, filter, encode, deduplicate, store the
+    text and the arrays. Blocks of TEXT_CHUNK pairs are cleaned and encoded on ``workers``
+    processes (every usable core by default) while this one decompresses and stores, in corpus
+    order. Returns the counts per corpus and the split's sizes."""
     d = recipe.data
     workers = usable_cores() if workers is None else workers
     dedup = Deduplicator() if d.dedup else None
+    encoders = BlockEncoder(tokenizer.src_proto, dtype), BlockEncoder(tokenizer.tgt_proto, dtype)
     report = []
-    out = _TextPairs(data_dir, "train")
+    text = _TextPairs(data_dir, "train")
+    sides = [SideWriter(data_dir, "train", side, dtype) for side in ("src", "tgt")]
     try:
         for entry in train_entries(recipe):
             source = pair_source(recipe, entry)
-            clean = Cleaning(d.lowercase, d.max_len, d.max_ratio, tsv=source.tsv)
+            work = CleanAndEncode(Cleaning(d.lowercase, d.max_len, d.max_ratio, tsv=source.tsv), *encoders)
             read, kept, dropped = 0, 0, Counter()
-            for chunk in ordered_map(clean, source.blocks(TEXT_CHUNK), workers):
+            for chunk, *encoded in ordered_map(work, source.blocks(TEXT_CHUNK), workers):
                 read += chunk.read
                 dropped.update(chunk.dropped)
-                pairs = None  # built only with dedup; else the sample takes what it needs of the chunk
                 if dedup is not None and chunk.kept:
-                    pairs = chunk.pairs()
-                    fresh = dedup.fresh(pairs)
-                    if chunk.kept - sum(fresh):
-                        dropped["duplicate pair"] += chunk.kept - sum(fresh)
-                        pairs = list(compress(pairs, fresh))
-                        chunk.src, chunk.src_starts = encoded_lines([s for s, _ in pairs])
-                        chunk.tgt, chunk.tgt_starts = encoded_lines([t for _, t in pairs])
-                    chunk.kept = len(pairs)
-                out.write_text(chunk.src, chunk.tgt)
-                if sample is not None:
-                    if sample.wants(chunk.kept):
-                        sample.offer(pairs if pairs is not None else ChunkPairs(chunk))
-                    else:
-                        sample.pass_over(chunk.kept)
+                    fresh = np.array(dedup.fresh(chunk.pairs()), dtype=bool)
+                    if not fresh.all():
+                        dropped["duplicate pair"] += int((~fresh).sum())
+                        chunk, encoded = _without_rows(chunk, encoded, fresh)
+                text.write_text(chunk.src, chunk.tgt)
+                for writer, (ids, lengths) in zip(sides, encoded):
+                    writer.append(ids, lengths)
                 kept += chunk.kept
             report.append({"corpus": source.label, "files": source.paths, "read": read, "kept": kept,
                            "dropped": dict(sorted(dropped.items()))})
@@ -397,13 +406,16 @@ def _stream_train(recipe: Recipe, data_dir: Path, sample: Reservoir | None, log,
             for reason, count in sorted(dropped.items()):
                 log(f"  dropped {count}: {reason}")
     except BaseException:
-        out.abort()
+        text.abort()
+        for writer in sides:
+            writer.abort()
         raise
-    out.close()
+    text.close()
+    sizes = {"src": sides[0].close(), "tgt": sides[1].close()}
     if len(report) > 1:
         read, kept = sum(r["read"] for r in report), sum(r["kept"] for r in report)
         log(f"train: {read} pairs read from {len(report)} corpora, {kept} kept, {read - kept} dropped")
-    return report
+    return report, sizes
 
 
 def _stream_heldout(recipe: Recipe, data_dir: Path, name: str, entry: str) -> PairSource:
@@ -435,6 +447,34 @@ def _sample_capacity(recipe: Recipe) -> int:
     return (k + 1) // 2 if recipe.tokenizer.joint else k
 
 
+def _draw_sample(recipe: Recipe) -> tuple[list[str], list[str], str]:
+    """SentencePiece's training sample: a uniform random sample of the training pairs (every
+    corpus as one stream, Reservoir) drawn in a pass that only decompresses and counts lines,
+    then cleaned, filtered and deduplicated as the corpus will be. Cleaning the whole corpus
+    waits for the pass that also encodes it, so the corpus is cleaned once and never re-read
+    from a stored copy. While the corpus fits the sample, the sample is the whole corpus in order."""
+    d = recipe.data
+    sample = Reservoir(_sample_capacity(recipe), recipe.train.seed)
+    for entry in train_entries(recipe):
+        for block in pair_source(recipe, entry).blocks(TEXT_CHUNK):
+            n = _line_count(block[0])
+            if sample.wants(n):
+                sample.offer(RawPairs(block))
+            else:
+                sample.pass_over(n)
+    pairs = clean_raw_pairs(sample.items, Cleaning(d.lowercase, d.max_len, d.max_ratio)).pairs()
+    if d.dedup:
+        pairs = list(compress(pairs, Deduplicator().fresh(pairs)))
+    if not pairs:
+        first = pair_source(recipe, train_entries(recipe)[0]).files[0]
+        raise DataError(f"{first}: no training pair survives filtering "
+                        f"(data.max_len={d.max_len}, data.max_ratio={d.max_ratio})")
+    dropped = len(sample.items) - len(pairs)
+    origin = (f"a sample of {len(pairs)} of the {sample.seen} training pairs"
+              + (f" ({dropped} more drawn, and dropped by the filters)" if dropped else ""))
+    return [s for s, _ in pairs], [t for _, t in pairs], origin
+
+
 def _sample_file_lines(recipe: Recipe) -> tuple[list[str], list[str]]:
     template = _local_path(recipe.tokenizer.sample_file)
     if "{lang}" not in template:
@@ -449,17 +489,21 @@ def _sample_file_lines(recipe: Recipe) -> tuple[list[str], list[str]]:
     return sides[0], sides[1]
 
 
-def _learn_tokenizer(recipe: Recipe, sample: Reservoir | None, log) -> Tokenizer:
+def _learn_tokenizer(recipe: Recipe, log) -> Tokenizer:
+    """SentencePiece learned from tokenizer.sample_file, or from a sample of the training pairs."""
     cfg = recipe.tokenizer
-    if sample is None:
-        src, tgt = _sample_file_lines(recipe)
-        origin = cfg.sample_file
+    started = time.perf_counter()
+    if cfg.sample_file:
+        (src, tgt), origin = _sample_file_lines(recipe), cfg.sample_file
     else:
-        src, tgt = [s for s, _ in sample.items], [t for _, t in sample.items]
-        origin = f"a sample of {len(sample.items)} of the {sample.seen} training pairs"
+        src, tgt, origin = _draw_sample(recipe)
+        log(f"sample drawn in {time.perf_counter() - started:.1f} s")
+        started = time.perf_counter()
     log(f"training SentencePiece ({cfg.type}, {cfg.vocab_size} pieces, "
         f"{'joint' if cfg.joint else 'one per side'}) on {origin}")
-    return train_tokenizer(cfg, src, tgt, seed=recipe.train.seed)
+    tokenizer = train_tokenizer(cfg, src, tgt, seed=recipe.train.seed)
+    log(f"SentencePiece learned in {time.perf_counter() - started:.1f} s")
+    return tokenizer
 
 
 _PROCESSORS: dict[str, object] = {}  # in each process: digest of a model's bytes -> the loaded model
@@ -483,6 +527,20 @@ class BlockEncoder:
         return np.fromiter(chain.from_iterable(seqs), dtype=self.dtype, count=int(lengths.sum())), lengths
 
 
+@dataclass(frozen=True)
+class CleanAndEncode:
+    """A raw training block (PairSource.blocks) cleaned and filtered (pairs.Cleaning), then each
+    side's kept lines encoded: one worker call per block, so reading, cleaning and encoding
+    share one pass. Gives (chunk, (source ids, lengths), (target ids, lengths))."""
+    cleaning: Cleaning
+    src: BlockEncoder
+    tgt: BlockEncoder
+
+    def __call__(self, block: tuple[bytes, ...]) -> tuple[CleanChunk, tuple, tuple]:
+        chunk = self.cleaning(block)
+        return chunk, self.src(chunk.src), self.tgt(chunk.tgt)
+
+
 def _line_blocks(path: Path, n: int) -> Iterator[bytes]:
     with corpora.LineBlocks(path) as text:
         while (block := text.take(n))[1]:
@@ -490,10 +548,9 @@ def _line_blocks(path: Path, n: int) -> Iterator[bytes]:
 
 
 def encode_text_file(tokenizer: Tokenizer, data_dir: Path, name: str, dtype, workers: int) -> dict:
-    """Pass two: ``{name}.{side}.txt`` -> ids and offsets arrays, ENCODE_CHUNK lines at a time, on
-    ``workers`` processes with one SentencePiece thread each, stored in line order. Each worker
-    also turns its ids into arrays, which with SentencePiece's own threads is serial work between
-    batches while one core idles (docs/lab/corpora.md compares the two)."""
+    """A stored split's text, ``{name}.{side}.txt`` -> ids and offsets arrays, ENCODE_CHUNK lines
+    at a time, on ``workers`` processes with one SentencePiece thread each, stored in line order
+    (the held-out splits; the training split is encoded as it is read, see CleanAndEncode)."""
     meta = {}
     for side in ("src", "tgt"):
         encode = BlockEncoder(tokenizer.src_proto if side == "src" else tokenizer.tgt_proto, dtype)
@@ -525,54 +582,53 @@ def preprocess(recipe: Recipe, run_dir: Path, log=print) -> dict:
 
 
 def _preprocess(recipe: Recipe, run_dir: Path, log) -> dict:
-    """Fetch, clean, filter and store the text of every split in one streaming pass (drawing
-    SentencePiece's sample on the way), learn SentencePiece (or take the initial model's, with
-    ``train.init_from``), then encode every split into its arrays."""
+    """Store the held-out splits' cleaned text; learn SentencePiece on a sample of the training
+    pairs (or take the initial model's, with ``train.init_from``); then read, clean, filter and
+    encode the training corpora in one streaming pass, and encode the held-out splits."""
     from nmt_cli.finetune import initial_tokenizer
     data_dir = run_dir / "data"
     _prepare_data_dir(data_dir, log)
     inherited = initial_tokenizer(recipe)
-    tokenizer = inherited[0] if inherited else None
-    sample = None
-    if tokenizer is None and not recipe.tokenizer.sample_file:
-        sample = Reservoir(_sample_capacity(recipe), recipe.train.seed)
-    started = time.perf_counter()
-    report = _stream_train(recipe, data_dir, sample, log)
-    kept = sum(r["kept"] for r in report)
-    if not kept:
-        raise DataError(f"{report[0]['files'][0]}: no training pair survives filtering "
-                        f"(data.max_len={recipe.data.max_len}, data.max_ratio={recipe.data.max_ratio})")
-    files = {"train": [f for r in report for f in r["files"]]}
-    for name, entry in split_names(recipe).items():
+    for entry in train_entries(recipe):  # a missing or misnamed file fails now, not after a long pass
+        for path in pair_source(recipe, entry).files:
+            if not path.is_file():
+                raise DataError(f"{path}: file not found")
+    files = {}
+    for name, entry in split_names(recipe).items():  # small, and checked before the long pass
         if name != "train":
             files[name] = _stream_heldout(recipe, data_dir, name, entry).paths
-
-    log(f"read and cleaned in {time.perf_counter() - started:.1f} s")
-    if tokenizer is None:
-        started = time.perf_counter()
-        tokenizer = _learn_tokenizer(recipe, sample, log)
-        log(f"SentencePiece learned in {time.perf_counter() - started:.1f} s")
-    else:
+    if inherited:
+        tokenizer = inherited[0]
         log(f"using the tokenizer of {inherited[1]} ({tokenizer.src_vocab_size} pieces)")
-    del sample
+    else:
+        tokenizer = _learn_tokenizer(recipe, log)
     tokenizer.save(run_dir)
 
     dtype = id_dtype(max(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size))
+    threads = usable_cores()
+    started = time.perf_counter()
+    report, sizes = _stream_train(recipe, data_dir, tokenizer, dtype, log, threads)
+    seconds = time.perf_counter() - started
+    read = sum(r["read"] for r in report)
+    if not sizes["src"]["sentences"]:
+        raise DataError(f"{report[0]['files'][0]}: no training pair survives filtering "
+                        f"(data.max_len={recipe.data.max_len}, data.max_ratio={recipe.data.max_ratio})")
+    log(f"train: {sizes['src']['sentences']} pairs, {sizes['src']['tokens']} source and "
+        f"{sizes['tgt']['tokens']} target subwords (read, cleaned and encoded in {seconds:.1f} s on "
+        f"{threads} cores, {2 * read / max(seconds, 1e-9):.0f} lines/s)")
     dropped = Counter()
     for r in report:
         dropped.update(r["dropped"])
-    meta = {"format": DATA_FORMAT, "src": recipe.src, "tgt": recipe.tgt, "splits": {}, "files": files,
-            "dropped": dict(dropped), "corpora": report, "id_dtype": dtype.name,
+    files = {"train": [f for r in report for f in r["files"]], **files}
+    meta = {"format": DATA_FORMAT, "src": recipe.src, "tgt": recipe.tgt, "splits": {"train": sizes},
+            "files": files, "dropped": dict(dropped), "corpora": report, "id_dtype": dtype.name,
             "src_vocab": tokenizer.src_vocab_size, "tgt_vocab": tokenizer.tgt_vocab_size,
             "tokenizer_from": str(inherited[1]) if inherited else None}
-    threads = usable_cores()
     for name in split_names(recipe):
-        started = time.perf_counter()
-        meta["splits"][name] = s = encode_text_file(tokenizer, data_dir, name, dtype, threads)
-        seconds = time.perf_counter() - started
-        log(f"{name}: {s['src']['sentences']} pairs, {s['src']['tokens']} source and "
-            f"{s['tgt']['tokens']} target subwords (encoded in {seconds:.1f} s on {threads} cores, "
-            f"{2 * s['src']['sentences'] / max(seconds, 1e-9):.0f} lines/s)")
+        if name != "train":
+            meta["splits"][name] = s = encode_text_file(tokenizer, data_dir, name, dtype, threads)
+            log(f"{name}: {s['src']['sentences']} pairs, {s['src']['tokens']} source and "
+                f"{s['tgt']['tokens']} target subwords")
     started = time.perf_counter()
     save_shortlist(data_dir, learn_split_shortlist(data_dir, tokenizer))
     log(f"shortlist learned in {time.perf_counter() - started:.1f} s")

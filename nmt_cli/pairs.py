@@ -194,30 +194,54 @@ class CleanChunk:
         return list(zip(split_block(self.src), split_block(self.tgt)))
 
 
-class ChunkPairs(Sequence):
-    """A chunk's kept pairs as a sequence that builds only the pairs asked for: a sample
-    (Reservoir) takes a few of each chunk once it is full."""
+def _line_starts(raw: bytes) -> np.ndarray:
+    """Where each line of a block of whole lines starts, and one more: line i is
+    ``raw[starts[i]:starts[i + 1] - 1]`` (a last line without a line end included)."""
+    ends = np.flatnonzero(np.frombuffer(raw, dtype=np.uint8) == 10) + 1
+    tail = [len(raw) + 1] if raw and not raw.endswith(b"\n") else []
+    return np.concatenate([[0], ends, tail]).astype(np.int64)
 
-    def __init__(self, chunk: CleanChunk):
-        self.chunk = chunk
+
+class RawPairs(Sequence):
+    """The pairs of a raw block from :meth:`PairSource.blocks`, cut out only when asked for:
+    SentencePiece's sample (a Reservoir) takes a few of each block. A pair is (source, target) as
+    raw bytes, before any cleaning; a TSV line is split at its first tab, and one without a tab is
+    ``None`` (cleaning would drop it)."""
+
+    def __init__(self, block: tuple[bytes, ...]):
+        self.block = block
+        self.starts = [_line_starts(side) for side in block]
+        self.tsv = len(block) == 1
 
     def __len__(self) -> int:
-        return self.chunk.kept
+        return len(self.starts[0]) - 1
+
+    def _pair(self, i: int) -> tuple[bytes, bytes] | None:
+        lines = [side[s[i]:s[i + 1] - 1] for side, s in zip(self.block, self.starts)]
+        if not self.tsv:
+            return lines[0], lines[1]
+        fields = lines[0].split(b"\t", 2)
+        return (fields[0], fields[1]) if len(fields) >= 2 else None
 
     def __getitem__(self, i):
-        """Pair ``i`` (from 0; a sample asks for hundreds of thousands one at a time, so no
-        negative indices), or a list of pairs for a slice."""
-        c = self.chunk
+        """Pair ``i`` (from 0: a sample asks for many one at a time, so no negative indices), or
+        a list of pairs for a slice."""
         if isinstance(i, slice):
-            start, stop, step = i.indices(len(self))
-            if step != 1 or start >= stop:
-                return [self[j] for j in range(start, stop, step)]
-            lines = lambda text, starts: split_block(text[starts[start]:starts[stop]])
-            return list(zip(lines(c.src, c.src_starts), lines(c.tgt, c.tgt_starts)))
-        if i < 0 or i >= c.kept:
+            return [self._pair(j) for j in range(*i.indices(len(self)))]
+        if i < 0 or i >= len(self):
             raise IndexError(i)
-        s, t = c.src_starts, c.tgt_starts
-        return c.src[s[i]:s[i + 1] - 1].decode("utf-8"), c.tgt[t[i]:t[i + 1] - 1].decode("utf-8")
+        return self._pair(i)
+
+
+def clean_raw_pairs(raw: Sequence[tuple[bytes, bytes] | None], cleaning: "Cleaning") -> CleanChunk:
+    """:class:`RawPairs` items cleaned and filtered as the blocks they came from would be."""
+    present = [pair for pair in raw if pair is not None]
+    block = tuple(b"".join(line + b"\n" for line in side) for side in zip(*present)) or (b"", b"")
+    chunk = Cleaning(cleaning.lowercase, cleaning.max_len, cleaning.max_ratio)(block)
+    if len(present) < len(raw):
+        chunk.read = len(raw)
+        chunk.dropped[NO_TAB] = len(raw) - len(present)
+    return chunk
 
 
 def encoded_lines(lines: list[str]) -> tuple[bytes, np.ndarray]:
