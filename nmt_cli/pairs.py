@@ -168,7 +168,11 @@ def word_counts(lines: Sequence[str]) -> np.ndarray:
 def filter_codes(src: Sequence[str], tgt: Sequence[str], max_len: int, max_ratio: float) -> np.ndarray:
     """:func:`filter_reason` of many normalised pairs at once: 0 to keep a pair, i for the i-th of
     FILTER_REASONS (checked in that order, as filter_reason does)."""
-    ns, nt = word_counts(src), word_counts(tgt)
+    return codes_of_counts(word_counts(src), word_counts(tgt), max_len, max_ratio)
+
+
+def codes_of_counts(ns: np.ndarray, nt: np.ndarray, max_len: int, max_ratio: float) -> np.ndarray:
+    """:func:`filter_codes` from the pairs' word counts."""
     longest, shortest = np.maximum(ns, nt), np.minimum(ns, nt)
     codes = np.zeros(len(ns), dtype=np.int8)
     codes[(longest > max_ratio * shortest) & (longest > 3)] = 3
@@ -254,6 +258,69 @@ def encoded_lines(lines: list[str]) -> tuple[bytes, np.ndarray]:
     return text, starts
 
 
+# Every character str.split() splits on, as UTF-8: the ASCII ones are bytes below 32 (other
+# control bytes are flagged too, which costs only a needless re-normalisation) and the space;
+# the others start with byte C2, E1, E2 or E3 and are told apart by the next two
+# (tests/test_pairs.py checks them against every code point).
+
+
+def _wide_spaces(arr: np.ndarray) -> np.ndarray:
+    """Positions in UTF-8 ``arr`` of U+0085, U+00A0, U+1680, U+2000-U+200A, U+2028, U+2029,
+    U+202F, U+205F and U+3000."""
+    lead = np.flatnonzero(((arr & 0xFC) == 0xE0) | (arr == 0xC2))  # E0 too: dropped by the tests below
+    a0 = arr[lead]
+    b1, b2 = arr[np.minimum(lead + 1, len(arr) - 1)], arr[np.minimum(lead + 2, len(arr) - 1)]
+    general_punctuation = ((b1 == 0x80) & (((b2 >= 0x80) & (b2 <= 0x8A)) | (b2 == 0xA8) | (b2 == 0xA9) | (b2 == 0xAF))
+                           | (b1 == 0x81) & (b2 == 0x9F))
+    wide = (((a0 == 0xC2) & ((b1 == 0x85) | (b1 == 0xA0)))
+            | ((a0 == 0xE1) & (b1 == 0x9A) & (b2 == 0x80))
+            | ((a0 == 0xE2) & general_punctuation)
+            | ((a0 == 0xE3) & (b1 == 0x80) & (b2 == 0x80)))
+    return lead[wide]
+
+
+def _normal_side(raw: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """One side of a raw block with every line :func:`normalize`-d, worked on as UTF-8 bytes: a
+    few array passes find the lines not in normal form already (most corpora have few), and only
+    those are decoded. Gives the text (uint8, each line ending in a line break), where each line
+    ends, and each line's word count; None for text that is not valid UTF-8 (the str path
+    replaces bad bytes as :func:`corpora.iter_lines` does)."""
+    if raw and not raw.endswith(b"\n"):
+        raw += b"\n"
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    arr = np.frombuffer(raw, dtype=np.uint8)
+    newline = arr == 10
+    if len(arr):
+        space = arr == 32
+        control = np.flatnonzero(arr < 32)
+        found = [control[arr[control] != 10],
+                 np.flatnonzero(space[:-1] & (space[1:] | newline[1:])),  # a double space, or one before a line end
+                 np.flatnonzero(newline[:-1] & space[1:]) + 1,            # a space at a line's start
+                 np.flatnonzero(space[:1]), _wide_spaces(arr)]
+        found = np.concatenate(found)
+        if len(found):
+            lines = raw.split(b"\n")
+            for i in np.unique(np.searchsorted(np.flatnonzero(newline), found)).tolist():
+                lines[i] = " ".join(lines[i].decode("utf-8").split()).encode("utf-8")
+            arr = np.frombuffer(b"\n".join(lines), dtype=np.uint8)
+            newline = arr == 10
+    ends = np.flatnonzero(newline)
+    spaces = np.diff(np.searchsorted(np.flatnonzero(arr == 32), ends), prepend=0)
+    lengths = np.diff(ends, prepend=-1) - 1
+    return arr, ends, np.where(lengths > 0, spaces + 1, 0)
+
+
+def _kept_text(arr: np.ndarray, ends: np.ndarray, keep: np.ndarray | None) -> tuple[bytes, np.ndarray]:
+    """The kept lines of a side from :func:`_normal_side`, and where each starts (one more: the end)."""
+    sizes = np.diff(ends, prepend=-1)  # line ends included
+    if keep is not None:
+        arr, sizes = arr[np.repeat(keep, sizes)], sizes[keep]
+    return arr.tobytes(), np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+
+
 NO_TAB = "no tab (not source<TAB>target)"
 
 
@@ -269,6 +336,10 @@ class Cleaning:
     tsv: bool = False
 
     def __call__(self, block: tuple[bytes, ...]) -> CleanChunk:
+        if not self.tsv and not self.lowercase:
+            sides = [_normal_side(raw) for raw in block]
+            if None not in sides:
+                return self._filtered(*sides)
         dropped: dict[str, int] = {}
         if self.tsv:
             fields = [line.split("\t", 2) for line in split_block(block[0])]
@@ -291,6 +362,17 @@ class Cleaning:
             src, tgt = list(compress(src, keep)), list(compress(tgt, keep))
         (src_text, src_starts), (tgt_text, tgt_starts) = encoded_lines(src), encoded_lines(tgt)
         return CleanChunk(read, len(src), src_text, tgt_text, dropped, src_starts, tgt_starts)
+
+    def _filtered(self, src: tuple, tgt: tuple) -> CleanChunk:
+        """Filtering of two sides from :func:`_normal_side` (the bytes path: no tab to split at,
+        no lowercasing)."""
+        codes = codes_of_counts(src[2], tgt[2], self.max_len, self.max_ratio)
+        counts = np.bincount(codes, minlength=len(FILTER_REASONS) + 1)
+        dropped = {reason_text(code, self.max_len, self.max_ratio): int(count)
+                   for code, count in enumerate(counts[1:], start=1) if count}
+        keep = codes == 0 if counts[0] < len(codes) else None
+        (src_text, src_starts), (tgt_text, tgt_starts) = _kept_text(*src[:2], keep), _kept_text(*tgt[:2], keep)
+        return CleanChunk(len(codes), int(counts[0]), src_text, tgt_text, dropped, src_starts, tgt_starts)
 
 
 class Deduplicator:

@@ -152,6 +152,27 @@ def test_normalize_lines_is_normalize_of_each_line():
     assert normalize_lines([]) == [] and normalize_lines([""]) == [""]
 
 
+def test_bytes_cleaning_finds_every_kind_of_whitespace_and_nothing_else():
+    import sys
+    from nmt_cli.pairs import _normal_side, _wide_spaces
+    spaces = [chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace() and c != 10]
+    wide = [ch for ch in spaces if ord(ch) > 127]
+    for ch in wide:
+        assert len(_wide_spaces(np.frombuffer(f"x{ch}y".encode(), dtype=np.uint8))) == 1, hex(ord(ch))
+    # Characters sharing the lead bytes of the wide spaces, and not spaces themselves: ’, …, etc.
+    neighbours = [chr(c) for lo, hi in ((0x80, 0x100), (0x1600, 0x1700), (0x2000, 0x2100), (0x3000, 0x3100))
+                  for c in range(lo, hi) if not chr(c).isspace()]
+    assert not len(_wide_spaces(np.frombuffer("".join(neighbours).encode(), dtype=np.uint8)))
+    # Through the whole block cleaning: every space kind at a line's start, inside and end.
+    lines = [f"{ch}a{ch}b {ch} c{ch}" for ch in spaces] + [f"d{ch}" for ch in neighbours] + ["", " ", "e  f"]
+    block = "".join(line + "\n" for line in lines).encode()
+    assert _normal_side(block) is not None  # the bytes path, not the str one
+    chunk = Cleaning(False, 1000, 1000.0)((block, block))
+    want = [normalize(line) for line in lines]
+    assert [s for s, _ in chunk.pairs()] == [w for w in want if w]
+    assert chunk.dropped == {"empty side": want.count("")} and chunk.read == len(lines)
+
+
 def test_line_blocks_take_whole_lines_across_reads(tmp_path, monkeypatch):
     monkeypatch.setattr(LineBlocks, "READ_BYTES", 5)
     path = tmp_path / "l.txt"
