@@ -13,10 +13,10 @@ while its whole process tree's memory is sampled every 0.2 s. Printed per size: 
 (both sides), peak memory (the tree's summed PSS and RSS, and the largest process's own
 high-water mark), seconds per phase, the encoded size on disk in bytes per token, and the
 ceiling: SentencePiece's own batch encoding of the same stored lines with the same model on the
-same cores (reading excluded). --baseline runs the same preprocess with another revision right
-after, for a speed ratio measured side by side. --train-steps N or --train-minutes M then trains the en-fr model
-on the run and, at the same time on one thread each, on Multi30k, printing peak memory and
-target tokens/s of each.
+same cores (reading excluded; the best of three rounds). --baseline runs the same preprocess with
+another revision right after, for a speed ratio measured side by side. --train-steps N or
+--train-minutes M then trains the en-fr model on the run and, at the same time on one thread
+each, on Multi30k, printing peak memory and target tokens/s of each.
 """
 
 from __future__ import annotations
@@ -118,12 +118,12 @@ def tree_memory_mb(pid: int) -> tuple[float, float]:
     return rss / 1024, pss / 1024
 
 
-def run_sampled(cmd: list[str], env: dict | None = None) -> tuple[float, dict, subprocess.CompletedProcess]:
+def run_sampled(cmd: list[str], env: dict | None = None, cwd: Path = ROOT) -> tuple[float, dict, subprocess.CompletedProcess]:
     """Run ``cmd``; (seconds, peak memory in MB: the tree's sampled RSS and PSS sums and the
     child's own max RSS, result)."""
     start = time.perf_counter()
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, env=env, cwd=ROOT)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, text=True, env=env, cwd=cwd)
         peak_rss = peak_pss = 0.0
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
@@ -139,21 +139,26 @@ def run_sampled(cmd: list[str], env: dict | None = None) -> tuple[float, dict, s
     return time.perf_counter() - start, peak, result
 
 
-def ceiling(run_dir: Path, max_lines: int = 2_000_000) -> dict:
-    """SentencePiece's own batch encoding speed on (up to max_lines of) the stored lines."""
+def ceiling(run_dir: Path, max_lines: int = 2_000_000, repeat: int = 3) -> dict:
+    """SentencePiece's own batch encoding speed on (up to max_lines of) the stored lines, already
+    in memory: the best of ``repeat`` rounds, so that a moment of load elsewhere on the machine
+    lowers the ceiling less (which would flatter the preprocess)."""
     from nmt_cli.workers import usable_cores
     from nmt_cli.tokenizer import Tokenizer
     tok, threads = Tokenizer.load(run_dir), usable_cores()
-    lines, seconds = 0, 0.0
+    text = {}
     for side in ("src", "tgt"):
         with open(run_dir / "data" / f"train.{side}.txt", encoding="utf-8") as fh:
-            text = [line.rstrip("\n") for _, line in zip(range(max_lines // 2), fh)]
+            text[side] = [line.rstrip("\n") for _, line in zip(range(max_lines // 2), fh)]
+    rounds = []
+    for _ in range(repeat):
         start = time.perf_counter()
-        for i in range(0, len(text), 50_000):
-            tok.encode_ids(side, text[i:i + 50_000], threads)
-        seconds += time.perf_counter() - start
-        lines += len(text)
-    return {"lines": lines, "threads": threads, "lines_per_s": round(lines / seconds)}
+        for side, lines in text.items():
+            for i in range(0, len(lines), 50_000):
+                tok.encode_ids(side, lines[i:i + 50_000], threads)
+        rounds.append(sum(map(len, text.values())) / (time.perf_counter() - start))
+    return {"lines": sum(map(len, text.values())), "threads": threads, "lines_per_s": round(max(rounds)),
+            "rounds_lines_per_s": [round(r) for r in rounds]}
 
 
 def recipe_for(corpus: Path, work: Path, sample_sentences: int | None) -> Path:
@@ -206,12 +211,17 @@ def baseline_run(checkout: Path, recipe: Path, run_dir: Path, n: int, seconds_no
     machine."""
     shutil.rmtree(run_dir, ignore_errors=True)
     env = {**os.environ, "PYTHONPATH": str(checkout)}
+    # Run from the checkout: `python -m` puts the working directory first on the import path.
+    code = [sys.executable, "-c", "import nmt_cli, sys; print(nmt_cli.__file__, file=sys.stderr)"]
+    where = subprocess.run(code, env=env, cwd=checkout, capture_output=True, text=True).stderr.strip()
+    if not where.startswith(str(checkout.resolve())):
+        sys.exit(f"baseline: the checkout's package is not the one imported ({where})")
     seconds, peak, result = run_sampled([sys.executable, "-m", "nmt_cli", "preprocess", str(recipe),
-                                         "--run-dir", str(run_dir)], env)
+                                         "--run-dir", str(run_dir)], env, cwd=checkout)
     if result.returncode != 0:
         sys.exit(f"baseline: {result.stderr.strip().splitlines()[-1]}")
     shutil.rmtree(run_dir, ignore_errors=True)
-    return {"checkout": str(checkout), "seconds": round(seconds, 1), "lines_per_s": round(2 * n / seconds),
+    return {"checkout": str(checkout), "package": where, "seconds": round(seconds, 1), "lines_per_s": round(2 * n / seconds),
             "peak_mb": peak, "speedup_of_this_revision": round(seconds / seconds_now, 2)}
 
 
@@ -267,7 +277,8 @@ def main() -> None:
                       "read_clean_encode_s": stage(r"^train: .*encoded in ([\d.]+) s"),
                       "shortlist_s": stage(r"^shortlist learned in ([\d.]+) s"),
                       "pass_lines_per_s": pass_rate,
-                      "ceiling_spm_lines_per_s": top["lines_per_s"], "threads": top["threads"],
+                      "ceiling_spm_lines_per_s": top["lines_per_s"], "ceiling_rounds": top["rounds_lines_per_s"],
+                      "threads": top["threads"],
                       "pass_share_of_ceiling": round(pass_rate / top["lines_per_s"], 2) if pass_rate else None,
                       "end_to_end_share_of_ceiling": round(2 * n / seconds / top["lines_per_s"], 2),
                       "corpus_seconds_to_make": round(made), "cpus": os.cpu_count()}

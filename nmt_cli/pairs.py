@@ -11,6 +11,7 @@ import math
 import random
 import re
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import compress, islice, repeat
 from pathlib import Path
@@ -98,10 +99,14 @@ class PairSource:
                     yield block[:1]
             return
         src_path, tgt_path = self.files
-        with corpora.LineBlocks(src_path) as src, corpora.LineBlocks(tgt_path) as tgt:
+        # The target side is read on a thread while this one reads the source: decompression
+        # releases the GIL, so the two files take one core each where cores are free.
+        with corpora.LineBlocks(src_path) as src, corpora.LineBlocks(tgt_path) as tgt, \
+                ThreadPoolExecutor(1) as reader:
             lines = 0
             while True:
-                (src_block, n_src), (tgt_block, n_tgt) = src.take(n), tgt.take(n)
+                pending = reader.submit(tgt.take, n)
+                (src_block, n_src), (tgt_block, n_tgt) = src.take(n), pending.result()
                 if n_src != n_tgt:
                     raise DataError(f"{src_path} has {lines + n_src + src.count_rest()} lines but {tgt_path} "
                                     f"has {lines + n_tgt + tgt.count_rest()}; line i of one must translate "
