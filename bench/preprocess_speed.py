@@ -166,8 +166,12 @@ def recipe_for(corpus: Path, work: Path, sample_sentences: int | None) -> Path:
     en_fr["name"] = "bench"
     if sample_sentences:
         en_fr["tokenizer"]["sample_sentences"] = sample_sentences
-    en_fr["data"] = {"corpus": "multi30k", "train": str(corpus / "train.{lang}.gz"), "valid": "val",
-                     "test": ["test_2016_flickr"], "max_len": 80}
+    from nmt_cli.corpora import fetch
+    # Every split as a path (no corpus registry), which every revision reads alike (--baseline).
+    held_out = {split: str(fetch("multi30k", f"{split}.en.gz")).replace(".en.gz", ".{lang}.gz")
+                for split in ("val", "test_2016_flickr")}
+    en_fr["data"] = {"corpus": None, "train": str(corpus / "train.{lang}.gz"), "valid": held_out["val"],
+                     "test": [held_out["test_2016_flickr"]], "max_len": 80}
     path = work / f"{corpus.name}.yaml"
     path.write_text(yaml.safe_dump(en_fr))
     return path

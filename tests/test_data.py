@@ -475,6 +475,18 @@ def test_release_pages_drops_what_batches_mapped_in_and_keeps_the_data(tmp_path)
     assert int(split.src.ids.astype(np.int64).sum()) + int(split.tgt.offsets[-1]) == total  # still readable
 
 
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="Linux only")
+def test_side_lengths_reads_every_offset_without_keeping_its_pages(tmp_path):
+    from nmt_cli.data import Side, side_lengths
+    lengths = (np.arange(4_000_000) % 50 + 1).astype(np.int64)  # 32 MB of offsets
+    np.save(tmp_path / "offsets.npy", np.concatenate([[0], np.cumsum(lengths)]))
+    side = Side(np.zeros(1, dtype=np.uint16), np.load(tmp_path / "offsets.npy", mmap_mode="r"))
+    before = _resident_file_kb()
+    got = side_lengths(side, chunk=1 << 18)
+    assert got.dtype == np.int16 and np.array_equal(got, lengths)
+    assert _resident_file_kb() - before < 8_000  # one release every 8 chunks of 2 MB, and one at the end
+
+
 def test_iterate_epoch_releases_pages_every_so_many_batches(tiny_run, monkeypatch):
     import nmt_cli.data as data
     _, run_dir = tiny_run
