@@ -149,7 +149,7 @@ class EncodedSplit:
         """Unmap the pages of the memory-mapped arrays that batches have read so far. They stay in
         the page cache (the next read of them costs no disk access); the process stops counting
         them. Without this, a long run over a large corpus counts, in its resident memory, every
-        page it ever read, plus the neighbours the kernel maps around each fault: about 8 MB a
+        page it ever read, plus the neighbours the kernel maps around each fault: about 13 MB a
         step at 40M pairs, up to the arrays' whole size, although its own memory stays flat."""
         self.src.release_pages()
         self.tgt.release_pages()
