@@ -374,7 +374,7 @@ def _without_rows(chunk: CleanChunk, encoded: list, keep: np.ndarray) -> tuple[C
     return chunk, [(ids[np.repeat(keep, lengths)], lengths[keep]) for ids, lengths in encoded]
 
 
-def _stream_train(recipe: Recipe, data_dir: Path, tokenizer: Tokenizer, dtype, log,
+def _stream_train(recipe: Recipe, sources: list[PairSource], data_dir: Path, tokenizer: Tokenizer, dtype, log,
                   workers: int | None = None) -> tuple[list[dict], dict]:
     """The one pass over every training corpus: clean, filter, encode, deduplicate, store the
     text and the arrays. Blocks of TEXT_CHUNK pairs are cleaned and encoded on ``workers``
@@ -388,8 +388,7 @@ def _stream_train(recipe: Recipe, data_dir: Path, tokenizer: Tokenizer, dtype, l
     text = _TextPairs(data_dir, "train")
     sides = [SideWriter(data_dir, "train", side, dtype) for side in ("src", "tgt")]
     try:
-        for entry in train_entries(recipe):
-            source = pair_source(recipe, entry)
+        for source in sources:
             work = CleanAndEncode(Cleaning(d.lowercase, d.max_len, d.max_ratio, tsv=source.tsv), *encoders)
             read, kept, dropped = 0, 0, Counter()
             for chunk, *encoded in ordered_map(work, source.blocks(TEXT_CHUNK), workers):
@@ -451,7 +450,7 @@ def _sample_capacity(recipe: Recipe) -> int:
     return (k + 1) // 2 if recipe.tokenizer.joint else k
 
 
-def _draw_sample(recipe: Recipe) -> tuple[list[str], list[str], str]:
+def _draw_sample(recipe: Recipe, sources: list[PairSource]) -> tuple[list[str], list[str], str]:
     """SentencePiece's training sample: a uniform random sample of the training pairs (every
     corpus as one stream, Reservoir) drawn in a pass that only decompresses and counts lines,
     then cleaned, filtered and deduplicated as the corpus will be. Cleaning the whole corpus
@@ -459,8 +458,8 @@ def _draw_sample(recipe: Recipe) -> tuple[list[str], list[str], str]:
     from a stored copy. While the corpus fits the sample, the sample is the whole corpus in order."""
     d = recipe.data
     sample = Reservoir(_sample_capacity(recipe), recipe.train.seed)
-    for entry in train_entries(recipe):
-        for block in pair_source(recipe, entry).blocks(TEXT_CHUNK):
+    for source in sources:
+        for block in source.blocks(TEXT_CHUNK):
             n = _line_count(block[0])
             if sample.wants(n):
                 sample.offer(RawPairs(block))
@@ -470,9 +469,7 @@ def _draw_sample(recipe: Recipe) -> tuple[list[str], list[str], str]:
     if d.dedup:
         pairs = list(compress(pairs, Deduplicator().fresh(pairs)))
     if not pairs:
-        first = pair_source(recipe, train_entries(recipe)[0]).files[0]
-        raise DataError(f"{first}: no training pair survives filtering "
-                        f"(data.max_len={d.max_len}, data.max_ratio={d.max_ratio})")
+        raise _nothing_kept(recipe, sources)
     dropped = len(sample.items) - len(pairs)
     origin = (f"a sample of {len(pairs)} of the {sample.seen} training pairs"
               + (f" ({dropped} more drawn, and dropped by the filters)" if dropped else ""))
@@ -493,14 +490,14 @@ def _sample_file_lines(recipe: Recipe) -> tuple[list[str], list[str]]:
     return sides[0], sides[1]
 
 
-def _learn_tokenizer(recipe: Recipe, log) -> Tokenizer:
+def _learn_tokenizer(recipe: Recipe, sources: list[PairSource], log) -> Tokenizer:
     """SentencePiece learned from tokenizer.sample_file, or from a sample of the training pairs."""
     cfg = recipe.tokenizer
     started = time.perf_counter()
     if cfg.sample_file:
         (src, tgt), origin = _sample_file_lines(recipe), cfg.sample_file
     else:
-        src, tgt, origin = _draw_sample(recipe)
+        src, tgt, origin = _draw_sample(recipe, sources)
         log(f"sample drawn in {time.perf_counter() - started:.1f} s")
         started = time.perf_counter()
     log(f"training SentencePiece ({cfg.type}, {cfg.vocab_size} pieces, "
@@ -585,6 +582,16 @@ def preprocess(recipe: Recipe, run_dir: Path, log=print) -> dict:
         raise
 
 
+def _nothing_kept(recipe: Recipe, sources: list[PairSource]) -> DataError:
+    return DataError(f"{sources[0].files[0]}: no training pair survives filtering "
+                     f"(data.max_len={recipe.data.max_len}, data.max_ratio={recipe.data.max_ratio})")
+
+
+def _sizes_text(sizes: dict) -> str:
+    return (f"{sizes['src']['sentences']} pairs, {sizes['src']['tokens']} source and "
+            f"{sizes['tgt']['tokens']} target subwords")
+
+
 def _preprocess(recipe: Recipe, run_dir: Path, log) -> dict:
     """Store the held-out splits' cleaned text; learn SentencePiece on a sample of the training
     pairs (or take the initial model's, with ``train.init_from``); then read, clean, filter and
@@ -593,10 +600,10 @@ def _preprocess(recipe: Recipe, run_dir: Path, log) -> dict:
     data_dir = run_dir / "data"
     _prepare_data_dir(data_dir, log)
     inherited = initial_tokenizer(recipe)
-    for entry in train_entries(recipe):  # a missing or misnamed file fails now, not after a long pass
-        for path in pair_source(recipe, entry).files:
-            if not path.is_file():
-                raise DataError(f"{path}: file not found")
+    sources = [pair_source(recipe, entry) for entry in train_entries(recipe)]
+    for path in (path for source in sources for path in source.files):  # fail now, not after a long pass
+        if not path.is_file():
+            raise DataError(f"{path}: file not found")
     files = {}
     for name, entry in split_names(recipe).items():  # small, and checked before the long pass
         if name != "train":
@@ -605,21 +612,19 @@ def _preprocess(recipe: Recipe, run_dir: Path, log) -> dict:
         tokenizer = inherited[0]
         log(f"using the tokenizer of {inherited[1]} ({tokenizer.src_vocab_size} pieces)")
     else:
-        tokenizer = _learn_tokenizer(recipe, log)
+        tokenizer = _learn_tokenizer(recipe, sources, log)
     tokenizer.save(run_dir)
 
     dtype = id_dtype(max(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size))
     threads = usable_cores()
     started = time.perf_counter()
-    report, sizes = _stream_train(recipe, data_dir, tokenizer, dtype, log, threads)
+    report, sizes = _stream_train(recipe, sources, data_dir, tokenizer, dtype, log, threads)
     seconds = time.perf_counter() - started
     read = sum(r["read"] for r in report)
     if not sizes["src"]["sentences"]:
-        raise DataError(f"{report[0]['files'][0]}: no training pair survives filtering "
-                        f"(data.max_len={recipe.data.max_len}, data.max_ratio={recipe.data.max_ratio})")
-    log(f"train: {sizes['src']['sentences']} pairs, {sizes['src']['tokens']} source and "
-        f"{sizes['tgt']['tokens']} target subwords (read, cleaned and encoded in {seconds:.1f} s on "
-        f"{threads} cores, {2 * read / max(seconds, 1e-9):.0f} lines/s)")
+        raise _nothing_kept(recipe, sources)
+    log(f"train: {_sizes_text(sizes)} (read, cleaned and encoded in {seconds:.1f} s on {threads} cores, "
+        f"{2 * read / max(seconds, 1e-9):.0f} lines/s)")
     dropped = Counter()
     for r in report:
         dropped.update(r["dropped"])
@@ -630,9 +635,8 @@ def _preprocess(recipe: Recipe, run_dir: Path, log) -> dict:
             "tokenizer_from": str(inherited[1]) if inherited else None}
     for name in split_names(recipe):
         if name != "train":
-            meta["splits"][name] = s = encode_text_file(tokenizer, data_dir, name, dtype, threads)
-            log(f"{name}: {s['src']['sentences']} pairs, {s['src']['tokens']} source and "
-                f"{s['tgt']['tokens']} target subwords")
+            meta["splits"][name] = encode_text_file(tokenizer, data_dir, name, dtype, threads)
+            log(f"{name}: {_sizes_text(meta['splits'][name])}")
     started = time.perf_counter()
     save_shortlist(data_dir, learn_split_shortlist(data_dir, tokenizer))
     log(f"shortlist learned in {time.perf_counter() - started:.1f} s")

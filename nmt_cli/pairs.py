@@ -12,7 +12,7 @@ import random
 import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import compress, islice, repeat
 from pathlib import Path
 from typing import Iterator
@@ -246,7 +246,7 @@ def clean_raw_pairs(raw: Sequence[tuple[bytes, bytes] | None], cleaning: "Cleani
     """:class:`RawPairs` items cleaned and filtered as the blocks they came from would be."""
     present = [pair for pair in raw if pair is not None]
     block = tuple(b"".join(line + b"\n" for line in side) for side in zip(*present)) or (b"", b"")
-    chunk = Cleaning(cleaning.lowercase, cleaning.max_len, cleaning.max_ratio)(block)
+    chunk = replace(cleaning, tsv=False)(block)  # TSV lines were split at their tab already
     if len(present) < len(raw):
         chunk.read = len(raw)
         chunk.dropped[NO_TAB] = len(raw) - len(present)
@@ -267,12 +267,10 @@ def encoded_lines(lines: list[str]) -> tuple[bytes, np.ndarray]:
 # control bytes are flagged too, which costs only a needless re-normalisation) and the space;
 # the others start with byte C2, E1, E2 or E3 and are told apart by the next two
 # (tests/test_pairs.py checks them against every code point).
-
-
 def _wide_spaces(arr: np.ndarray) -> np.ndarray:
     """Positions in UTF-8 ``arr`` of U+0085, U+00A0, U+1680, U+2000-U+200A, U+2028, U+2029,
     U+202F, U+205F and U+3000."""
-    lead = np.flatnonzero(((arr & 0xFC) == 0xE0) | (arr == 0xC2))  # E0 too: dropped by the tests below
+    lead = np.flatnonzero(((arr & 0xFC) == 0xE0) | (arr == 0xC2))  # E0 too: no case below takes it
     a0 = arr[lead]
     b1, b2 = arr[np.minimum(lead + 1, len(arr) - 1)], arr[np.minimum(lead + 2, len(arr) - 1)]
     general_punctuation = ((b1 == 0x80) & (((b2 >= 0x80) & (b2 <= 0x8A)) | (b2 == 0xA8) | (b2 == 0xA9) | (b2 == 0xAF))
@@ -359,9 +357,7 @@ class Cleaning:
         src, tgt = normalize_lines(src, self.lowercase), normalize_lines(tgt, self.lowercase)
         codes = filter_codes(src, tgt, self.max_len, self.max_ratio)
         counts = np.bincount(codes, minlength=len(FILTER_REASONS) + 1)
-        for code, count in enumerate(counts[1:], start=1):
-            if count:
-                dropped[reason_text(code, self.max_len, self.max_ratio)] = int(count)
+        dropped.update(self._reasons(counts))
         if counts[0] < len(src):
             keep = (codes == 0).tolist()
             src, tgt = list(compress(src, keep)), list(compress(tgt, keep))
@@ -373,11 +369,14 @@ class Cleaning:
         no lowercasing)."""
         codes = codes_of_counts(src[2], tgt[2], self.max_len, self.max_ratio)
         counts = np.bincount(codes, minlength=len(FILTER_REASONS) + 1)
-        dropped = {reason_text(code, self.max_len, self.max_ratio): int(count)
-                   for code, count in enumerate(counts[1:], start=1) if count}
         keep = codes == 0 if counts[0] < len(codes) else None
         (src_text, src_starts), (tgt_text, tgt_starts) = _kept_text(*src[:2], keep), _kept_text(*tgt[:2], keep)
-        return CleanChunk(len(codes), int(counts[0]), src_text, tgt_text, dropped, src_starts, tgt_starts)
+        return CleanChunk(len(codes), int(counts[0]), src_text, tgt_text, self._reasons(counts), src_starts, tgt_starts)
+
+    def _reasons(self, counts: np.ndarray) -> dict[str, int]:
+        """Pairs dropped per filter reason, from the bincount of :func:`filter_codes`."""
+        return {reason_text(code, self.max_len, self.max_ratio): int(count)
+                for code, count in enumerate(counts[1:], start=1) if count}
 
 
 class Deduplicator:

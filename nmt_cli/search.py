@@ -110,9 +110,7 @@ def greedy(model, src: torch.Tensor, src_lengths: torch.Tensor, *, max_len_ratio
         if vocab is not None:
             token = vocab[token]
         token = token.masked_fill(done, PAD)
-        if t == 0:
-            scores = scores.to(best.dtype)
-        scores.index_add_(0, rows, best.masked_fill(done, 0.0))
+        scores.index_add_(0, rows, best.masked_fill(done, 0.0).to(scores.dtype))
         tokens[rows, t] = token
         if attention and weights is not None:
             if attn is None:

@@ -343,7 +343,7 @@ def test_sentencepiece_learns_from_a_bounded_sample_or_a_sample_file(tmp_path):
 
 
 def test_sentencepiece_sample_is_drawn_from_the_raw_pairs_then_cleaned_like_the_corpus(tmp_path):
-    from nmt_cli.data import _draw_sample
+    from nmt_cli.data import _draw_sample, pair_source
     from nmt_cli.pairs import Reservoir, filter_reason
     data = write_slice(tmp_path / "c", n_train=2000, n_valid=10)
     en = multi30k_lines("train", "en", 2000)
@@ -351,7 +351,7 @@ def test_sentencepiece_sample_is_drawn_from_the_raw_pairs_then_cleaned_like_the_
     (tmp_path / "c" / "train.en").write_text("\n".join(en) + "\n", encoding="utf-8")
     fr = multi30k_lines("train", "fr", 2000)
     recipe = recipe_from_dict(tiny_recipe_dict({**data, "max_len": 14}, tokenizer={"sample_sentences": 1000}))
-    src, tgt, origin = _draw_sample(recipe)
+    src, tgt, origin = _draw_sample(recipe, [pair_source(recipe, recipe.data.train)])
     reference = Reservoir(500, recipe.train.seed)  # 1000 lines of a joint model: 500 pairs, offered as one list
     reference.offer(list(zip(en, fr)))
     cleaned = [(normalize(s), normalize(t)) for s, t in reference.items]
@@ -359,7 +359,7 @@ def test_sentencepiece_sample_is_drawn_from_the_raw_pairs_then_cleaned_like_the_
     assert list(zip(src, tgt)) == want and 0 < len(want) < 500
     assert origin == f"a sample of {len(want)} of the 2000 training pairs ({500 - len(want)} more drawn, and dropped by the filters)"
     small = recipe_from_dict(tiny_recipe_dict({**data, "max_len": 14}, tokenizer={"sample_sentences": 6000}))
-    src, tgt, _ = _draw_sample(small)  # the corpus fits: all of it, in order, cleaned and filtered
+    src, tgt, _ = _draw_sample(small, [pair_source(small, small.data.train)])  # the corpus fits: all of it, in order, cleaned and filtered
     cleaned = [(normalize(s), normalize(t)) for s, t in zip(en, fr)]
     assert list(zip(src, tgt)) == [(s, t) for s, t in cleaned if filter_reason(s, t, 14, small.data.max_ratio) is None]
     assert len(src) < 2000 and not any(s.startswith("word word") for s in src)
