@@ -54,6 +54,35 @@ def test_concat_is_v_tanh_W1h_W2s():
     assert torch.allclose(context, ctx, atol=1e-6)
 
 
+@pytest.mark.parametrize("scale", [1.0, 30.0])  # 30: most units saturated, where 2 sigmoid(2x) - 1 rounds
+def test_concat_scores_and_their_gradients_are_the_tanh_formulas_per_head(scale):
+    torch.manual_seed(4)
+    h, s = scale * torch.randn(2, 5, 6), scale * torch.randn(2, 3, 4)
+    sc = Attention("concat", 6, 4, heads=2, attn_dim=7).score
+    got = sc.scores(sc.keys(h), s)                                              # (B, K, T, S)
+    w1 = sc.W1(h).view(2, 5, 2, 7)
+    w2 = sc.W2(s).view(2, 3, 2, 7)
+    want = torch.einsum("btska,ka->bkts", torch.tanh(w1[:, None] + w2[:, :, None]), sc.v)
+    assert torch.allclose(got, want, atol=1e-5)
+    grads_got = torch.autograd.grad(got.square().sum(), list(sc.parameters()))
+    grads_want = torch.autograd.grad(want.square().sum(), list(sc.parameters()))
+    for a, b in zip(grads_got, grads_want):
+        assert torch.allclose(a, b, rtol=1e-4, atol=1e-4 * scale)
+
+
+def test_concat_scores_decoded_a_few_sentences_at_a_time_equal_the_whole_batch(monkeypatch):
+    import nmt_cli.model.attention as attention
+    torch.manual_seed(5)
+    h, s = torch.randn(7, 5, 6), torch.randn(7, 3, 4)
+    sc = Attention("concat", 6, 4, heads=2, attn_dim=8).score
+    keys = sc.keys(h)
+    whole = sc.scores(keys, s).detach()                 # with gradients: always the whole batch
+    monkeypatch.setattr(attention, "CHUNK_ELEMENTS", 2 * 3 * 5 * 8 * 2)  # two sentences a chunk
+    with torch.no_grad():
+        chunked = sc.scores(keys, s)
+    assert torch.allclose(chunked, whole, atol=1e-6)
+
+
 def test_cosine_scores_are_bounded_by_the_scale():
     torch.manual_seed(2)
     h, s = torch.randn(1, 6, 4), torch.randn(1, 3, 4)
