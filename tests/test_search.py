@@ -23,6 +23,16 @@ def sources():
     return src, torch.tensor([5, 3, 1])
 
 
+def ragged_batch(n: int, seed: int, width: int = 7):
+    """n sources of 1..width random pieces, padded; and the generator, to draw more from."""
+    g = torch.Generator().manual_seed(seed)
+    src = torch.randint(4, V, (n, width), generator=g)
+    lengths = torch.randint(1, width + 1, (n,), generator=g)
+    for i, length in enumerate(lengths):
+        src[i, length:] = 0
+    return g, src, lengths
+
+
 def sequence_logprob(m, src, length, tokens):
     state, memory = m.encode(src, length)
     prev = torch.tensor([BOS])
@@ -231,11 +241,7 @@ def test_greedy_drops_ended_sentences_without_changing_any():
     # sentence, with its own shortlist row and its attention, must come out as decoded alone.
     from nmt_cli.shortlist import Shortlist
     m = model(11, input_feeding=True)
-    g = torch.Generator().manual_seed(3)
-    src = torch.randint(4, V, (24, 7), generator=g)
-    lengths = torch.randint(1, 8, (24,), generator=g)
-    for i, n in enumerate(lengths):
-        src[i, n:] = 0
+    g, src, lengths = ragged_batch(24, seed=3)
     shortlist = Shortlist(torch.arange(4, 10), torch.randint(4, V, (V, 6), generator=g))
     together = greedy(m, src, lengths, attention=True, vocab=shortlist.candidates(src, lengths), check_every=1)
     ended = sorted(len(h[0].tokens) for h in together)
@@ -304,3 +310,45 @@ def test_beam_search_does_not_stop_while_a_longer_hypothesis_can_still_win():
         assert [h.tokens for h in hyps] == [[b] * 8, [a]][:nbest]
     assert hyps[0].score == pytest.approx(-1.65, abs=1e-5)
     assert hyps[0].norm_score == pytest.approx(-1.65 / (14 / 6) ** 2, abs=1e-5)
+
+
+def test_beam_search_narrows_the_union_as_sentences_leave_without_changing_any():
+    # Each sentence allows few target ids of its own, so the union shrinks as sentences finish;
+    # the output layer then runs over fewer columns, and no sentence's result may change.
+    from nmt_cli.shortlist import Shortlist
+    m = model(12)
+    g, src, lengths = ragged_batch(16, seed=5)
+    shortlist = Shortlist(torch.arange(4, 6), torch.randint(4, V, (V, 2), generator=g))
+    columns = []
+    plain_step = m.step
+
+    def counting_step(prev, state, memory, vocab=None, allowed=None):
+        columns.append(vocab.numel())
+        return plain_step(prev, state, memory, vocab, allowed)
+
+    m.step = counting_step
+    together = beam_search(m, src, lengths, beam_size=3, nbest=2, vocab=shortlist.candidates(src, lengths))
+    assert columns[-1] < columns[0]
+    m.step = plain_step
+    for i in range(16):
+        one, n = src[i:i + 1, :int(lengths[i])], lengths[i:i + 1]
+        alone = beam_search(m, one, n, beam_size=3, nbest=2, vocab=shortlist.candidates(one, n))[0]
+        assert [h.tokens for h in together[i]] == [h.tokens for h in alone]
+        assert [h.score for h in together[i]] == pytest.approx([h.score for h in alone], abs=1e-5)
+
+
+def test_narrowing_keeps_every_rows_set_and_the_specials_in_place():
+    from nmt_cli.search import _narrow
+    vocab = torch.tensor([0, 1, 2, 3, 7, 9, 12, 15, 20, 21])
+    allowed = torch.zeros(2, 10, dtype=torch.bool)
+    allowed[:, :4] = True
+    allowed[0, [5, 8]] = True
+    allowed[1, 8] = True
+    narrow_vocab, narrow_allowed = _narrow(vocab, allowed)
+    assert narrow_vocab.tolist() == [0, 1, 2, 3, 9, 20]
+    assert narrow_allowed.all(dim=1).tolist() == [True, False]
+    assert narrow_allowed[1].tolist() == [True, True, True, True, False, True]
+    wide = torch.ones(20, dtype=torch.long).cumsum(0)
+    nearly_all = torch.ones(2, 20, dtype=torch.bool)
+    nearly_all[:, 19] = False                   # less than a tenth would go: not worth a copy of W_s
+    assert _narrow(wide, nearly_all)[0] is wide

@@ -93,23 +93,38 @@ class Seq2Seq(nn.Module):
             logits = self.output(h_tilde)
         else:
             weight, bias = self._output_rows(vocab)
-            logits = F.linear(h_tilde, weight, bias)
+            if allowed is None:
+                logits = F.linear(h_tilde, weight, bias)
+            else:  # one product that adds b, or -inf off each row's own set
+                logits = torch.addmm(self._row_offsets(allowed, bias), h_tilde, weight.t())
         if logits.dtype in (torch.float16, torch.bfloat16):
             logits = logits.float()
-        if allowed is not None:
-            logits = logits.masked_fill(~allowed, float("-inf"))
         return F.log_softmax(logits, dim=-1), state, weights
 
+    def _row_offsets(self, allowed: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+        """(B, U): b where ``allowed``, -inf elsewhere, for ``addmm`` to add to W_s h~. The mask
+        changes only when sentences leave the batch, so it is built once per change rather than
+        masked into the logits at every step. Keyed like _output_rows."""
+        cache = self.__dict__.setdefault("_offsets_cache", {})
+        hit = cache.get(id(allowed))
+        if hit is None or hit[0] is not allowed or hit[1] is not bias:
+            if len(cache) >= 16:
+                cache.clear()
+            offsets = torch.where(allowed, bias, bias.new_full((), float("-inf")))
+            hit = cache[id(allowed)] = (allowed, bias, offsets)
+        return hit[2]
+
     def _output_rows(self, vocab: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """W_s and b rows for ``vocab``, cut once per batch rather than once per step. Keyed by
-        the vocab tensor itself, so batches decoded side by side in threads keep their own rows."""
+        """W_s and b rows for ``vocab``, cut once per batch (and once per narrowing of its union,
+        search._narrow) rather than once per step. Keyed by the vocab tensor itself, so batches
+        decoded side by side in threads keep their own rows."""
         cache = self.__dict__.setdefault("_rows_cache", {})
         hit = cache.get(id(vocab))
         if hit is None or hit[0] is not vocab:
             weight, bias = self.output.weight, self.output.bias
             if callable(weight):  # an int8 dynamic-quantised layer keeps them behind methods
                 weight, bias = weight().dequantize(), bias()
-            if len(cache) >= 8:
+            if len(cache) >= 16:
                 cache.clear()
             # The entry holds ``vocab`` itself, so its id cannot be reused while cached.
             hit = cache[id(vocab)] = (vocab, weight.index_select(0, vocab), bias.index_select(0, vocab))
