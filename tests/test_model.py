@@ -213,6 +213,26 @@ def test_decoding_step_from_the_input_table_equals_the_rnn_module(rnn, layers, d
         assert torch.allclose(w_fast, w_slow, atol=1e-10)
 
 
+@pytest.mark.parametrize("rnn, layers", list(itertools.product(["gru", "lstm", "rnn"], [1, 2])))
+def test_a_step_from_repeated_rows_equals_the_rnn_module(rnn, layers):
+    # beam search selects rows that repeat their parents; the decoding step then computes
+    # W_hh h once per distinct parent, which must change nothing
+    torch.manual_seed(1)
+    m = build_model(small(rnn=rnn, layers=layers, attention="general"), V, V).double().eval()
+    src, lengths, tgt = batch()
+    rows = torch.tensor([0, 0, 1, 1, 1, 0])
+    with torch.no_grad():
+        state, memory = m.encode(src, lengths)
+        repeated = state.select(rows)
+        assert repeated.parents is not None and repeated.parents[0].size(1) == 2
+        fast = m.step(tgt[rows, 0], repeated, memory.select(rows))
+    state, memory = m.encode(src, lengths)  # gradients on: PyTorch's own RNN module runs
+    slow = m.step(tgt[rows, 0], state.select(rows), memory.select(rows))
+    assert torch.allclose(fast[0], slow[0], atol=1e-10)
+    assert torch.allclose(fast[1].hidden, slow[1].hidden, atol=1e-10)
+    assert state.select(torch.tensor([1, 0])).parents is None  # nothing repeated: plain rows
+
+
 def test_input_table_follows_weight_updates():
     torch.manual_seed(0)
     m = build_model(small(), V, V).eval()

@@ -53,15 +53,21 @@ class DecoderState:
     cell: torch.Tensor | None       # (layers, B, H) for an LSTM
     feed: torch.Tensor | None       # (B, D) h~_{i-1}, with input feeding
     read_out: torch.Tensor | None = None  # (B, C) c_{i-1}, with initial_state_attention
+    # After a select that repeats rows (beam search: several hypotheses continue one parent),
+    # the distinct rows' hidden states (layers, U, H) and each row's place among them
+    parents: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def rnn_state(self):
         return (self.hidden, self.cell) if self.cell is not None else self.hidden
 
     def select(self, index: torch.Tensor) -> "DecoderState":
+        distinct, place = torch.unique(index, return_inverse=True)
+        parents = (self.hidden.index_select(1, distinct), place) if len(distinct) < len(index) else None
         return DecoderState(self.hidden.index_select(1, index),
                             None if self.cell is None else self.cell.index_select(1, index),
                             None if self.feed is None else self.feed.index_select(0, index),
-                            None if self.read_out is None else self.read_out.index_select(0, index))
+                            None if self.read_out is None else self.read_out.index_select(0, index),
+                            parents)
 
 
 @dataclass
@@ -252,7 +258,11 @@ class Decoder(nn.Module):
             else:
                 gi = F.linear(x, w_ih, getattr(rnn, f"bias_ih_l{layer}"))
             h = hidden_in[layer]
-            gh = F.linear(h, w_hh, b_hh)
+            if state.parents is None:
+                gh = F.linear(h, w_hh, b_hh)
+            else:  # W_hh h + b_hh once per parent: beam 5 has about half as many as rows
+                distinct, place = state.parents
+                gh = F.linear(distinct[layer], w_hh, b_hh).index_select(0, place)
             if isinstance(rnn, nn.GRU):
                 rz = torch.sigmoid(gi[:, :2 * size] + gh[:, :2 * size])
                 r, z = rz[:, :size], rz[:, size:]
