@@ -61,8 +61,11 @@ class DecoderState:
         return (self.hidden, self.cell) if self.cell is not None else self.hidden
 
     def select(self, index: torch.Tensor) -> "DecoderState":
-        distinct, place = torch.unique(index, return_inverse=True)
-        parents = (self.hidden.index_select(1, distinct), place) if len(distinct) < len(index) else None
+        parents = None
+        if index.device.type == "cpu":  # only the CPU's hand-written step (Decoder._rnn_step) uses them
+            distinct, place = torch.unique(index, return_inverse=True)
+            if len(distinct) < len(index):
+                parents = (self.hidden.index_select(1, distinct), place)
         return DecoderState(self.hidden.index_select(1, index),
                             None if self.cell is None else self.cell.index_select(1, index),
                             None if self.feed is None else self.feed.index_select(0, index),
