@@ -3,8 +3,11 @@ after a warm-up.
 
     python bench/decode_profile.py -m RUN --src RUN/data/test.src.txt --beam-size 5 --threads 1
 
-Prints the operators by self CPU time (top ``--rows``), then the seconds of one plain (unprofiled)
-translation of the same lines with the same settings.
+Prints the operators by self CPU time (top ``--rows``), the decoder rows that beam reordering
+selected and how many distinct parent states they had, then the seconds of plain (unprofiled)
+translations of the same lines with the same settings (each of ``--repeat`` rounds, and the
+minimum). ``--skip-profile`` times only: run from two checkouts in turn (``PYTHONPATH=CHECKOUT``),
+it compares revisions in process.
 """
 
 from __future__ import annotations
@@ -26,20 +29,49 @@ def main() -> None:
     ap.add_argument("--beam-size", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1, help="torch threads, and decoding workers")
     ap.add_argument("--rows", type=int, default=15, help="operators to list")
+    ap.add_argument("--batch-size", type=int, default=None, help="sentences per batch (default: the recipe's)")
+    ap.add_argument("--repeat", type=int, default=1, help="unprofiled rounds")
+    ap.add_argument("--skip-profile", action="store_true", help="time only")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     lines = args.src.read_text(encoding="utf-8").split("\n")
     lines = lines[:-1] if lines and lines[-1] == "" else lines
-    translator = Translator.load(args.model, beam_size=args.beam_size, workers=args.threads)
+    extra = {} if args.batch_size is None else {"batch_size": args.batch_size}
+    translator = Translator.load(args.model, beam_size=args.beam_size, workers=args.threads, **extra)
     translator.translate(lines[:32])  # warm-up: the input-projection table, the allocator
-    with profile(activities=[ProfilerActivity.CPU]) as prof:
+    if not args.skip_profile:
+        selected, distinct = _count_parents(translator, lines)
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            translator.translate(lines)
+        print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.rows))
+        print(f"decoder rows selected by search: {selected}, with {distinct} distinct parent states")
+    rounds = []
+    for _ in range(args.repeat):
+        start = time.perf_counter()
         translator.translate(lines)
-    print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.rows))
-    start = time.perf_counter()
-    translator.translate(lines)
-    seconds = time.perf_counter() - start
-    print(f"{len(lines)} lines, beam {args.beam_size}, {args.threads} thread(s): {seconds:.2f} s unprofiled, "
-          f"{len(lines) / seconds:.1f} sentences/s")
+        rounds.append(time.perf_counter() - start)
+    seconds = min(rounds)
+    print(f"{len(lines)} lines, beam {args.beam_size}, {args.threads} thread(s): {seconds:.2f} s unprofiled "
+          f"(min of {', '.join(f'{r:.2f}' for r in rounds)}), {len(lines) / seconds:.1f} sentences/s")
+
+
+def _count_parents(translator, lines: list[str]) -> tuple[int, int]:
+    """Rows selected by DecoderState.select in one translation, and their distinct sources."""
+    from nmt_cli.model.decoder import DecoderState
+    counts = [0, 0]
+    plain = DecoderState.select
+
+    def counting(state, index):
+        counts[0] += len(index)
+        counts[1] += len(torch.unique(index))
+        return plain(state, index)
+
+    DecoderState.select = counting
+    try:
+        translator.translate(lines)
+    finally:
+        DecoderState.select = plain
+    return counts[0], counts[1]
 
 
 if __name__ == "__main__":

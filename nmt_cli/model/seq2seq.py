@@ -104,31 +104,31 @@ class Seq2Seq(nn.Module):
     def _row_offsets(self, allowed: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
         """(B, U): b where ``allowed``, -inf elsewhere, for ``addmm`` to add to W_s h~. The mask
         changes only when sentences leave the batch, so it is built once per change rather than
-        masked into the logits at every step. Keyed like _output_rows."""
-        cache = self.__dict__.setdefault("_offsets_cache", {})
-        hit = cache.get(id(allowed))
-        if hit is None or hit[0] is not allowed or hit[1] is not bias:
-            if len(cache) >= 16:
-                cache.clear()
-            offsets = torch.where(allowed, bias, bias.new_full((), float("-inf")))
-            hit = cache[id(allowed)] = (allowed, bias, offsets)
-        return hit[2]
+        masked into the logits at every step."""
+        return self._per_batch("_offsets_cache", (allowed, bias),
+                               lambda: torch.where(allowed, bias, bias.new_full((), float("-inf"))))
 
     def _output_rows(self, vocab: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """W_s and b rows for ``vocab``, cut once per batch (and once per narrowing of its union,
-        search._narrow) rather than once per step. Keyed by the vocab tensor itself, so batches
-        decoded side by side in threads keep their own rows."""
-        cache = self.__dict__.setdefault("_rows_cache", {})
-        hit = cache.get(id(vocab))
-        if hit is None or hit[0] is not vocab:
+        search._narrow) rather than once per step."""
+        def cut():
             weight, bias = self.output.weight, self.output.bias
             if callable(weight):  # an int8 dynamic-quantised layer keeps them behind methods
                 weight, bias = weight().dequantize(), bias()
+            return weight.index_select(0, vocab), bias.index_select(0, vocab)
+        return self._per_batch("_rows_cache", (vocab,), cut)
+
+    def _per_batch(self, name: str, keys: tuple[torch.Tensor, ...], build):
+        """``build()``, remembered while ``keys`` are the very same tensors: keyed by the tensors
+        themselves, so batches decoded side by side in threads keep their own. The entry holds the
+        keys, so their ids cannot be reused while it is cached."""
+        cache = self.__dict__.setdefault(name, {})
+        hit = cache.get(id(keys[0]))
+        if hit is None or any(a is not b for a, b in zip(hit[0], keys)):
             if len(cache) >= 16:
                 cache.clear()
-            # The entry holds ``vocab`` itself, so its id cannot be reused while cached.
-            hit = cache[id(vocab)] = (vocab, weight.index_select(0, vocab), bias.index_select(0, vocab))
-        return hit[1], hit[2]
+            hit = cache[id(keys[0])] = (keys, build())
+        return hit[1]
 
     # ------------------------------------------------------------------ training
 
