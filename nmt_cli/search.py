@@ -19,8 +19,9 @@ probability than any single word, and without the floor beam search would prefer
 translation for short sentences.
 
 With a vocabulary shortlist (``Candidates``) the output layer runs over the union of the batch's
-candidate sets (narrowed to the sets still in the batch as sentences leave it), and each sentence
-is normalised over its own set, so the result for a sentence never depends on its batch-mates.
+candidate sets (narrowed to the sets still in the batch as sentences leave it; on the CPU in
+groups of rows, each over its own group's union), and each sentence is normalised over its own
+set, so the result for a sentence never depends on its batch-mates.
 """
 
 from __future__ import annotations

@@ -7,9 +7,10 @@ every source piece s the ``per_source`` target pieces t most associated with it 
 co-occurrence, ranked by cooc(s,t)^2 / (count(s) count(t)) (so the pieces that come with s, not
 the ones that come with everything). A sentence may produce the frequent pieces and the
 candidates of its own source pieces, and its log-probabilities are normalised over that set. A
-batch computes the output layer once over the union of its sentences' sets and masks, per
-sentence, the pieces outside the sentence's own set (``Candidates``): a translation never
-depends on the sentences it is batched with.
+batch computes the output layer over the union of its sentences' sets (or, on the CPU, over the
+union of each group of a few sentences: ``Seq2Seq._restricted_logits``) and masks, per sentence,
+the pieces outside the sentence's own set (``Candidates``): a translation never depends on the
+sentences it is batched with.
 
 The frequent pieces are stored most common first, 2,000 of them, and a decoder takes the first
 ``frequent`` (``decode.shortlist_frequent``): 300 keep a 15-minute model's beam search fast, while

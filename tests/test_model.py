@@ -264,3 +264,32 @@ def test_loss_from_forward_equals_cross_entropy_of_its_logits(feeding):
 def test_cosine_scale_starts_at_sqrt_of_the_memory_size_under_every_init(init):
     m = build_model(small(attention="cosine", attention_heads=2, init=init), V, V)
     assert torch.equal(m.decoder.attention.score.scale.detach(), torch.full((2, 1, 1), 16 ** 0.5))
+
+
+def test_output_layer_in_row_groups_equals_one_product_over_the_union(monkeypatch):
+    # Shortlist decoding: each row is normalised over its own candidate set. With rows in groups,
+    # each group multiplies only its own union's columns; the log-probabilities must not change.
+    import nmt_cli.model.seq2seq as seq2seq
+    torch.manual_seed(3)
+    m = build_model(small(attention="concat", tie_embeddings=False), V, V).double().eval()
+    g = torch.Generator().manual_seed(4)
+    rows = 12
+    allowed = torch.rand(rows, 30, generator=g) < 0.15
+    allowed[:, :4] = True                      # the specials, everywhere
+    allowed[:6, 20:] = False                   # the first group's union leaves out a third
+    vocab = torch.arange(4, 34)
+    src, lengths, tgt = batch()
+    index = torch.arange(rows) % 3
+    with torch.no_grad():
+        state, memory = m.encode(src, lengths)
+        state, memory = state.select(index), memory.select(index)
+        monkeypatch.setattr(seq2seq, "GROUP_ROWS", rows)     # one group: the single product
+        one, _, _ = m.step(tgt[index, 0], state, memory, vocab, allowed)
+        assert seq2seq._row_groups(allowed, m.output.weight, m.output.bias) is None
+        monkeypatch.setattr(seq2seq, "GROUP_ROWS", 6)
+        monkeypatch.setattr(seq2seq, "GROUPED_SHARE", 1.0)
+        groups = seq2seq._row_groups(allowed.clone(), m.output.weight, m.output.bias)
+        assert [start for start, *_ in groups] == [0, 6] and groups[0][1].numel() < 30
+        grouped, _, _ = m.step(tgt[index, 0], state, memory, vocab, allowed.clone())
+    assert torch.equal(torch.isinf(grouped), ~allowed)
+    assert torch.allclose(grouped, one, atol=1e-12)

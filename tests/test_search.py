@@ -337,6 +337,28 @@ def test_beam_search_narrows_the_union_as_sentences_leave_without_changing_any()
         assert [h.score for h in together[i]] == pytest.approx([h.score for h in alone], abs=1e-5)
 
 
+def test_beam_search_with_the_output_layer_in_row_groups_changes_nothing(monkeypatch):
+    # Rows go through the output layer a few sentences' hypotheses at a time, each group over its
+    # own union of candidate sets (Seq2Seq._restricted_logits): hypotheses and scores as before.
+    import nmt_cli.model.seq2seq as seq2seq
+    from nmt_cli.shortlist import Shortlist
+    m = model(13)
+    g, src, lengths = ragged_batch(12, seed=6)
+    shortlist = Shortlist(torch.arange(4, 6), torch.randint(4, V, (V, 2), generator=g))
+    results, grouped_batches = [], []
+    plain_groups = seq2seq._row_groups
+    monkeypatch.setattr(seq2seq, "_row_groups", lambda *a: grouped_batches.append(plain_groups(*a)) or grouped_batches[-1])
+    for rows, share in ((10_000, 0.7), (6, 1.0)):
+        monkeypatch.setattr(seq2seq, "GROUP_ROWS", rows)
+        monkeypatch.setattr(seq2seq, "GROUPED_SHARE", share)
+        results.append(beam_search(m, src, lengths, beam_size=3, nbest=2, vocab=shortlist.candidates(src, lengths)))
+    assert any(groups is not None and len(groups) > 1 for groups in grouped_batches)
+    plain, grouped = results
+    for one, other in zip(plain, grouped):
+        assert [h.tokens for h in one] == [h.tokens for h in other]
+        assert [h.score for h in one] == pytest.approx([h.score for h in other], rel=1e-6)
+
+
 def test_narrowing_keeps_every_rows_set_and_the_specials_in_place():
     from nmt_cli.search import _narrow
     vocab = torch.tensor([0, 1, 2, 3, 7, 9, 12, 15, 20, 21])
