@@ -157,6 +157,18 @@ def _timed(cmd: list[str], env: dict) -> tuple[float, float]:
     return wall, after.children_user + after.children_system - before.children_user - before.children_system
 
 
+def _parameters(base: Path) -> dict[str, float | None]:
+    """Each model's parameter count as its trainer logged it (millions; None without a log): the
+    check that the two sides really have the same shape."""
+    import re
+    found = {}
+    for name, log, pattern, scale in (("nmt", "nmt.train.log", r"model: ([0-9.]+)M parameters", 1.0),
+                                      ("OpenNMT-py", "onmt.train.log", r"number of parameters: ([0-9]+)", 1e-6)):
+        match = re.search(pattern, (base / log).read_text(encoding="utf-8")) if (base / log).exists() else None
+        found[name] = round(float(match.group(1)) * scale, 2) if match else None
+    return found
+
+
 def translate(args) -> None:
     import sacrebleu
     from nmt_cli.tokenizer import Tokenizer
@@ -202,6 +214,10 @@ def translate(args) -> None:
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, {args.threads} threads each, "
           f"python {platform.python_version()}, torch {_torch_version()}; {len(refs)} sentences; "
           f"OpenNMT-py model {onmt_model.name}")
+    sizes = _parameters(Path(args.dir))
+    print(f"# parameters (millions, from the training logs): {sizes}")
+    if None not in sizes.values() and abs(sizes["nmt"] / sizes["OpenNMT-py"] - 1) > 0.05:
+        print("# WARNING: the two models differ in size by more than 5%: not the same shape")
     for beam in args.beams:
         pair = {r["toolkit"]: r for r in rows if r["beam"] == beam}
         for name, r in pair.items():

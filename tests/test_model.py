@@ -293,3 +293,23 @@ def test_output_layer_in_row_groups_equals_one_product_over_the_union(monkeypatc
         grouped, _, _ = m.step(tgt[index, 0], state, memory, vocab, allowed.clone())
     assert torch.equal(torch.isinf(grouped), ~allowed)
     assert torch.allclose(grouped, one, atol=1e-12)
+
+
+def test_per_batch_cache_entries_leave_with_their_batch():
+    # The decoding caches (cut output rows, row offsets, row groups) must not outlive the batch
+    # whose tensors key them: a server decodes batch after batch in one process.
+    import gc
+    m = build_model(small(), V, V).eval()
+    builds = []
+    vocab = torch.arange(4, 20)
+    first = m._per_batch("_rows_cache", (vocab,), lambda: builds.append(1) or "cut")
+    assert m._per_batch("_rows_cache", (vocab,), lambda: builds.append(1) or "again") == first == "cut"
+    assert len(builds) == 1 and len(m._rows_cache) == 1
+    other = torch.arange(4, 20)                # equal values, another tensor: its own entry
+    assert m._per_batch("_rows_cache", (other,), lambda: "other") == "other"
+    del vocab
+    gc.collect()
+    assert list(m._rows_cache) == [id(other)]
+    del other
+    gc.collect()
+    assert m._rows_cache == {}

@@ -12,6 +12,8 @@ The search contract used by greedy and beam search is three calls: ``encode`` ->
 
 from __future__ import annotations
 
+import weakref
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -164,14 +166,18 @@ class Seq2Seq(nn.Module):
 
     def _per_batch(self, name: str, keys: tuple[torch.Tensor, ...], build):
         """``build()``, remembered while ``keys`` are the very same tensors: keyed by the tensors
-        themselves, so batches decoded side by side in threads keep their own. The entry holds the
-        keys, so their ids cannot be reused while it is cached."""
+        themselves, so batches decoded side by side in threads keep their own. The entry holds
+        weak references to the keys and leaves the cache when the first key is freed (its batch,
+        or the union it had before narrowing, is done), so a long-running server keeps no more
+        than the batches in flight (the groups' cut weights are some 20 MB a batch)."""
         cache = self.__dict__.setdefault(name, {})
-        hit = cache.get(id(keys[0]))
-        if hit is None or any(a is not b for a, b in zip(hit[0], keys)):
-            if len(cache) >= 16:
+        slot = id(keys[0])
+        hit = cache.get(slot)
+        if hit is None or any(ref() is not key for ref, key in zip(hit[0], keys)):
+            if len(cache) >= 16:  # a bound all the same, should a caller keep its keys alive
                 cache.clear()
-            hit = cache[id(keys[0])] = (keys, build())
+            hit = cache[slot] = (tuple(weakref.ref(key) for key in keys), build())
+            weakref.finalize(keys[0], cache.pop, slot, None)
         return hit[1]
 
     # ------------------------------------------------------------------ training
