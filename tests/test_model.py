@@ -285,10 +285,12 @@ def test_output_layer_in_row_groups_equals_one_product_over_the_union(monkeypatc
         state, memory = state.select(index), memory.select(index)
         monkeypatch.setattr(seq2seq, "GROUP_ROWS", rows)     # one group: the single product
         one, _, _ = m.step(tgt[index, 0], state, memory, vocab, allowed)
-        assert seq2seq._row_groups(allowed, m.output.weight, m.output.bias) is None
+        rows_w, rows_b = m._output_rows(vocab)
+        whole = seq2seq._output_plan(allowed, rows_w, rows_b)
+        assert len(whole) == 1 and whole[0][1] is None
         monkeypatch.setattr(seq2seq, "GROUP_ROWS", 6)
         monkeypatch.setattr(seq2seq, "GROUPED_SHARE", 1.0)
-        groups = seq2seq._row_groups(allowed.clone(), m.output.weight, m.output.bias)
+        groups = seq2seq._output_plan(allowed.clone(), rows_w, rows_b)
         assert [start for start, *_ in groups] == [0, 6] and groups[0][1].numel() < 30
         grouped, _, _ = m.step(tgt[index, 0], state, memory, vocab, allowed.clone())
     assert torch.equal(torch.isinf(grouped), ~allowed)

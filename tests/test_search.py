@@ -346,13 +346,13 @@ def test_beam_search_with_the_output_layer_in_row_groups_changes_nothing(monkeyp
     g, src, lengths = ragged_batch(12, seed=6)
     shortlist = Shortlist(torch.arange(4, 6), torch.randint(4, V, (V, 2), generator=g))
     results, grouped_batches = [], []
-    plain_groups = seq2seq._row_groups
-    monkeypatch.setattr(seq2seq, "_row_groups", lambda *a: grouped_batches.append(plain_groups(*a)) or grouped_batches[-1])
+    plain_plan = seq2seq._output_plan
+    monkeypatch.setattr(seq2seq, "_output_plan", lambda *a: grouped_batches.append(plain_plan(*a)) or grouped_batches[-1])
     for rows, share in ((10_000, 0.7), (6, 1.0)):
         monkeypatch.setattr(seq2seq, "GROUP_ROWS", rows)
         monkeypatch.setattr(seq2seq, "GROUPED_SHARE", share)
         results.append(beam_search(m, src, lengths, beam_size=3, nbest=2, vocab=shortlist.candidates(src, lengths)))
-    assert any(groups is not None and len(groups) > 1 for groups in grouped_batches)
+    assert any(len(plan) > 1 for plan in grouped_batches)
     plain, grouped = results
     for one, other in zip(plain, grouped):
         assert [h.tokens for h in one] == [h.tokens for h in other]

@@ -32,25 +32,28 @@ GROUP_ROWS = 40
 GROUPED_SHARE = 0.7
 
 
-def _row_groups(allowed: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor):
-    """For each run of GROUP_ROWS rows: (first row, its union's columns, those rows of W_s, the
-    offsets b or -inf for its rows over those columns); None when grouping would save too little,
-    and off the CPU, where the one product costs little and each group would add kernel launches."""
+def _output_plan(allowed: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor):
+    """How the rows of a shortlisted batch go through the output layer: a list of (first row,
+    columns of the union or None for all of them, those rows of W_s, offsets b or -inf for the
+    rows over those columns). One entry over the whole union, unless runs of GROUP_ROWS rows,
+    each over its own run's union, save enough arithmetic; never off the CPU, where the one
+    product costs little and each group would add kernel launches."""
+    neg_inf = bias.new_full((), float("-inf"))
+    whole = [(0, None, weight, torch.where(allowed, bias, neg_inf))]
     if allowed.device.type != "cpu":
-        return None
+        return whole
     rows, union = allowed.shape
-    groups, work = [], 0
+    runs, work = [], 0
     for start in range(0, rows, GROUP_ROWS):
         mask = allowed[start:start + GROUP_ROWS]
         columns = mask.any(dim=0).nonzero().squeeze(1)
         work += mask.size(0) * columns.numel()
-        groups.append((start, columns, mask))
-    if len(groups) < 2 or work > GROUPED_SHARE * rows * union:
-        return None
-    neg_inf = bias.new_full((), float("-inf"))
+        runs.append((start, columns, mask))
+    if len(runs) < 2 or work > GROUPED_SHARE * rows * union:
+        return whole
     return [(start, columns, weight.index_select(0, columns),
              torch.where(mask.index_select(1, columns), bias.index_select(0, columns), neg_inf))
-            for start, columns, mask in groups]
+            for start, columns, mask in runs]
 
 
 class Seq2Seq(nn.Module):
@@ -132,27 +135,22 @@ class Seq2Seq(nn.Module):
                            allowed: torch.Tensor) -> torch.Tensor:
         """(B, U) logits over the union ``vocab``: W_s h~ + b on each row's own set, -inf elsewhere.
 
-        The union of a batch's sets is several times one row's set (test_2016, batches of 64: about
-        2,000-3,000 columns against 450), so when that saves enough, rows go through in groups of
-        ``GROUP_ROWS`` consecutive rows (a few sentences' hypotheses), each multiplied by the columns
-        of its own group's union only; the other columns stay -inf, as they are in the one product."""
-        groups = self._per_batch("_groups_cache", (allowed, weight, bias),
-                                 lambda: _row_groups(allowed, weight, bias))
-        if groups is None:  # one product that adds b, or -inf off each row's own set
-            return torch.addmm(self._row_offsets(allowed, bias), h_tilde, weight.t())
+        The offsets (b, or -inf off a row's set) ride in the product, and the plan is built once
+        per batch and per narrowing of its union, not at every step. The union of a batch's sets is
+        several times one row's set (test_2016, batches of 64: about 2,000-3,000 columns against
+        450), so on the CPU rows may go through in groups of ``GROUP_ROWS`` consecutive rows (a
+        few sentences' hypotheses), each multiplied by its own group's union only; the other
+        columns stay -inf, as they are in the one product (``_output_plan``)."""
+        plan = self._per_batch("_plan_cache", (allowed, weight, bias),
+                               lambda: _output_plan(allowed, weight, bias))
+        if plan[0][1] is None:
+            return torch.addmm(plan[0][3], h_tilde, weight.t())
         logits = h_tilde.new_full((h_tilde.size(0), weight.size(0)), float("-inf"))
-        for start, columns, group_weight, group_offsets in groups:
+        for start, columns, group_weight, group_offsets in plan:
             stop = start + group_offsets.size(0)
             logits[start:stop].index_copy_(1, columns, torch.addmm(group_offsets, h_tilde[start:stop],
                                                                    group_weight.t()))
         return logits
-
-    def _row_offsets(self, allowed: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
-        """(B, U): b where ``allowed``, -inf elsewhere, for ``addmm`` to add to W_s h~. The mask
-        changes only when sentences leave the batch, so it is built once per change rather than
-        masked into the logits at every step."""
-        return self._per_batch("_offsets_cache", (allowed, bias),
-                               lambda: torch.where(allowed, bias, bias.new_full((), float("-inf"))))
 
     def _output_rows(self, vocab: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """W_s and b rows for ``vocab``, cut once per batch (and once per narrowing of its union,
@@ -169,7 +167,7 @@ class Seq2Seq(nn.Module):
         themselves, so batches decoded side by side in threads keep their own. The entry holds
         weak references to the keys and leaves the cache when the first key is freed (its batch,
         or the union it had before narrowing, is done), so a long-running server keeps no more
-        than the batches in flight (the groups' cut weights are some 20 MB a batch)."""
+        than the batches in flight."""
         cache = self.__dict__.setdefault(name, {})
         slot = id(keys[0])
         hit = cache.get(slot)
