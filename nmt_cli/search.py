@@ -11,7 +11,9 @@ A sentence is done when all K have finished, or when no alive hypothesis can sti
 n-best list: log-probabilities only fall as a hypothesis grows and lp only grows up to the length
 cap L, so no continuation of the best alive hypothesis can score above its log-probability
 divided by lp(L). Stopping on that bound never changes the result; stopping on lp at the current
-length (a common shortcut) can, when alpha > 0. Done sentences leave the batch.
+length (a common shortcut) can, when alpha > 0. A done sentence's result is taken at once; the
+sentence leaves the batch with others, once the done ones are ``LEAVE_SHARE`` of it, and until then
+none of its hypotheses is alive.
 
 The output length is capped at ``max_len_ratio * source length + max_len_const``; at the cap EOS
 is forced. EOS is also barred before ``min_len`` tokens: a barely trained model gives EOS more
@@ -32,6 +34,11 @@ import torch
 
 from nmt_cli.shortlist import Candidates
 from nmt_cli.tokenizer import BOS, EOS, PAD
+
+# Beam search: done sentences leave the batch once they are at least this share of it. Each
+# leaving rebuilds what is cut per batch (the output layer's plan, the memory's rows), which cost
+# more than computing the few done sentences' rows a little longer.
+LEAVE_SHARE = 0.125
 
 
 @dataclass
@@ -158,7 +165,8 @@ def greedy(model, src: torch.Tensor, src_lengths: torch.Tensor, *, max_len_ratio
 def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_size: int = 5,
                 alpha: float = 0.6, max_len_ratio: float = 1.5, max_len_const: int = 10,
                 min_len: int = 1, nbest: int = 1, attention: bool = False,
-                vocab: Candidates | torch.Tensor | None = None) -> list[list[Hypothesis]]:
+                vocab: Candidates | torch.Tensor | None = None,
+                leave_share: float = LEAVE_SHARE) -> list[list[Hypothesis]]:
     """Batched beam search; returns the ``nbest`` best hypotheses per sentence, best first.
     ``vocab``: sorted target ids to choose from, or per-sentence ``Candidates``; None = all.
 
@@ -199,6 +207,7 @@ def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_siz
     fin_logp = torch.full((b, k), neg_inf, device=device)
     fin_attn = torch.zeros(b, k, steps, s_len, device=device) if attention else None
     results: list[list[Hypothesis]] = [[] for _ in range(b)]
+    emitted = torch.zeros(b, dtype=torch.bool, device=device)  # done, still in the batch
 
     def emit(which: torch.Tensor) -> None:
         seqs, norms, logps = fin_seq[which].tolist(), fin_norm[which].tolist(), fin_logp[which].tolist()
@@ -257,13 +266,21 @@ def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_siz
         done = width.squeeze(1) == 0
         done |= fin_norm[:, nbest - 1] > alive_logp[:, 0] / best_possible_lp
         done |= limit - 1 <= t
-        if t + 1 == steps or bool(done.all()):
-            emit(torch.arange(n, device=device))
+        newly = done & ~emitted
+        new_count, done_count = torch.stack([newly.sum(), (done | emitted).sum()]).tolist()  # one sync
+        if t + 1 == steps or done_count == n:
+            emit((~emitted).nonzero().squeeze(1))
             break
         beam_rows = (torch.arange(n, device=device) * k).unsqueeze(1) + source_beam  # (N, K)
-        if bool(done.any()):
-            emit(done.nonzero().squeeze(1))
-            live = (~done).nonzero().squeeze(1)
+        if new_count:
+            # Emitted now; until they leave, no hypothesis of theirs is alive or in the beam
+            emit(newly.nonzero().squeeze(1))
+            emitted |= newly
+            width = width.masked_fill(newly.unsqueeze(1), 0)
+            alive_logp = alive_logp.masked_fill(newly.unsqueeze(1), neg_inf)
+        if done_count and done_count >= leave_share * n:
+            live = (~emitted).nonzero().squeeze(1)
+            emitted = emitted[live]
             rows, limit, width, best_possible_lp = rows[live], limit[live], width[live], best_possible_lp[live]
             alive_seq, alive_logp = alive_seq[live], alive_logp[live]
             fin_seq, fin_norm, fin_logp = fin_seq[live], fin_norm[live], fin_logp[live]

@@ -144,3 +144,19 @@ def test_gradcheck(score):
     mask = torch.tensor([[True] * 4, [True, True, True, False]])
     fn = lambda h_, s_: att(att.prepare(h_, mask), s_)[0]
     assert torch.autograd.gradcheck(fn, (h, s))
+
+
+@pytest.mark.parametrize("score, heads", [("dot", 1), ("general", 2), ("concat", 1), ("concat", 3), ("cosine", 2)])
+def test_projected_values_give_the_projected_context(score, heads):
+    # W c + b from values W^(k) h_j (b on the first head's) equals W applied to the context itself
+    torch.manual_seed(3)
+    h, s = torch.randn(2, 5, 4, dtype=torch.double), torch.randn(2, 3, 4, dtype=torch.double)
+    mask = torch.tensor([[True] * 5, [True, True, False, False, False]])
+    att = Attention(score, 4, 4, heads).double()
+    W, b = torch.randn(6, 4 * heads, dtype=torch.double), torch.randn(6, dtype=torch.double)
+    context, weights = att(att.prepare(h, mask), s)
+    memory = att.prepare(h, mask, (W, b))
+    assert memory.projected and memory.select(torch.tensor([1])).projected
+    projected, projected_weights = att(memory, s)
+    assert torch.allclose(projected, context @ W.t() + b, atol=1e-12)
+    assert torch.equal(projected_weights, weights)

@@ -213,6 +213,34 @@ def test_decoding_step_from_the_input_table_equals_the_rnn_module(rnn, layers, d
         assert torch.allclose(w_fast, w_slow, atol=1e-10)
 
 
+@pytest.mark.parametrize("attention, heads, feeding", [("dot", 1, False), ("general", 2, True),
+                                                    ("concat", 1, False), ("concat", 2, True)])
+def test_decoding_folds_the_combine_layer_into_the_attention_values(attention, heads, feeding):
+    # Luong order at decoding time: W_c's columns for c are applied to the encoder states once
+    # (Decoder.context_projection); steps and the teacher-forced pass must not change
+    torch.manual_seed(2)
+    m = build_model(small(attention=attention, attention_heads=heads, decoder="luong",
+                          input_feeding=feeding), V, V).double().eval()
+    src, lengths, tgt = batch()
+    with torch.no_grad():
+        state, memory = m.encode(src, lengths)
+        assert memory.attention.projected
+        folded = [m.step(tgt[:, i], state, memory) for i in range(3)]
+        folded_logits, _ = m(src, lengths, tgt)
+    state, memory = m.encode(src, lengths)  # gradients on: the plain path
+    assert not memory.attention.projected
+    plain = [m.step(tgt[:, i], state, memory) for i in range(3)]
+    plain_logits, _ = m(src, lengths, tgt)
+    for (lp_folded, st_folded, w_folded), (lp_plain, st_plain, w_plain) in zip(folded, plain):
+        assert torch.allclose(lp_folded, lp_plain, atol=1e-10)
+        assert torch.allclose(w_folded, w_plain, atol=1e-10)
+    assert torch.allclose(folded_logits, plain_logits, atol=1e-10)
+    with torch.no_grad():  # the other orders read c itself
+        for order in ("bahdanau", "conditional"):
+            other = build_model(small(attention=attention, decoder=order), V, V).eval()
+            assert not other.encode(src, lengths)[1].attention.projected
+
+
 @pytest.mark.parametrize("rnn, layers", list(itertools.product(["gru", "lstm", "rnn"], [1, 2])))
 def test_a_step_from_repeated_rows_equals_the_rnn_module(rnn, layers):
     # beam search selects rows that repeat their parents; the decoding step then computes

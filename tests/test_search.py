@@ -312,7 +312,10 @@ def test_beam_search_does_not_stop_while_a_longer_hypothesis_can_still_win():
     assert hyps[0].norm_score == pytest.approx(-1.65 / (14 / 6) ** 2, abs=1e-5)
 
 
-def test_beam_search_narrows_the_union_as_sentences_leave_without_changing_any():
+@pytest.mark.parametrize("leave_share", [0.0, 0.125, 0.5])
+def test_beam_search_narrows_the_union_as_sentences_leave_without_changing_any(leave_share):
+    # Done sentences leave at once (0.0) or once they are that share of the batch, staying
+    # frozen until then: nobody's hypotheses may change
     # Each sentence allows few target ids of its own, so the union shrinks as sentences finish;
     # the output layer then runs over fewer columns, and no sentence's result may change.
     from nmt_cli.shortlist import Shortlist
@@ -327,7 +330,8 @@ def test_beam_search_narrows_the_union_as_sentences_leave_without_changing_any()
         return plain_step(prev, state, memory, vocab, allowed)
 
     m.step = counting_step
-    together = beam_search(m, src, lengths, beam_size=3, nbest=2, vocab=shortlist.candidates(src, lengths))
+    together = beam_search(m, src, lengths, beam_size=3, nbest=2, vocab=shortlist.candidates(src, lengths),
+                           leave_share=leave_share)
     assert columns[-1] < columns[0]
     m.step = plain_step
     for i in range(16):

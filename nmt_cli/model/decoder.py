@@ -94,6 +94,11 @@ class DecoderMemory:
         return DecoderMemory(self.attention, self.summary, hypotheses)
 
 
+def _folded(memory: DecoderMemory) -> bool:
+    """Do the memory's attention values already carry W_c (``Decoder.context_projection``)?"""
+    return memory.attention is not None and memory.attention.projected
+
+
 class Decoder(nn.Module):
     def __init__(self, *, rnn: str, embedding: nn.Embedding, hidden_dim: int, layers: int,
                  memory_dim: int, attention: Attention | None, order: str, input_feeding: bool,
@@ -143,10 +148,30 @@ class Decoder(nn.Module):
             weights = None if weights is None else weights.reshape(rows, steps, -1)
         return context, weights
 
-    def _attentional_hidden(self, s: torch.Tensor, c: torch.Tensor, e: torch.Tensor | None) -> torch.Tensor:
-        """h~ = tanh(W_c [c; s]) (luong) or tanh(W_o [s; c; y_{i-1}]) (bahdanau, conditional)."""
+    def _attentional_hidden(self, s: torch.Tensor, c: torch.Tensor, e: torch.Tensor | None,
+                            folded: bool = False) -> torch.Tensor:
+        """h~ = tanh(W_c [c; s] + b) (luong) or tanh(W_o [s; c; y_{i-1}] + b) (bahdanau,
+        conditional). ``folded``: c is already W_c[:, :C] c + b (``context_projection``), so
+        h~ = tanh(that + W_c[:, C:] s)."""
+        if folded:
+            w_s = self.combine.weight[:, self.context_dim:]
+            out = torch.addmm(c.reshape(-1, c.size(-1)), s.reshape(-1, s.size(-1)), w_s.t())
+            return self.dropout(torch.tanh_(out).view(*c.shape[:-1], -1))
         parts = [s, c, e] if self.deep_output else [c, s]
         return self.dropout(torch.tanh(self.combine(torch.cat(parts, dim=-1))))
+
+    def context_projection(self) -> tuple[torch.Tensor, torch.Tensor] | None:
+        """(W_c[:, :C], b) for ``Attention.prepare`` when decoding in Luong order, where c_i is read
+        only by h~ = tanh(W_c [c; s] + b): the product with c then moves into the attention
+        values, once per source position (a 512 x 512 product per step and hypothesis less on
+        the reference shape). None while training (the fused pass attends over every step at
+        once, so there is nothing to save), in the other orders and with
+        ``initial_state_attention`` (which read c itself), and for a combine layer that is not
+        PyTorch's own Linear (an int8-quantised one, say)."""
+        if self.attention is None or self.order != "luong" or self.initial_state_attention \
+                or self.training or torch.is_grad_enabled() or type(self.combine) is not nn.Linear:
+            return None
+        return self.combine.weight[:, :self.context_dim], self.combine.bias
 
     def fused(self, sampling: bool) -> bool:
         """Can training run all steps at once (no step reads the previous step's output)?"""
@@ -213,7 +238,7 @@ class Decoder(nn.Module):
             c, weights = self._attend(memory, out)                    # query s_i (or s'_i)
         if self.transition is not None:
             out, hidden, cell = self._second_transition(c, hidden, cell)
-        h_tilde = self._attentional_hidden(out, c, e).squeeze(1)
+        h_tilde = self._attentional_hidden(out, c, e, _folded(memory)).squeeze(1)
         new_state = DecoderState(hidden, cell, h_tilde if self.input_feeding else None,
                                  c.squeeze(1) if self.initial_state_attention else None)
         return h_tilde, new_state, (None if weights is None else weights.squeeze(1))
@@ -303,7 +328,7 @@ class Decoder(nn.Module):
             return self._attentional_hidden(out, c, e), None
         out, _ = self.rnn(e, state.rnn_state())                                 # s_1 .. s_T at once
         c, weights = self.attention(memory.attention, out)
-        return self._attentional_hidden(out, c, None), weights
+        return self._attentional_hidden(out, c, None, _folded(memory)), weights
 
     def _forward_steps(self, tgt_in, state: DecoderState, memory: DecoderMemory, output_layer, sampling_prob):
         """Step by step, with the embeddings of a teacher-forced target looked up at once. Outputs
