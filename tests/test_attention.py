@@ -155,7 +155,7 @@ def test_projected_values_give_the_projected_context(score, heads):
     att = Attention(score, 4, 4, heads).double()
     W, b = torch.randn(6, 4 * heads, dtype=torch.double), torch.randn(6, dtype=torch.double)
     context, weights = att(att.prepare(h, mask), s)
-    memory = att.prepare(h, mask, (W, b))
+    memory = att.prepare(h, mask).project(W, b)
     assert memory.projected and memory.select(torch.tensor([1])).projected
     projected, projected_weights = att(memory, s)
     assert torch.allclose(projected, context @ W.t() + b, atol=1e-12)

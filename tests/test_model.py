@@ -216,29 +216,32 @@ def test_decoding_step_from_the_input_table_equals_the_rnn_module(rnn, layers, d
 @pytest.mark.parametrize("attention, heads, feeding", [("dot", 1, False), ("general", 2, True),
                                                     ("concat", 1, False), ("concat", 2, True)])
 def test_decoding_folds_the_combine_layer_into_the_attention_values(attention, heads, feeding):
-    # Luong order at decoding time: W_c's columns for c are applied to the encoder states once
-    # (Decoder.context_projection); steps and the teacher-forced pass must not change
+    # Luong order, memory shared by several hypotheses (beam search): W_c's columns for c are
+    # applied to the encoder states once (Decoder.context_projection); no step may change
     torch.manual_seed(2)
     m = build_model(small(attention=attention, attention_heads=heads, decoder="luong",
                           input_feeding=feeding), V, V).double().eval()
     src, lengths, tgt = batch()
+    rows = torch.arange(3).repeat_interleave(2)
     with torch.no_grad():
         state, memory = m.encode(src, lengths)
-        assert memory.attention.projected
-        folded = [m.step(tgt[:, i], state, memory) for i in range(3)]
-        folded_logits, _ = m(src, lengths, tgt)
+        assert not memory.shared_by(1).attention.projected  # one row per sentence: nothing to save
+        shared = memory.shared_by(2)
+        assert shared.attention.projected and shared.select(torch.tensor([0, 2])).attention.projected
+        state = state.select(rows)
+        folded = [m.step(tgt[rows, i], state, shared) for i in range(3)]
     state, memory = m.encode(src, lengths)  # gradients on: the plain path
-    assert not memory.attention.projected
-    plain = [m.step(tgt[:, i], state, memory) for i in range(3)]
-    plain_logits, _ = m(src, lengths, tgt)
-    for (lp_folded, st_folded, w_folded), (lp_plain, st_plain, w_plain) in zip(folded, plain):
+    shared = memory.shared_by(2)
+    assert not shared.attention.projected
+    state = state.select(rows)
+    plain = [m.step(tgt[rows, i], state, shared) for i in range(3)]
+    for (lp_folded, _, w_folded), (lp_plain, _, w_plain) in zip(folded, plain):
         assert torch.allclose(lp_folded, lp_plain, atol=1e-10)
         assert torch.allclose(w_folded, w_plain, atol=1e-10)
-    assert torch.allclose(folded_logits, plain_logits, atol=1e-10)
     with torch.no_grad():  # the other orders read c itself
         for order in ("bahdanau", "conditional"):
             other = build_model(small(attention=attention, decoder=order), V, V).eval()
-            assert not other.encode(src, lengths)[1].attention.projected
+            assert not other.encode(src, lengths)[1].shared_by(2).attention.projected
 
 
 @pytest.mark.parametrize("rnn, layers", list(itertools.product(["gru", "lstm", "rnn"], [1, 2])))

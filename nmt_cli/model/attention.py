@@ -137,7 +137,7 @@ class AttentionMemory:
     """Encoder states prepared for attention: the values the weights average, their precomputed
     keys and the mask. The values are the states h_j (B, S, Hm), or, when ``projected``, each
     head's W^(k) h_j (B, K, S, D) for a linear map W that the context would go through next
-    (``Attention.prepare``)."""
+    (``project``)."""
 
     states: torch.Tensor   # (B, S, Hm), or (B, K, S, D) when projected
     keys: torch.Tensor     # score-specific, batch first
@@ -147,6 +147,18 @@ class AttentionMemory:
     def select(self, index: torch.Tensor) -> "AttentionMemory":
         return AttentionMemory(self.states.index_select(0, index), self.keys.index_select(0, index),
                                self.mask.index_select(0, index), self.projected)
+
+    def project(self, weight: torch.Tensor, bias: torch.Tensor) -> "AttentionMemory":
+        """The same memory for a reader that needs W c + b rather than the context c itself
+        (W (D, K*Hm), b (D,)). As the weights sum to one, W c + b = Σ_k Σ_j α_kj (W^(k) h_j) + b,
+        with W^(k) the columns of W for head k; the values become W^(k) h_j (b added to the first
+        head's), and ``Attention.forward`` returns W c + b (B, T, D). W h is then computed once
+        per source position instead of W c once per decoding step and hypothesis."""
+        heads = weight.size(1) // self.states.size(-1)
+        per_head = weight.view(weight.size(0), heads, -1).transpose(0, 1)          # (K, D, Hm)
+        values = torch.matmul(self.states.unsqueeze(1), per_head.transpose(1, 2))  # (B, K, S, D)
+        values[:, 0] += bias
+        return AttentionMemory(values, self.keys, self.mask, projected=True)
 
 
 class Attention(nn.Module):
@@ -163,24 +175,8 @@ class Attention(nn.Module):
         self.context_dim = heads * memory_dim
         self.score = SCORES[score](memory_dim, query_dim, heads, attn_dim or query_dim)
 
-    def prepare(self, states: torch.Tensor, mask: torch.Tensor,
-                projection: tuple[torch.Tensor, torch.Tensor] | None = None) -> AttentionMemory:
-        """Keys and values for a batch of encoder states h (B, S, Hm).
-
-        ``projection`` (W (D, K*Hm), b (D,)): the caller needs W c + b rather than the context c
-        itself. As the weights sum to one, W c + b = Σ_k Σ_j α_kj (W^(k) h_j) + b, with W^(k) the
-        columns of W for head k; the values are then W^(k) h_j (b added to the first head's), and
-        ``forward`` returns W c + b (B, T, D). W h is computed once per source position instead of
-        W c once per decoding step and hypothesis (beam 5 on test_2016: about 100 of those for 14
-        of these per sentence)."""
-        keys = self.score.keys(states)
-        if projection is None:
-            return AttentionMemory(states, keys, mask)
-        weight, bias = projection
-        per_head = weight.view(weight.size(0), self.heads, self.memory_dim).transpose(0, 1)  # (K, D, Hm)
-        values = torch.matmul(states.unsqueeze(1), per_head.transpose(1, 2))                # (B, K, S, D)
-        values[:, 0] += bias
-        return AttentionMemory(values, keys, mask, projected=True)
+    def prepare(self, states: torch.Tensor, mask: torch.Tensor) -> AttentionMemory:
+        return AttentionMemory(states, self.score.keys(states), mask)
 
     def forward(self, memory: AttentionMemory, query: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """query (B, T, Hq) -> context (B, T, K*Hm) (or W c + b (B, T, D) from a projected

@@ -84,14 +84,24 @@ class DecoderMemory:
     attention: AttentionMemory | None   # None for the fixed-context decoder
     summary: torch.Tensor               # (B, H) the bridge's fixed context c
     hypotheses: int = 1
+    # (W, b) that the decoder applies to c next, to fold into the values once the memory is
+    # shared by several hypotheses (Decoder.context_projection)
+    fold: tuple[torch.Tensor, torch.Tensor] | None = None
 
     def select(self, index: torch.Tensor) -> "DecoderMemory":
         """The source rows ``index`` (sentences, not hypotheses)."""
         return DecoderMemory(None if self.attention is None else self.attention.select(index),
-                             self.summary.index_select(0, index), self.hypotheses)
+                             self.summary.index_select(0, index), self.hypotheses, self.fold)
 
     def shared_by(self, hypotheses: int) -> "DecoderMemory":
-        return DecoderMemory(self.attention, self.summary, hypotheses)
+        """Read by ``hypotheses`` decoder rows per sentence. With several, the decoder's product
+        with c moves into the attention values (``AttentionMemory.project``): K hypotheses over a
+        target as long as the source read the context about K times as often as there are
+        source positions, while greedy search, one row per sentence, would save nothing."""
+        attention = self.attention
+        if hypotheses > 1 and self.fold is not None and attention is not None and not attention.projected:
+            attention = attention.project(*self.fold)
+        return DecoderMemory(attention, self.summary, hypotheses, self.fold)
 
 
 def _folded(memory: DecoderMemory) -> bool:
@@ -161,13 +171,12 @@ class Decoder(nn.Module):
         return self.dropout(torch.tanh(self.combine(torch.cat(parts, dim=-1))))
 
     def context_projection(self) -> tuple[torch.Tensor, torch.Tensor] | None:
-        """(W_c[:, :C], b) for ``Attention.prepare`` when decoding in Luong order, where c_i is read
-        only by h~ = tanh(W_c [c; s] + b): the product with c then moves into the attention
-        values, once per source position (a 512 x 512 product per step and hypothesis less on
-        the reference shape). None while training (the fused pass attends over every step at
-        once, so there is nothing to save), in the other orders and with
-        ``initial_state_attention`` (which read c itself), and for a combine layer that is not
-        PyTorch's own Linear (an int8-quantised one, say)."""
+        """(W_c[:, :C], b) to fold into the attention values when beam search decodes in Luong
+        order (``DecoderMemory.shared_by``), where c_i is read only by h~ = tanh(W_c [c; s] + b):
+        the product with c then runs once per source position, not once per step and hypothesis
+        (a 512 x 512 product per row less on the reference shape). None while training, in the
+        other orders and with ``initial_state_attention`` (which read c itself), and for a
+        combine layer that is not PyTorch's own Linear (an int8-quantised one, say)."""
         if self.attention is None or self.order != "luong" or self.initial_state_attention \
                 or self.training or torch.is_grad_enabled() or type(self.combine) is not nn.Linear:
             return None

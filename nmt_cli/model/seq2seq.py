@@ -118,9 +118,8 @@ class Seq2Seq(nn.Module):
         enc = self.encoder(src, src_lengths)
         hidden, cell, summary = self.bridge(enc)
         attention = self.decoder.attention
-        prepared = None if attention is None else \
-            attention.prepare(enc.states, enc.mask, self.decoder.context_projection())
-        memory = DecoderMemory(prepared, summary)
+        memory = DecoderMemory(None if attention is None else attention.prepare(enc.states, enc.mask), summary,
+                               fold=self.decoder.context_projection())
         return self.decoder.init_state(hidden, cell, memory), memory
 
     def step(self, prev: torch.Tensor, state: DecoderState, memory: DecoderMemory,
