@@ -99,30 +99,65 @@ def learn_shortlist(src_ids: np.ndarray, src_offsets: np.ndarray, tgt_ids: np.nd
     tgt_count[list(SPECIALS)] = np.iinfo(np.int64).max  # specials always in
     top = np.argsort(-tgt_count, kind="stable")[:max(frequent, len(SPECIALS))]
 
-    keys, s_seen, t_seen = [], [], []
-    for i in pairs:
-        s = np.unique(src_ids[src_offsets[i]:src_offsets[i + 1]]).astype(np.int64)
-        t = np.unique(tgt_ids[tgt_offsets[i]:tgt_offsets[i + 1]]).astype(np.int64)
-        keys.append((s[:, None] * tgt_vocab + t[None, :]).ravel())
-        s_seen.append(s)
-        t_seen.append(t)
-    flat = lambda parts: np.concatenate(parts) if parts else np.zeros(0, np.int64)
-    pair_keys, cooc = np.unique(flat(keys), return_counts=True)
+    # Pairs a chunk at a time, each chunk in a few array operations rather than a loop over its
+    # pairs: 100k pairs of the 40M-pair benchmark corpus in 2.2-2.5 s instead of 4.3-5.0 s
+    s_docs = np.zeros(src_vocab, dtype=np.float64)  # sentence frequencies: once per sentence
+    t_docs = np.zeros(tgt_vocab, dtype=np.float64)
+    chunk_keys, chunk_counts = [], []
+    for first in range(0, len(pairs), CHUNK_PAIRS):
+        chunk = pairs[first:first + CHUNK_PAIRS]
+        s_place, s = _distinct_per_pair(src_ids, src_offsets, chunk, src_vocab)
+        t_place, t = _distinct_per_pair(tgt_ids, tgt_offsets, chunk, tgt_vocab)
+        s_docs += np.bincount(s, minlength=src_vocab)
+        t_docs += np.bincount(t, minlength=tgt_vocab)
+        keys, counts = np.unique(_pair_keys(s_place, s, t_place, t, len(chunk), tgt_vocab), return_counts=True)
+        chunk_keys.append(keys)
+        chunk_counts.append(counts)
+    if len(chunk_keys) <= 1:
+        pair_keys, cooc = (chunk_keys[0], chunk_counts[0]) if chunk_keys else (np.zeros(0, np.int64),) * 2
+    else:
+        pair_keys, where = np.unique(np.concatenate(chunk_keys), return_inverse=True)
+        cooc = np.bincount(where, weights=np.concatenate(chunk_counts), minlength=len(pair_keys))
     s_of, t_of = pair_keys // tgt_vocab, pair_keys % tgt_vocab
-    # sentence frequencies: each piece counted once per sentence
-    s_docs = np.bincount(flat(s_seen), minlength=src_vocab).astype(np.float64)
-    t_docs = np.bincount(flat(t_seen), minlength=tgt_vocab).astype(np.float64)
     association = cooc.astype(np.float64) ** 2 / (s_docs[s_of] * t_docs[t_of])
 
     table = np.full((src_vocab, per_source), EOS, dtype=np.int64)  # EOS: a harmless filler
     order = np.lexsort((-association, s_of))  # by source piece, best association first
     s_sorted, t_sorted = s_of[order], t_of[order]
-    starts = np.searchsorted(s_sorted, np.arange(src_vocab))
-    ends = np.searchsorted(s_sorted, np.arange(src_vocab), side="right")
-    for s in np.nonzero(ends > starts)[0]:
-        best = t_sorted[starts[s]:min(ends[s], starts[s] + per_source)]
-        table[s, :len(best)] = best
+    rank = np.arange(len(s_sorted)) - np.searchsorted(s_sorted, s_sorted)  # place among its piece's
+    best = rank < per_source
+    table[s_sorted[best], rank[best]] = t_sorted[best]
     return Shortlist(torch.from_numpy(top.astype(np.int64)), torch.from_numpy(table))
+
+
+CHUNK_PAIRS = 20_000
+
+
+def _distinct_per_pair(ids: np.ndarray, offsets: np.ndarray, pairs: np.ndarray, vocab: int):
+    """(place of the pair in ``pairs``, piece) for every distinct piece of every pair, ordered by
+    place, then piece."""
+    starts = offsets[pairs].astype(np.int64)
+    lengths = offsets[pairs + 1].astype(np.int64) - starts
+    before = np.cumsum(lengths) - lengths
+    at = np.arange(int(lengths.sum())) + np.repeat(starts - before, lengths)
+    keys = _distinct(np.repeat(np.arange(len(pairs), dtype=np.int64), lengths) * vocab + ids[at].astype(np.int64))
+    return keys // vocab, keys % vocab
+
+
+def _distinct(keys: np.ndarray) -> np.ndarray:
+    """np.unique by sorting: numpy 2's hashing path took 1.5 s of 4 for 100k pairs' keys."""
+    keys = np.sort(keys)
+    return keys[np.concatenate([[True], keys[1:] != keys[:-1]])] if len(keys) else keys
+
+
+def _pair_keys(s_place, s, t_place, t, pairs: int, tgt_vocab: int) -> np.ndarray:
+    """s * tgt_vocab + t for every (source piece, target piece) of every pair: each source entry
+    repeated once per target piece of its pair, against those target pieces in turn."""
+    t_count = np.bincount(t_place, minlength=pairs)
+    t_start = np.cumsum(t_count) - t_count
+    repeats = t_count[s_place]
+    within = np.arange(int(repeats.sum())) - np.repeat(np.cumsum(repeats) - repeats, repeats)
+    return np.repeat(s, repeats) * tgt_vocab + t[np.repeat(t_start[s_place], repeats) + within]
 
 
 def merge_shortlists(shortlists: list["Shortlist | None"]) -> "Shortlist | None":

@@ -135,3 +135,35 @@ def test_ensemble_interleaves_ranked_frequent_pieces():
     assert merged.vocabulary(torch.tensor([[0]]), frequent=6).tolist() == [0, 1, 2, 3, 7, 9]
     older = Shortlist(torch.tensor([0, 1, 2, 3, 4]), torch.tensor([[3], [6]]), ranked=False)
     assert not merge_shortlists([a, older]).ranked
+
+
+def _reference_table(src_ids, src_offsets, tgt_ids, tgt_offsets, vocab, per_source):
+    """The shortlist's ranking written pair by pair and piece by piece (module doc)."""
+    from collections import Counter
+    cooc, s_docs, t_docs = Counter(), Counter(), Counter()
+    for i in range(len(src_offsets) - 1):
+        s = set(src_ids[src_offsets[i]:src_offsets[i + 1]].tolist())
+        t = set(tgt_ids[tgt_offsets[i]:tgt_offsets[i + 1]].tolist())
+        s_docs.update(s)
+        t_docs.update(t)
+        cooc.update((a, b) for a in s for b in t)
+    table = np.full((vocab, per_source), EOS)
+    for a in range(vocab):
+        ranked = sorted((b for (x, b) in cooc if x == a),
+                        key=lambda b: (-cooc[a, b] ** 2 / (s_docs[a] * t_docs[b]), b))
+        table[a, :len(ranked[:per_source])] = ranked[:per_source]
+    return table
+
+
+def test_counting_in_chunks_of_pairs_equals_counting_pair_by_pair(monkeypatch):
+    import nmt_cli.shortlist as shortlist
+    g = np.random.default_rng(4)
+    lengths = g.integers(1, 9, size=(2, 57))
+    src_offsets, tgt_offsets = (np.concatenate([[0], np.cumsum(n)]) for n in lengths)
+    src_ids = g.integers(4, 30, src_offsets[-1]).astype(np.uint16)
+    tgt_ids = g.integers(4, 30, tgt_offsets[-1]).astype(np.uint16)
+    expected = _reference_table(src_ids, src_offsets, tgt_ids, tgt_offsets, 30, 5)
+    for chunk in (10, 1_000):  # several chunks merged, and one
+        monkeypatch.setattr(shortlist, "CHUNK_PAIRS", chunk)
+        learned = learn_shortlist(src_ids, src_offsets, tgt_ids, tgt_offsets, 30, 30, per_source=5)
+        assert np.array_equal(learned.table.numpy(), expected)
