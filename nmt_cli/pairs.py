@@ -7,8 +7,6 @@ the configuration (the reservoir) or is eight bytes a kept pair (the duplicate h
 
 from __future__ import annotations
 
-import math
-import random
 import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -232,6 +230,16 @@ class RawPairs(Sequence):
         fields = lines[0].split(b"\t", 2)
         return (fields[0], fields[1]) if len(fields) >= 2 else None
 
+    def take(self, indices: np.ndarray) -> list[tuple[bytes, bytes] | None]:
+        """The pairs at ``indices``, cut out together."""
+        sides = []
+        for side, starts in zip(self.block, self.starts):
+            begins, ends = starts[indices].tolist(), (starts[indices + 1] - 1).tolist()
+            sides.append([side[b:e] for b, e in zip(begins, ends)])
+        if not self.tsv:
+            return list(zip(*sides))
+        return [(f[0], f[1]) if len(f := line.split(b"\t", 2)) >= 2 else None for line in sides[0]]
+
     def __getitem__(self, i):
         """Pair ``i`` (from 0: a sample asks for many one at a time, so no negative indices), or
         a list of pairs for a slice."""
@@ -421,45 +429,72 @@ class Deduplicator:
 class Reservoir:
     """A uniform random sample of at most ``capacity`` items from a stream of unknown length
     (Li 1994, Algorithm L: skips drawn from the geometric law, so a long stream costs few draws).
-    While the stream is shorter than the capacity the sample is the whole stream, in order."""
+    While the stream is shorter than the capacity the sample is the whole stream, in order.
+
+    The replacements are drawn ``DRAWS`` at a time with numpy (where each goes in the stream, and
+    which slot it takes), and an offered block hands over the items it loses to them at once: a
+    100k-pair sample of a 10M-pair corpus makes 460k replacements, which one Python step each
+    made a third of the sample pass."""
+
+    DRAWS = 4096
 
     def __init__(self, capacity: int, seed: int = 0):
         self.capacity = capacity
         self.items: list = []
-        self.rng = random.Random(seed)
+        self.rng = np.random.default_rng(seed)
         self.seen = 0
-        self._w = 1.0
-        self._next = 0
+        self._log_w = 0.0
+        self._after = 0                                   # stream position after the last drawn
+        self._positions = np.zeros(0, dtype=np.int64)     # the next replacements, ascending
+        self._slots = np.zeros(0, dtype=np.int64)
 
-    def _draw_skip(self) -> None:
-        self._w *= math.exp(math.log(self.rng.random() or 1e-300) / self.capacity)
-        skip = math.floor(math.log(self.rng.random() or 1e-300) / math.log1p(-self._w)) if self._w < 1 else 0
-        self._next = self.seen + skip
+    def _draw(self) -> None:
+        """The next DRAWS replacements: W_i = W_(i-1) U_i^(1/k), and replacement i lies
+        floor(log V_i / log(1 - W_i)) items after replacement i - 1 (U, V uniform on (0, 1])."""
+        k = self.capacity
+        log_w = self._log_w + np.cumsum(np.log1p(-self.rng.random(self.DRAWS)) / k)
+        with np.errstate(divide="ignore"):
+            skips = np.floor(np.log1p(-self.rng.random(self.DRAWS)) / np.log1p(-np.exp(log_w)))
+        skips = np.minimum(skips, 2.0 ** 40).astype(np.int64)  # no overflow, however long the stream
+        positions = self._after + np.cumsum(skips) + np.arange(self.DRAWS)
+        self._log_w, self._after = float(log_w[-1]), int(positions[-1]) + 1
+        self._positions = np.concatenate([self._positions, positions])
+        self._slots = np.concatenate([self._slots, self.rng.integers(0, k, self.DRAWS)])
+
+    def _next(self) -> int:
+        """The stream position of the next replacement (the sample being full)."""
+        if not self._positions.size:
+            self._draw()
+        return int(self._positions[0])
 
     def wants(self, n: int) -> bool:
         """Whether offering the next ``n`` items would keep any of them (else :meth:`pass_over`
         them, and nobody need build them)."""
-        return len(self.items) < self.capacity or self._next < self.seen + n
+        return len(self.items) < self.capacity or self._next() < self.seen + n
 
     def pass_over(self, n: int) -> None:
         assert not self.wants(n), "pass_over would skip an item the sample takes"
         self.seen += n
 
     def offer(self, items: Sequence) -> None:
-        """Items skipped by the drawn gaps cost nothing: the loop visits only the ones it takes."""
+        """Items skipped by the drawn gaps cost nothing: only the ones taken are built, through
+        ``items.take(indices)`` where the sequence has it (``RawPairs``)."""
         taken = 0
         if len(self.items) < self.capacity:
             taken = min(len(items), self.capacity - len(self.items))
             self.items.extend(items[:taken])
             self.seen += taken
-            if len(self.items) == self.capacity:
-                self._draw_skip()
+            self._after = self.seen
         start = self.seen - taken  # the stream position of items[0]
         end = start + len(items)
-        if len(self.items) == self.capacity:
-            sample, pick = self.items, self.rng.randrange
-            while self._next < end:
-                sample[pick(self.capacity)] = items[self._next - start]
-                self.seen = self._next + 1
-                self._draw_skip()
+        while len(self.items) == self.capacity and self._next() < end:
+            here = int(np.searchsorted(self._positions, end))
+            positions, slots = self._positions[:here] - start, self._slots[:here]
+            self._positions, self._slots = self._positions[here:], self._slots[here:]
+            # A slot replaced twice within the block keeps the later item
+            last = len(slots) - 1 - np.unique(slots[::-1], return_index=True)[1]
+            positions, slots = positions[last], slots[last]
+            kept = items.take(positions) if hasattr(items, "take") else [items[i] for i in positions.tolist()]
+            for slot, item in zip(slots.tolist(), kept):
+                self.items[slot] = item
         self.seen = end

@@ -195,19 +195,18 @@ def test_aligned_blocks_name_both_line_counts(tmp_path):
 
 
 def _offer_one_by_one(sample, items):
-    """Algorithm L visiting every item: the behaviour the skipping offer() must reproduce."""
+    """Algorithm L visiting every item, with the reservoir's own drawn replacements: the
+    behaviour the skipping, block-wise offer() must reproduce."""
     for item in items:
         if len(sample.items) < sample.capacity:
             sample.items.append(item)
             sample.seen += 1
-            if len(sample.items) == sample.capacity:
-                sample._draw_skip()
-        elif sample.seen == sample._next:
-            sample.items[sample.rng.randrange(sample.capacity)] = item
-            sample.seen += 1
-            sample._draw_skip()
-        else:
-            sample.seen += 1
+            sample._after = sample.seen
+            continue
+        if sample._next() == sample.seen:  # positions strictly increase: one at most per item
+            sample.items[int(sample._slots[0])] = item
+            sample._positions, sample._slots = sample._positions[1:], sample._slots[1:]
+        sample.seen += 1
 
 
 @pytest.mark.parametrize("chunk", [1, 13, 500, 5000])
@@ -220,4 +219,14 @@ def test_reservoir_skips_to_the_items_it_takes_with_the_same_draws(chunk):
             fast.offer(part)
         else:
             fast.pass_over(len(part))
-    assert fast.items == slow.items and fast.seen == slow.seen == 20_000 and fast._next == slow._next
+    assert fast.items == slow.items and fast.seen == slow.seen == 20_000 and fast._next() == slow._next()
+
+
+def test_raw_pairs_cut_out_together_are_the_pairs_cut_out_one_by_one():
+    import numpy as np
+    aligned = RawPairs((b"a b\nc\n\nd e f", b"x\ny y\nz\nw"))
+    tsv = RawPairs((b"a\tx\nno tab\nb\ty\tmore\n",))
+    for raw in (aligned, tsv):
+        picks = np.array([2, 0, 1, 0])
+        assert raw.take(picks) == [raw[i] for i in picks.tolist()]
+    assert tsv.take(np.array([1, 2])) == [None, (b"b", b"y")]
