@@ -206,7 +206,12 @@ def download(url: str, dst_dir: Path, name: str, expected: str, *, timeout: floa
                         "to work offline") from None
 
 
-COMPRESSED_OPENERS = {".gz": gzip.open, ".bz2": bz2.open, ".xz": lzma.open}
+try:  # ISA-L's gzip reader where installed (the fast-gzip extra): 408 MB in 1.0 s against zlib's 2.7-3.0
+    from isal import igzip as gzip_reader
+except ImportError:
+    gzip_reader = gzip
+
+COMPRESSED_OPENERS = {".gz": gzip_reader.open, ".bz2": bz2.open, ".xz": lzma.open}
 
 
 def _open_binary(path: Path):

@@ -154,3 +154,21 @@ def test_read_lines_replaces_invalid_utf8_and_reads_gzip(tmp_path):
     assert corpora.read_lines(gz) == ["a", "", "b"]  # an empty line is a line
     with pytest.raises(DataError, match="missing.txt: file not found"):
         corpora.read_lines(tmp_path / "missing.txt")
+
+
+@pytest.mark.parametrize("reader", ["installed", "zlib"])
+def test_a_truncated_or_foreign_gzip_file_is_one_data_error(tmp_path, monkeypatch, reader):
+    from nmt_cli.errors import DataError
+    if reader == "zlib":  # the standard library's reader, as without the fast-gzip extra
+        monkeypatch.setitem(corpora.COMPRESSED_OPENERS, ".gz", gzip.open)
+    whole = gzip.compress(b"a line\nanother\n" * 50_000)
+    (tmp_path / "cut.gz").write_bytes(whole[:len(whole) // 2])
+    (tmp_path / "plain.gz").write_bytes(b"not gzip at all\n")
+    for name in ("cut.gz", "plain.gz"):
+        with pytest.raises(DataError, match=f"{name}: cannot read"):
+            with corpora.LineBlocks(tmp_path / name) as lines:
+                while lines.take(1000)[1]:
+                    pass
+    (tmp_path / "ok.gz").write_bytes(whole)
+    with corpora.LineBlocks(tmp_path / "ok.gz") as lines:
+        assert lines.take(3) == (b"a line\nanother\na line\n", 3)
