@@ -337,7 +337,7 @@ class Decoder(nn.Module):
             return self._attentional_hidden(out, c, e), None
         out, _ = self.rnn(e, state.rnn_state())                                 # s_1 .. s_T at once
         c, weights = self.attention(memory.attention, out)
-        return self._attentional_hidden(out, c, None, _folded(memory)), weights
+        return self._attentional_hidden(out, c, None), weights
 
     def _forward_steps(self, tgt_in, state: DecoderState, memory: DecoderMemory, output_layer, sampling_prob):
         """Step by step, with the embeddings of a teacher-forced target looked up at once. Outputs

@@ -39,9 +39,10 @@ def _output_plan(allowed: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     each over its own run's union, save enough arithmetic; never off the CPU, where the one
     product costs little and each group would add kernel launches."""
     neg_inf = bias.new_full((), float("-inf"))
+    whole = lambda: [(0, None, weight, torch.where(allowed, bias, neg_inf))]  # noqa: E731
     rows, union = allowed.shape
     if allowed.device.type != "cpu" or rows <= GROUP_ROWS:
-        return [(0, None, weight, torch.where(allowed, bias, neg_inf))]
+        return whole()
     groups = -(-rows // GROUP_ROWS)
     padded = allowed if groups * GROUP_ROWS == rows else \
         torch.cat([allowed, allowed.new_zeros(groups * GROUP_ROWS - rows, union)])
@@ -51,9 +52,9 @@ def _output_plan(allowed: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     group_rows = torch.full((groups,), GROUP_ROWS)
     group_rows[-1] = rows - (groups - 1) * GROUP_ROWS
     if int((widths * group_rows).sum()) > GROUPED_SHARE * rows * union:
-        return [(0, None, weight, torch.where(allowed, bias, neg_inf))]
+        return whole()
     # All groups' columns, rows of W_s and b at once (one copy each), then split per group
-    group_of, columns = used.nonzero(as_tuple=True)
+    columns = used.nonzero(as_tuple=True)[1]
     weights, biases = weight.index_select(0, columns), bias.index_select(0, columns)
     plan, at = [], 0
     for g, width in enumerate(widths.tolist()):
