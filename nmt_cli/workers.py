@@ -10,12 +10,15 @@ it (nmt_cli/interrupts.py), cancelling what is queued.
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing
 import os
 import signal
 from collections import deque
 from concurrent.futures import ProcessPoolExecutor
 from typing import Callable, Iterable, Iterator, TypeVar
+
+PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -29,9 +32,19 @@ def usable_cores() -> int:
         return os.cpu_count() or 1
 
 
-def _ignore_interrupts() -> None:
+def _worker_start(parent: int) -> None:
+    """In each worker: ignore SIGINT (the main process acts on it), and die with the main process.
+    A forked worker holds its own copies of the pool's pipes, so when the main process is killed
+    outright (SIGKILL, the OOM killer) the worker never reads an end of input and would wait
+    forever; Linux's PR_SET_PDEATHSIG has the kernel kill it instead."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux: no such call
+        return
+    if os.getppid() != parent:  # the main process died before the call took effect
+        os._exit(1)
 
 
 def ordered_map(func: Callable[[T], R], items: Iterable[T], workers: int, ahead: int = 2) -> Iterator[R]:
@@ -41,7 +54,7 @@ def ordered_map(func: Callable[[T], R], items: Iterable[T], workers: int, ahead:
         yield from map(func, items)
         return
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
-                               initializer=_ignore_interrupts)
+                               initializer=_worker_start, initargs=(os.getpid(),))
     pending: deque = deque()
     try:
         for item in items:

@@ -42,3 +42,47 @@ def test_ordered_map_raises_a_worker_error_in_order():
             got.append(x)
     assert got == [0, 1, 2]
     assert usable_cores() >= 1
+
+
+_KILLED_PARENT = """
+import os, sys, time
+from pathlib import Path
+from nmt_cli.workers import ordered_map
+
+def work(i):
+    Path(sys.argv[1], str(os.getpid())).touch()
+    time.sleep(120)
+    return i
+
+for _ in ordered_map(work, range(4), workers=2):
+    pass
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        status = open(f"/proc/{pid}/status").read()
+    except FileNotFoundError:
+        return False
+    return "\\nState:\\tZ" not in status  # a zombie has exited, whoever reaps it
+
+
+@pytest.mark.skipif(not os.path.exists("/proc"), reason="the kernel's parent-death signal is Linux's")
+def test_workers_die_when_the_main_process_is_killed(tmp_path):
+    # SIGKILL gives the main process no chance to stop its pool; the workers must not live on
+    import signal
+    import subprocess
+    import sys
+    import time
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_PARENT, str(tmp_path)])
+    deadline = time.time() + 60
+    while len(list(tmp_path.iterdir())) < 2 and time.time() < deadline:
+        time.sleep(0.05)
+    workers = [int(p.name) for p in tmp_path.iterdir()]
+    assert len(workers) == 2 and all(_alive(pid) for pid in workers)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=30)
+    deadline = time.time() + 10
+    while any(_alive(pid) for pid in workers) and time.time() < deadline:
+        time.sleep(0.05)
+    assert not any(_alive(pid) for pid in workers)
