@@ -223,13 +223,6 @@ class RawPairs(Sequence):
     def __len__(self) -> int:
         return len(self.starts[0]) - 1
 
-    def _pair(self, i: int) -> tuple[bytes, bytes] | None:
-        lines = [side[s[i]:s[i + 1] - 1] for side, s in zip(self.block, self.starts)]
-        if not self.tsv:
-            return lines[0], lines[1]
-        fields = lines[0].split(b"\t", 2)
-        return (fields[0], fields[1]) if len(fields) >= 2 else None
-
     def take(self, indices: np.ndarray) -> list[tuple[bytes, bytes] | None]:
         """The pairs at ``indices``, cut out together."""
         sides = []
@@ -241,13 +234,12 @@ class RawPairs(Sequence):
         return [(f[0], f[1]) if len(f := line.split(b"\t", 2)) >= 2 else None for line in sides[0]]
 
     def __getitem__(self, i):
-        """Pair ``i`` (from 0: a sample asks for many one at a time, so no negative indices), or
-        a list of pairs for a slice."""
+        """Pair ``i`` (from 0, no negative indices), or a list of pairs for a slice."""
         if isinstance(i, slice):
-            return [self._pair(j) for j in range(*i.indices(len(self)))]
+            return self.take(np.arange(*i.indices(len(self))))
         if i < 0 or i >= len(self):
             raise IndexError(i)
-        return self._pair(i)
+        return self.take(np.array([i]))[0]
 
 
 def clean_raw_pairs(raw: Sequence[tuple[bytes, bytes] | None], cleaning: "Cleaning") -> CleanChunk:
@@ -484,7 +476,7 @@ class Reservoir:
             taken = min(len(items), self.capacity - len(self.items))
             self.items.extend(items[:taken])
             self.seen += taken
-            self._after = self.seen
+            self._after = self.seen  # the first replacement comes after the items that filled it
         start = self.seen - taken  # the stream position of items[0]
         end = start + len(items)
         while len(self.items) == self.capacity and self._next() < end:

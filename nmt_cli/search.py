@@ -266,8 +266,8 @@ def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_siz
         done = width.squeeze(1) == 0
         done |= fin_norm[:, nbest - 1] > alive_logp[:, 0] / best_possible_lp
         done |= limit - 1 <= t
-        newly = done & ~emitted
-        new_count, done_count = torch.stack([newly.sum(), (done | emitted).sum()]).tolist()  # one sync
+        newly = done & ~emitted  # the emitted stay done: their width is 0
+        new_count, done_count = torch.stack([newly.sum(), done.sum()]).tolist()  # one sync
         if t + 1 == steps or done_count == n:
             emit((~emitted).nonzero().squeeze(1))
             break

@@ -5,7 +5,9 @@ results in input order, with only a few chunks in flight.
 would read the corpus into memory; here at most ``ahead`` chunks per worker are submitted before
 the oldest result is taken. Workers are forked (no re-import, start-up in milliseconds) and
 ignore SIGINT: Ctrl-C reaches the whole process group, and only the main process should act on
-it (nmt_cli/interrupts.py), cancelling what is queued.
+it (nmt_cli/interrupts.py), cancelling what is queued. On Linux they also die with the thread
+that forked them (the one iterating ``ordered_map``), so a main process killed outright leaves
+none behind.
 """
 
 from __future__ import annotations

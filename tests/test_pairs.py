@@ -222,11 +222,14 @@ def test_reservoir_skips_to_the_items_it_takes_with_the_same_draws(chunk):
     assert fast.items == slow.items and fast.seen == slow.seen == 20_000 and fast._next() == slow._next()
 
 
-def test_raw_pairs_cut_out_together_are_the_pairs_cut_out_one_by_one():
+def test_raw_pairs_are_cut_out_of_their_block_alone_or_together():
     import numpy as np
     aligned = RawPairs((b"a b\nc\n\nd e f", b"x\ny y\nz\nw"))
+    assert len(aligned) == 4
+    assert aligned.take(np.array([2, 0, 3, 0])) == [(b"", b"z"), (b"a b", b"x"), (b"d e f", b"w"), (b"a b", b"x")]
+    assert aligned[1] == (b"c", b"y y") and aligned[1:3] == [(b"c", b"y y"), (b"", b"z")]
+    with pytest.raises(IndexError):
+        aligned[4]
     tsv = RawPairs((b"a\tx\nno tab\nb\ty\tmore\n",))
-    for raw in (aligned, tsv):
-        picks = np.array([2, 0, 1, 0])
-        assert raw.take(picks) == [raw[i] for i in picks.tolist()]
-    assert tsv.take(np.array([1, 2])) == [None, (b"b", b"y")]
+    assert tsv.take(np.array([1, 2, 0])) == [None, (b"b", b"y"), (b"a", b"x")]
+    assert tsv[:] == [(b"a", b"x"), None, (b"b", b"y")]
