@@ -229,6 +229,48 @@ def baseline_run(checkout: Path, recipe: Path, run_dir: Path, n: int, seconds_no
             "peak_mb": peak, "speedup_of_this_revision": round(seconds / seconds_now, 2)}
 
 
+def measure_preprocess(n: int, corpus: Path, made: float, run_dir: Path, recipe: Path, env: dict,
+                       args: argparse.Namespace) -> None:
+    """`nmt preprocess` of the corpus into ``run_dir``: speed, memory, sizes, the ceiling."""
+    shutil.rmtree(run_dir, ignore_errors=True)
+    seconds, peak, result = run_sampled([sys.executable, "-m", "nmt_cli", "preprocess", str(recipe),
+                                         "--run-dir", str(run_dir)], env)
+    if result.returncode != 0:
+        sys.exit(result.stderr.strip().splitlines()[-1])
+    meta = json.loads((run_dir / "data" / "meta.json").read_text())
+    train = meta["splits"]["train"]
+    tokens = train["src"]["tokens"] + train["tgt"]["tokens"]
+    ids_bytes = sum((run_dir / "data" / f"train.{s}.ids.npy").stat().st_size for s in ("src", "tgt"))
+    offsets_bytes = sum((run_dir / "data" / f"train.{s}.offsets.npy").stat().st_size for s in ("src", "tgt"))
+    top = ceiling(run_dir)
+    found = lambda pattern: re.search(pattern, result.stderr, re.M)
+    stage = lambda pattern: float(found(pattern).group(1)) if found(pattern) else None
+    pass_rate = stage(r"^train: .*encoded in .*?, (\d+) lines/s\)")
+    result_row = {"pairs": n, "kept": train["src"]["sentences"], "seconds": round(seconds, 1),
+                  "pairs_per_s": round(n / seconds), "lines_per_s": round(2 * n / seconds),
+                  "peak_mb": peak, "sample_sentences": args.sample_sentences or "recipe default",
+                  "id_dtype": meta["id_dtype"], "tokens": tokens,
+                  "ids_bytes_per_token": round(ids_bytes / tokens, 3), "offsets_mb": round(offsets_bytes / 2**20),
+                  "sample_s": stage(r"^sample drawn in ([\d.]+) s"),
+                  "sentencepiece_s": stage(r"^SentencePiece learned in ([\d.]+) s"),
+                  "read_clean_encode_s": stage(r"^train: .*encoded in ([\d.]+) s"),
+                  "shortlist_s": stage(r"^shortlist learned in ([\d.]+) s"),
+                  "pass_lines_per_s": pass_rate,
+                  "ceiling_spm_lines_per_s": top["lines_per_s"], "ceiling_rounds": top["rounds_lines_per_s"],
+                  "threads": top["threads"],
+                  "pass_share_of_ceiling": round(pass_rate / top["lines_per_s"], 2) if pass_rate else None,
+                  "end_to_end_share_of_ceiling": round(2 * n / seconds / top["lines_per_s"], 2),
+                  "corpus_seconds_to_make": round(made), "cpus": os.cpu_count()}
+    print(json.dumps(result_row), flush=True)
+    print(f"{n} pairs in {seconds:.0f} s: {result_row['pairs_per_s']} pairs/s ({result_row['lines_per_s']} "
+          f"lines/s; SentencePiece alone {top['lines_per_s']} lines/s on {top['threads']} threads), "
+          f"peak memory {peak['tree_pss_mb'] / 1024:.2f} GiB (PSS of the process tree; RSS sum "
+          f"{peak['tree_rss_mb'] / 1024:.2f} GiB)", flush=True)
+    if args.baseline:
+        print(json.dumps({"baseline": baseline_run(args.baseline, recipe, run_dir.with_name(f"run-{n}-baseline"), n,
+                                                   seconds)}), flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pairs", type=int, action="append", help="corpus size (repeatable); default 1M")
@@ -236,6 +278,8 @@ def main() -> None:
                     "take about 2 GB of .gz and 10 GB of run dir)")
     ap.add_argument("--keep-corpus", action="store_true", help="keep the generated corpora for later runs")
     ap.add_argument("--keep-run", action="store_true", help="keep the preprocessed run dirs")
+    ap.add_argument("--reuse-run", action="store_true", help="train on the run dir kept by an earlier "
+                    "--keep-run instead of preprocessing again")
     ap.add_argument("--train-steps", type=int, default=0, help="then train N steps on the run and on Multi30k, "
                     "side by side")
     ap.add_argument("--train-minutes", type=float, default=0, help="... or for M minutes each")
@@ -256,44 +300,9 @@ def main() -> None:
         made = time.perf_counter() - start
         print(json.dumps({"corpus": str(corpus), "pairs": n, "seconds_to_make": round(made, 1)}), flush=True)
         run_dir = work / f"run-{n}"
-        shutil.rmtree(run_dir, ignore_errors=True)
         recipe = recipe_for(corpus, work, args.sample_sentences)
-        seconds, peak, result = run_sampled([sys.executable, "-m", "nmt_cli", "preprocess", str(recipe),
-                                             "--run-dir", str(run_dir)], env)
-        if result.returncode != 0:
-            sys.exit(result.stderr.strip().splitlines()[-1])
-        meta = json.loads((run_dir / "data" / "meta.json").read_text())
-        train = meta["splits"]["train"]
-        tokens = train["src"]["tokens"] + train["tgt"]["tokens"]
-        ids_bytes = sum((run_dir / "data" / f"train.{s}.ids.npy").stat().st_size for s in ("src", "tgt"))
-        offsets_bytes = sum((run_dir / "data" / f"train.{s}.offsets.npy").stat().st_size for s in ("src", "tgt"))
-        top = ceiling(run_dir)
-        found = lambda pattern: re.search(pattern, result.stderr, re.M)
-        stage = lambda pattern: float(found(pattern).group(1)) if found(pattern) else None
-        pass_rate = stage(r"^train: .*encoded in .*?, (\d+) lines/s\)")
-        result_row = {"pairs": n, "kept": train["src"]["sentences"], "seconds": round(seconds, 1),
-                      "pairs_per_s": round(n / seconds), "lines_per_s": round(2 * n / seconds),
-                      "peak_mb": peak, "sample_sentences": args.sample_sentences or "recipe default",
-                      "id_dtype": meta["id_dtype"], "tokens": tokens,
-                      "ids_bytes_per_token": round(ids_bytes / tokens, 3), "offsets_mb": round(offsets_bytes / 2**20),
-                      "sample_s": stage(r"^sample drawn in ([\d.]+) s"),
-                      "sentencepiece_s": stage(r"^SentencePiece learned in ([\d.]+) s"),
-                      "read_clean_encode_s": stage(r"^train: .*encoded in ([\d.]+) s"),
-                      "shortlist_s": stage(r"^shortlist learned in ([\d.]+) s"),
-                      "pass_lines_per_s": pass_rate,
-                      "ceiling_spm_lines_per_s": top["lines_per_s"], "ceiling_rounds": top["rounds_lines_per_s"],
-                      "threads": top["threads"],
-                      "pass_share_of_ceiling": round(pass_rate / top["lines_per_s"], 2) if pass_rate else None,
-                      "end_to_end_share_of_ceiling": round(2 * n / seconds / top["lines_per_s"], 2),
-                      "corpus_seconds_to_make": round(made), "cpus": os.cpu_count()}
-        print(json.dumps(result_row), flush=True)
-        print(f"{n} pairs in {seconds:.0f} s: {result_row['pairs_per_s']} pairs/s ({result_row['lines_per_s']} "
-              f"lines/s; SentencePiece alone {top['lines_per_s']} lines/s on {top['threads']} threads), "
-              f"peak memory {peak['tree_pss_mb'] / 1024:.2f} GiB (PSS of the process tree; RSS sum "
-              f"{peak['tree_rss_mb'] / 1024:.2f} GiB)", flush=True)
-        if args.baseline:
-            print(json.dumps({"baseline": baseline_run(args.baseline, recipe, work / f"run-{n}-baseline", n,
-                                                       seconds)}), flush=True)
+        if not (args.reuse_run and (run_dir / "data" / "meta.json").exists()):
+            measure_preprocess(n, corpus, made, run_dir, recipe, env, args)
         budget = ["--max-steps", str(args.train_steps)] if args.train_steps else \
             ["--max-minutes", str(args.train_minutes)] if args.train_minutes else []
         if budget:

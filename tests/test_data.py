@@ -2,11 +2,12 @@ import os
 
 import numpy as np
 import pytest
+import torch
 
 from nmt_cli.config import recipe_from_dict
 from nmt_cli.corpora import read_lines
-from nmt_cli.data import (iterate_epoch, load_split, normalize, padding_fraction,
-                          preprocess, sampled_split, save_tok_references, split_files,
+from nmt_cli.data import (EncodedSplit, Side, epoch_shards, iterate_epoch, load_split, make_batch, normalize,
+                          padding_fraction, preprocess, sampled_split, save_tok_references, split_files,
                           token_batches)
 from nmt_cli.errors import DataError
 from nmt_cli.tokenizer import BOS, EOS, PAD, Tokenizer
@@ -154,30 +155,54 @@ def test_token_batches_are_the_sentence_by_sentence_rule(budget, shuffle):
     assert len(token_batches(src[:0], tgt[:0], budget, 2, 3)) == 0
 
 
-def test_large_splits_group_by_length_in_bounded_memory(monkeypatch):
+def _split_of_lengths(src_lengths, tgt_lengths) -> EncodedSplit:
+    """An in-memory split whose pairs have these lengths (ids: the pair's index, for checking)."""
+    sides = []
+    for lengths in (src_lengths, tgt_lengths):
+        offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        ids = np.repeat(np.arange(len(lengths)) + 10, lengths).astype(np.int32)
+        sides.append(Side(ids, offsets))
+    return EncodedSplit(*sides)
+
+
+def test_large_splits_are_batched_a_shard_at_a_time(monkeypatch):
     from nmt_cli import data as data_module
-    monkeypatch.setattr(data_module, "GROUPED_ORDER_FROM", 100)
+    monkeypatch.setattr(data_module, "EPOCH_SHARD", 1000)
+    monkeypatch.setattr(data_module, "SHARD_BLOCK", 64)
     rng = np.random.default_rng(5)
-    src, tgt = rng.integers(0, 30, size=5000).astype(np.int16), rng.integers(1, 30, size=5000).astype(np.int16)
-    batches = token_batches(src, tgt, 200, seed=1, epoch=0)
-    order = batches.order
-    assert order.dtype == np.int32 and sorted(order.tolist()) == list(range(5000))
-    keys = tgt[order].astype(np.int64) * 100 + src[order]
-    assert (np.diff(keys) >= 0).all()  # sorted by (target, source) length
-    # The batching rule is the sentence-by-sentence one over that order.
-    walked, start, total = [], 0, 0
-    for pos in range(5000):
-        cost = int(tgt[order[pos]]) + 1
-        if total and total + cost > 200:
-            walked.append(pos)
-            start, total = pos, 0
-        total += cost
-    assert batches.bounds.tolist() == [0] + walked + [5000]
-    # Shuffled within equal lengths, reproducibly per (seed, epoch).
-    again, other = token_batches(src, tgt, 200, 1, 0), token_batches(src, tgt, 200, 1, 1)
-    assert again.order.tolist() == order.tolist() and other.order.tolist() != order.tolist()
-    unshuffled = token_batches(src, tgt, 200, 1, 0, shuffle=False).order
-    assert unshuffled.tolist() == np.lexsort((np.arange(5000), src, tgt)).tolist()
+    src, tgt = rng.integers(0, 30, size=5000), rng.integers(1, 30, size=5000)
+    split = _split_of_lengths(src, tgt)
+    shards = list(epoch_shards(split, 200, seed=1, epoch=0))
+    assert len(shards) == 5
+    rows = [np.concatenate(list(shard)) for shard in shards]
+    assert sorted(np.concatenate(rows).tolist()) == list(range(5000))  # every pair once an epoch
+    for shard, members in zip(shards, rows):
+        blocks = np.unique(members // 64)
+        assert len(members) <= 1024 and len(blocks) >= 15
+        assert blocks.max() - blocks.min() > 40  # drawn from across the corpus, not one stretch
+        assert np.array_equal(np.sort(members), np.concatenate([np.arange(b * 64, min(b * 64 + 64, 5000))
+                                                                 for b in blocks]))  # whole runs
+        keys = tgt[shard.order] * 100 + src[shard.order]
+        assert (np.diff(keys) >= 0).all()  # within a shard, sorted by (target, source) length
+        for batch in shard:  # the budget, as for a small split
+            assert len(batch) == 1 or int((tgt[batch] + 1).sum()) <= 200
+    again = list(epoch_shards(split, 200, seed=1, epoch=0))
+    other = list(epoch_shards(split, 200, seed=1, epoch=1))
+    assert all(np.array_equal(a.order, b.order) and np.array_equal(a.taken, b.taken) for a, b in zip(again, shards))
+    assert not np.array_equal(np.concatenate(list(other[0])), rows[0])
+    # Positions run on across shards; resuming mid-shard and ranks work as for one shard.
+    full = [(p, b.src) for p, b in iterate_epoch(split, 200, 1, 0)]
+    assert [p for p, _ in full] == list(range(sum(len(s) for s in shards)))
+    start = len(shards[0]) + 3
+    tail = [(p, b.src) for p, b in iterate_epoch(split, 200, 1, 0, start=start)]
+    assert [p for p, _ in tail] == [p for p, _ in full[start:]]
+    assert all(a.shape == b.shape and bool((a == b).all()) for (_, a), (_, b) in zip(tail, full[start:]))
+    ranks = [list(iterate_epoch(split, 200, 1, 0, rank=r, world=2)) for r in (0, 1)]
+    assert [p for p, _ in ranks[0]] == [p for p, _ in ranks[1]]
+    assert all(p % 2 == 0 for p, _ in ranks[0])
+    seen = np.concatenate([b.tgt_out[b.tgt_out >= 10].numpy() for r in ranks for _, b in r]) - 10
+    used = [shard[j] for shard in shards for j in range(len(shard) - len(shard) % 2)]  # one odd batch a shard dropped
+    assert np.array_equal(np.unique(seen), np.unique(np.concatenate(used)))
 
 
 def test_bucketing_keeps_padding_small(tiny_run):
@@ -487,18 +512,25 @@ def test_side_lengths_reads_every_offset_without_keeping_its_pages(tmp_path):
     assert _resident_file_kb() - before < 8_000  # one release every 8 chunks of 2 MB, and one at the end
 
 
-def test_iterate_epoch_releases_pages_every_so_many_batches(tiny_run, monkeypatch):
-    import nmt_cli.data as data
-    _, run_dir = tiny_run
-    split = load_split(run_dir, "train")
-    calls = []
-    monkeypatch.setattr(data, "RELEASE_PAGES_EVERY", 3)
-    monkeypatch.setattr(type(split), "release_pages", lambda self: calls.append(1))
-    batches = list(iterate_epoch(split, 400, seed=1, epoch=0))
-    assert len(batches) >= 6 and len(calls) == len(batches) // 3
-    monkeypatch.undo()
-    monkeypatch.setattr(data, "RELEASE_PAGES_EVERY", 1)  # the real release, after every batch
-    released = list(iterate_epoch(load_split(run_dir, "train"), 400, seed=1, epoch=0))
-    assert [p for p, _ in released] == [p for p, _ in batches]
-    assert all(a.src.shape == b.src.shape and bool((a.src == b.src).all())
-               for (_, a), (_, b) in zip(released, batches))
+@pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="Linux only")
+def test_batches_of_stored_arrays_are_read_without_mapping_them(tmp_path):
+    lengths = (np.arange(400_000) * 7919 % 40 + 1).astype(np.int64)
+    offsets = np.concatenate([[0], np.cumsum(lengths)])
+    ids = (np.arange(int(offsets[-1])) % 7000).astype(np.uint16)  # 16 MB
+    np.save(tmp_path / "ids.npy", ids)
+    np.save(tmp_path / "offsets.npy", offsets)
+    load = lambda name: np.load(tmp_path / f"{name}.npy", mmap_mode="r")
+    stored = EncodedSplit(Side(load("ids"), load("offsets")), Side(load("ids"), load("offsets")))
+    in_memory = EncodedSplit(Side(ids, offsets), Side(ids, offsets))
+    rows = np.random.default_rng(0).integers(0, 400_000, size=(50, 40))
+    before = _resident_file_kb()
+    batches = [make_batch(stored, r) for r in rows]
+    assert _resident_file_kb() - before < 1_000  # through the mapping: about 10 MB a batch like these
+    for r, got in zip(rows, batches):
+        want = make_batch(in_memory, r)
+        assert torch.equal(got.src, want.src) and torch.equal(got.tgt_out, want.tgt_out)
+        assert torch.equal(got.src_lengths, torch.as_tensor(lengths[r]))
+    truncated = make_batch(stored, rows[0], max_src=3)
+    assert truncated.src.shape[1] == 3 and torch.equal(truncated.src, make_batch(in_memory, rows[0], max_src=3).src)
+
+
