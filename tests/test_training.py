@@ -28,14 +28,21 @@ def params(path):
     return ckpt.load(path)["model"]
 
 
-def test_resume_is_exact(tiny_run, tmp_path):
-    r40, straight = fresh_run(tiny_run, tmp_path / "a", max_steps=40, checkpoint_every=20)
-    train(r40, straight, device="cpu")
-    r20, split_run = fresh_run(tiny_run, tmp_path / "b", max_steps=20, checkpoint_every=20)
-    train(r20, split_run, device="cpu")
-    r40b = recipe_from_dict({**r20.to_dict(), "train": {**r20.to_dict()["train"], "max_steps": 40}})
-    summary = train(r40b, split_run, device="cpu")
-    assert summary["resumed_from"] == 20 and summary["final_step"] == 40
+@pytest.mark.parametrize("sharded", [False, True], ids=["one-shard", "sharded"])
+def test_resume_is_exact(tiny_run, tmp_path, monkeypatch, sharded):
+    cut, end = 20, 40
+    if sharded:  # 400 pairs, 4 shards of 9-11 batches an epoch: step 51 stops inside epoch 2's second shard
+        import nmt_cli.data as data
+        monkeypatch.setattr(data, "EPOCH_SHARD", 100)
+        monkeypatch.setattr(data, "SHARD_BLOCK", 16)
+        cut, end = 51, 60
+    r_end, straight = fresh_run(tiny_run, tmp_path / "a", max_steps=end, checkpoint_every=cut)
+    train(r_end, straight, device="cpu")
+    r_cut, split_run = fresh_run(tiny_run, tmp_path / "b", max_steps=cut, checkpoint_every=cut)
+    train(r_cut, split_run, device="cpu")
+    r_end_b = recipe_from_dict({**r_cut.to_dict(), "train": {**r_cut.to_dict()["train"], "max_steps": end}})
+    summary = train(r_end_b, split_run, device="cpu")
+    assert summary["resumed_from"] == cut and summary["final_step"] == end
     a, b = params(straight / "checkpoints" / "last.pt"), params(split_run / "checkpoints" / "last.pt")
     assert a.keys() == b.keys()
     for k in a:
