@@ -136,8 +136,8 @@ class Side:
         mapping: a sentence read through the mapping would map the kernel's 64 KB fault-around
         window of each array, about 11 MB a batch on a 40M-pair corpus, which the process's
         resident memory counts until it is unmapped."""
-        if not (isinstance(self.ids, np.memmap) and isinstance(self.offsets, np.memmap)):
-            return [self.get(i) for i in rows]
+        if not (isinstance(self.ids, np.memmap) and isinstance(self.offsets, np.memmap) and hasattr(os, "pread")):
+            return [self.get(i) for i in rows]  # arrays in memory, or no pread (Windows)
         (ids_fd, ids_start), (off_fd, off_start) = self._file(self.ids), self._file(self.offsets)
         id_size, off_size = self.ids.dtype.itemsize, self.offsets.dtype.itemsize
         out = []
@@ -750,7 +750,8 @@ def token_batches(src_lengths: np.ndarray, tgt_lengths: np.ndarray, batch_tokens
     """
     rng = np.random.default_rng([seed, epoch] if shard is None else [seed, epoch, shard])
     n = len(src_lengths)
-    if shard is not None and shuffle and n < 2**21 and max(src_lengths.max(initial=0), tgt_lengths.max(initial=0)) < 2**21:
+    longest = max(int(src_lengths.max(initial=0)), int(tgt_lengths.max(initial=0)))
+    if shard is not None and shuffle and n < 2**21 and longest < 2**21:
         # One sort of one distinct 63-bit key (target length, source length, a random rank):
         # the same kind of order as the lexsort below, five times faster on a shard.
         key = (tgt_lengths.astype(np.int64) << 42) | (src_lengths.astype(np.int64) << 21) | rng.permutation(n)
@@ -771,7 +772,7 @@ def epoch_shards(split: EncodedSplit, batch_tokens: int, seed: int, epoch: int) 
     """One epoch's batches (of sentence indices into ``split``), a shard at a time.
 
     A split of up to EPOCH_SHARD pairs is one shard: :func:`token_batches` over all of it. A
-    larger one is cut, afresh each epoch, into shards of at most EPOCH_SHARD pairs: its pairs
+    larger one is cut, afresh each epoch, into shards of about EPOCH_SHARD pairs: its pairs
     are taken in runs of SHARD_BLOCK neighbours, the runs shuffled and dealt out to the shards in
     turn, and each shard batched and shuffled on its own. Every pair is seen once an epoch and a
     shard draws from the whole corpus (a list of corpora read one after another is mixed), while
