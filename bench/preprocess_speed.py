@@ -1,8 +1,8 @@
 """Preprocessing throughput and peak memory on large synthetic-but-realistic corpora.
 
     python bench/preprocess_speed.py --pairs 1000000 [--pairs 8000000 ...] [--workdir DIR]
-        [--keep-corpus] [--keep-run] [--sample-sentences 200000] [--train-steps 300 | --train-minutes 5]
-        [--baseline <checkout of another revision>]
+        [--keep-corpus] [--keep-run] [--reuse-run] [--sample-sentences 200000]
+        [--train-steps 300 | --train-minutes 5] [--baseline <checkout of another revision>]
 
 For each size, a .gz corpus of that many en-fr pairs is made from the real Multi30k and Tatoeba
 training text, perturbed so that pairs are not exact repeats (a word dropped, two neighbours
@@ -16,7 +16,8 @@ ceiling: SentencePiece's own batch encoding of the same stored lines with the sa
 same cores (reading excluded; the best of three rounds). --baseline runs the same preprocess with
 another revision right after, for a speed ratio measured side by side. --train-steps N or
 --train-minutes M then trains the en-fr model on the run and, at the same time on one thread
-each, on Multi30k, printing peak memory and target tokens/s of each.
+each, on Multi30k, printing peak memory and target tokens/s of each; with --reuse-run it trains
+on the run dir that an earlier --keep-run left, without preprocessing again.
 """
 
 from __future__ import annotations
@@ -229,9 +230,10 @@ def baseline_run(checkout: Path, recipe: Path, run_dir: Path, n: int, seconds_no
             "peak_mb": peak, "speedup_of_this_revision": round(seconds / seconds_now, 2)}
 
 
-def measure_preprocess(n: int, corpus: Path, made: float, run_dir: Path, recipe: Path, env: dict,
+def measure_preprocess(n: int, made: float, run_dir: Path, recipe: Path, env: dict,
                        args: argparse.Namespace) -> None:
-    """`nmt preprocess` of the corpus into ``run_dir``: speed, memory, sizes, the ceiling."""
+    """`nmt preprocess` of the recipe's n-pair corpus into ``run_dir``: speed, memory, sizes, the
+    ceiling."""
     shutil.rmtree(run_dir, ignore_errors=True)
     seconds, peak, result = run_sampled([sys.executable, "-m", "nmt_cli", "preprocess", str(recipe),
                                          "--run-dir", str(run_dir)], env)
@@ -302,7 +304,7 @@ def main() -> None:
         run_dir = work / f"run-{n}"
         recipe = recipe_for(corpus, work, args.sample_sentences)
         if not (args.reuse_run and (run_dir / "data" / "meta.json").exists()):
-            measure_preprocess(n, corpus, made, run_dir, recipe, env, args)
+            measure_preprocess(n, made, run_dir, recipe, env, args)
         budget = ["--max-steps", str(args.train_steps)] if args.train_steps else \
             ["--max-minutes", str(args.train_minutes)] if args.train_minutes else []
         if budget:

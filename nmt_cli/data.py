@@ -115,11 +115,14 @@ def _atomic_save(path: Path, array: np.ndarray) -> None:
     os.replace(tmp, path)
 
 
+PREAD_FROM = 64 << 20  # bytes of stored ids from which batches read them with pread (Side.take)
+
+
 @dataclass
 class Side:
     ids: np.ndarray
     offsets: np.ndarray
-    _files: dict = field(default_factory=dict, repr=False, compare=False)  # memmap -> (fd, data start)
+    _fds: tuple[int, int] | None = field(default=None, repr=False, compare=False)  # (offsets, ids) for pread
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -132,27 +135,33 @@ class Side:
         return self.ids[self.offsets[i]:self.offsets[i + 1]]
 
     def take(self, rows: Sequence[int]) -> list[np.ndarray]:
-        """The sentences at ``rows``. Stored arrays are read with ``pread``, not through their
-        mapping: a sentence read through the mapping would map the kernel's 64 KB fault-around
-        window of each array, about 11 MB a batch on a 40M-pair corpus, which the process's
-        resident memory counts until it is unmapped."""
-        if not (isinstance(self.ids, np.memmap) and isinstance(self.offsets, np.memmap) and hasattr(os, "pread")):
-            return [self.get(i) for i in rows]  # arrays in memory, or no pread (Windows)
-        (ids_fd, ids_start), (off_fd, off_start) = self._file(self.ids), self._file(self.offsets)
-        id_size, off_size = self.ids.dtype.itemsize, self.offsets.dtype.itemsize
+        """The sentences at ``rows``. Stored ids of more than PREAD_FROM bytes are read with
+        ``pread``: read through the mapping, each sentence maps the kernel's 64 KB fault-around
+        window of each array, about 11 MB a batch of a 40M-pair corpus, which the process's
+        resident memory counts until it is unmapped. Smaller arrays (which can count no more than
+        their size) are read through plain views of the mapping, three times faster: 0.29 ms a
+        batch of 40 Multi30k sentences against 0.88 ms with pread."""
+        if self.ids.nbytes > PREAD_FROM and isinstance(self.ids, np.memmap) \
+                and isinstance(self.offsets, np.memmap) and hasattr(os, "pread"):  # no pread on Windows
+            return self._pread(rows)
+        ids, offsets = np.asarray(self.ids), np.asarray(self.offsets)  # np.memmap's slicing costs twice as much
+        return [ids[offsets[i]:offsets[i + 1]] for i in rows]
+
+    def _pread(self, rows: Sequence[int]) -> list[np.ndarray]:
+        if self._fds is None:
+            self._fds = tuple(os.open(a.filename, os.O_RDONLY) for a in (self.offsets, self.ids))
+            for fd in self._fds:
+                weakref.finalize(self, os.close, fd)
+        off_fd, ids_fd = self._fds
+        off_dtype, ids_dtype = self.offsets.dtype, self.ids.dtype
+        off_start, ids_start = self.offsets.offset, self.ids.offset  # where the data starts in the .npy
         out = []
         for i in rows:
-            a, b = np.frombuffer(os.pread(off_fd, 2 * off_size, off_start + int(i) * off_size), self.offsets.dtype)
-            out.append(np.frombuffer(os.pread(ids_fd, int(b - a) * id_size, ids_start + int(a) * id_size),
-                                     self.ids.dtype))
+            a, b = np.frombuffer(os.pread(off_fd, 2 * off_dtype.itemsize, off_start + int(i) * off_dtype.itemsize),
+                                 off_dtype)
+            out.append(np.frombuffer(os.pread(ids_fd, int(b - a) * ids_dtype.itemsize,
+                                              ids_start + int(a) * ids_dtype.itemsize), ids_dtype))
         return out
-
-    def _file(self, array: np.memmap) -> tuple[int, int]:
-        if id(array) not in self._files:
-            fd = os.open(array.filename, os.O_RDONLY)
-            weakref.finalize(self, os.close, fd)
-            self._files[id(array)] = fd, array.offset
-        return self._files[id(array)]
 
     def release_pages(self) -> None:
         """See :meth:`EncodedSplit.release_pages`."""
@@ -753,7 +762,7 @@ def token_batches(src_lengths: np.ndarray, tgt_lengths: np.ndarray, batch_tokens
     longest = max(int(src_lengths.max(initial=0)), int(tgt_lengths.max(initial=0)))
     if shard is not None and shuffle and n < 2**21 and longest < 2**21:
         # One sort of one distinct 63-bit key (target length, source length, a random rank):
-        # the same kind of order as the lexsort below, five times faster on a shard.
+        # the same kind of order as the lexsort below, in 15 ms instead of 72 for 2^18 pairs.
         key = (tgt_lengths.astype(np.int64) << 42) | (src_lengths.astype(np.int64) << 21) | rng.permutation(n)
         order = np.argsort(key)
         del key

@@ -513,7 +513,8 @@ def test_side_lengths_reads_every_offset_without_keeping_its_pages(tmp_path):
 
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="Linux only")
-def test_batches_of_stored_arrays_are_read_without_mapping_them(tmp_path):
+def test_batches_of_large_stored_arrays_are_read_without_mapping_them(tmp_path, monkeypatch):
+    import nmt_cli.data as data
     lengths = (np.arange(400_000) * 7919 % 40 + 1).astype(np.int64)
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     ids = (np.arange(int(offsets[-1])) % 7000).astype(np.uint16)  # 16 MB
@@ -524,8 +525,14 @@ def test_batches_of_stored_arrays_are_read_without_mapping_them(tmp_path):
     in_memory = EncodedSplit(Side(ids, offsets), Side(ids, offsets))
     rows = np.random.default_rng(0).integers(0, 400_000, size=(50, 40))
     before = _resident_file_kb()
+    mapped = [make_batch(stored, r) for r in rows]  # 16 MB of ids: under PREAD_FROM, read through the mapping
+    assert _resident_file_kb() - before > 5_000
+    stored.release_pages()
+    monkeypatch.setattr(data, "PREAD_FROM", 8 << 20)
+    before = _resident_file_kb()
     batches = [make_batch(stored, r) for r in rows]
     assert _resident_file_kb() - before < 1_000  # through the mapping: about 10 MB a batch like these
+    assert all(torch.equal(a.src, b.src) and torch.equal(a.tgt_in, b.tgt_in) for a, b in zip(mapped, batches))
     for r, got in zip(rows, batches):
         want = make_batch(in_memory, r)
         assert torch.equal(got.src, want.src) and torch.equal(got.tgt_out, want.tgt_out)

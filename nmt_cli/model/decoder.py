@@ -104,10 +104,10 @@ class DecoderMemory:
             attention = attention.project(*self.fold)
         return DecoderMemory(attention, self.summary, hypotheses, self.fold)
 
-
-def _folded(memory: DecoderMemory) -> bool:
-    """Do the memory's attention values already carry W_c (``Decoder.context_projection``)?"""
-    return memory.attention is not None and memory.attention.projected
+    @property
+    def folded(self) -> bool:
+        """Do the attention values already carry W_c (``Decoder.context_projection``)?"""
+        return self.attention is not None and self.attention.projected
 
 
 class Decoder(nn.Module):
@@ -248,7 +248,7 @@ class Decoder(nn.Module):
             c, weights = self._attend(memory, out)                    # query s_i (or s'_i)
         if self.transition is not None:
             out, hidden, cell = self._second_transition(c, hidden, cell)
-        h_tilde = self._attentional_hidden(out, c, e, _folded(memory)).squeeze(1)
+        h_tilde = self._attentional_hidden(out, c, e, memory.folded).squeeze(1)
         new_state = DecoderState(hidden, cell, h_tilde if self.input_feeding else None,
                                  c.squeeze(1) if self.initial_state_attention else None)
         return h_tilde, new_state, (None if weights is None else weights.squeeze(1))
