@@ -175,6 +175,11 @@ def translate(args) -> None:
     p = _paths(args)
     out = Path(args.dir) / "out"
     out.mkdir(exist_ok=True)
+    # Both sides start from byte-compiled modules, as pip leaves an installed package: a checkout
+    # installed in editable mode, under PYTHONDONTWRITEBYTECODE, would compile nmt_cli at each start.
+    import compileall
+    import nmt_cli
+    compileall.compile_dir(str(Path(nmt_cli.__file__).parent), quiet=1)
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
     onmt_env = dict(env, **ONMT_TORCH_SHIM)
     src_text = p["nmt"] / "data" / "test.src.txt"

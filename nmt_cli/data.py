@@ -28,21 +28,23 @@ from collections import Counter
 from dataclasses import dataclass, field
 from itertools import chain, compress
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import TYPE_CHECKING, Iterator, Sequence
 
 import numpy as np
-import torch
 
 from nmt_cli import corpora
 from nmt_cli.arrays import SideWriter, id_dtype
 from nmt_cli.config import Recipe, save_recipe
 from nmt_cli.errors import DataError
 # normalize is also imported from here by translate and score, which clean their input with it.
-from nmt_cli.pairs import (CleanChunk, Cleaning, Deduplicator, PairSource, RawPairs, Reservoir, chunks,
+from nmt_cli.pairs import (CleanChunk, Cleaning, Deduplicator, PairSource, Reservoir, chunks,
                             clean_raw_pairs, encoded_lines, normalize, split_block)
-from nmt_cli.shortlist import Shortlist, learn_shortlist
+from nmt_cli.shortlist import Shortlist, count_shortlist
 from nmt_cli.tokenizer import BOS, EOS, PAD, Tokenizer, seed_sampling, train_tokenizer
 from nmt_cli.workers import ordered_map, usable_cores
+
+if TYPE_CHECKING:
+    import torch
 
 DATA_FORMAT = 1
 
@@ -230,7 +232,14 @@ SHORTLIST_SAMPLE = 100_000  # pairs sampled from a larger one
 
 
 def learn_split_shortlist(data_dir: Path, tokenizer) -> Shortlist:
-    """The vocabulary shortlist of the stored training split (nmt_cli/shortlist.py). A larger
+    """The vocabulary shortlist of the stored training split (nmt_cli/shortlist.py)."""
+    import torch
+    frequent, table = count_split_shortlist(data_dir, tokenizer)
+    return Shortlist(torch.from_numpy(frequent), torch.from_numpy(table))
+
+
+def count_split_shortlist(data_dir: Path, tokenizer) -> tuple[np.ndarray, np.ndarray]:
+    """The shortlist's arrays (``count_shortlist``) for the stored training split. A larger
     split gives a random sample of its pairs, read row by row (:func:`read_rows`), so counting
     never copies a whole side into memory. Counting co-occurrences holds every (source piece,
     target piece) pair of each sampled sentence pair: 300k pairs of a 1M-pair corpus of 25-piece
@@ -242,7 +251,7 @@ def learn_split_shortlist(data_dir: Path, tokenizer) -> Shortlist:
         arrays = [*read_rows(paths[0], paths[1], rows), *read_rows(paths[2], paths[3], rows)]
     else:
         arrays = [np.load(path, mmap_mode="r") for path in paths]
-    return learn_shortlist(*arrays, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size,
+    return count_shortlist(*arrays, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size,
                            max_pairs=SHORTLIST_PAIRS)
 
 
@@ -272,10 +281,14 @@ def read_rows(ids_path: Path, offsets_path: Path, rows: np.ndarray) -> tuple[np.
 
 
 def save_shortlist(data_dir: Path, shortlist: Shortlist) -> None:
+    save_shortlist_arrays(data_dir, shortlist.frequent.numpy(), shortlist.table.numpy(), shortlist.ranked)
+
+
+def save_shortlist_arrays(data_dir: Path, frequent: np.ndarray, table: np.ndarray, ranked: bool = True) -> None:
     # Ranked frequent pieces get their own file name, so an older id-sorted one is never misread.
-    name = "shortlist.ranked.npy" if shortlist.ranked else "shortlist.frequent.npy"
-    _atomic_save(data_dir / name, shortlist.frequent.numpy().astype(np.int32))
-    _atomic_save(data_dir / "shortlist.table.npy", shortlist.table.numpy().astype(np.int32))
+    name = "shortlist.ranked.npy" if ranked else "shortlist.frequent.npy"
+    _atomic_save(data_dir / name, frequent.astype(np.int32))
+    _atomic_save(data_dir / "shortlist.table.npy", table.astype(np.int32))
 
 
 def load_shortlist(run_dir: Path) -> Shortlist | None:
@@ -288,6 +301,7 @@ def load_shortlist(run_dir: Path) -> Shortlist | None:
         table = np.load(data_dir / "shortlist.table.npy", allow_pickle=False)
     except (FileNotFoundError, ValueError, OSError, EOFError):
         return None
+    import torch
     return Shortlist(torch.from_numpy(frequent.astype(np.int64)), torch.from_numpy(table.astype(np.int64)),
                      ranked=ranked)
 
@@ -393,10 +407,6 @@ def _prepare_data_dir(data_dir: Path, log) -> None:
         part.unlink()
 
 
-def _line_count(raw: bytes) -> int:
-    return raw.count(b"\n") + (1 if raw and not raw.endswith(b"\n") else 0)
-
-
 def _without_rows(chunk: CleanChunk, encoded: list, keep: np.ndarray) -> tuple[CleanChunk, list]:
     """A cleaned and encoded chunk less the pairs ``keep`` is False for (duplicates)."""
     pairs = list(compress(chunk.pairs(), keep.tolist()))
@@ -491,12 +501,11 @@ def _draw_sample(recipe: Recipe, sources: list[PairSource]) -> tuple[list[str], 
     d = recipe.data
     sample = Reservoir(_sample_capacity(recipe), recipe.train.seed)
     for source in sources:
-        for block in source.blocks(TEXT_CHUNK):
-            n = _line_count(block[0])
-            if sample.wants(n):
-                sample.offer(RawPairs(block))
+        for block in source.raw_pairs(TEXT_CHUNK):
+            if sample.wants(len(block)):
+                sample.offer(block)
             else:
-                sample.pass_over(n)
+                sample.pass_over(len(block))
     pairs = clean_raw_pairs(sample.items, Cleaning(d.lowercase, d.max_len, d.max_ratio)).pairs()
     if d.dedup:
         pairs = list(compress(pairs, Deduplicator().fresh(pairs)))
@@ -628,10 +637,12 @@ def _preprocess(recipe: Recipe, run_dir: Path, log) -> dict:
     """Store the held-out splits' cleaned text; learn SentencePiece on a sample of the training
     pairs (or take the initial model's, with ``train.init_from``); then read, clean, filter and
     encode the training corpora in one streaming pass, and encode the held-out splits."""
-    from nmt_cli.finetune import initial_tokenizer
     data_dir = run_dir / "data"
     _prepare_data_dir(data_dir, log)
-    inherited = initial_tokenizer(recipe)
+    inherited = None
+    if recipe.train.init_from:  # reading its checkpoint needs torch, which a fresh run never loads
+        from nmt_cli.finetune import initial_tokenizer
+        inherited = initial_tokenizer(recipe)
     sources = [pair_source(recipe, entry) for entry in train_entries(recipe)]
     for path in (path for source in sources for path in source.files):  # fail now, not after a long pass
         if not path.is_file():
@@ -670,7 +681,7 @@ def _preprocess(recipe: Recipe, run_dir: Path, log) -> dict:
             meta["splits"][name] = encode_text_file(tokenizer, data_dir, name, dtype, threads)
             log(f"{name}: {_sizes_text(meta['splits'][name])}")
     started = time.perf_counter()
-    save_shortlist(data_dir, learn_split_shortlist(data_dir, tokenizer))
+    save_shortlist_arrays(data_dir, *count_split_shortlist(data_dir, tokenizer))
     log(f"shortlist learned in {time.perf_counter() - started:.1f} s")
     meta["tok_references"] = save_tok_references(recipe, data_dir, log)
     save_recipe(recipe, run_dir / "recipe.yaml")
@@ -721,6 +732,7 @@ def collate(srcs: Sequence[np.ndarray], tgts: Sequence[np.ndarray]) -> Batch:
         tgt_out[i, :len(t)] = t
         tgt_out[i, len(t)] = EOS
     # An empty source still gets one (padding) position so attention has something to read.
+    import torch  # here, not at the top: preprocessing never loads torch (nmt_cli/shortlist.py)
     return Batch(torch.from_numpy(src), torch.from_numpy(np.maximum(src_len, 1)),
                  torch.from_numpy(tgt_in), torch.from_numpy(tgt_out), int(tgt_len.sum()))
 

@@ -91,10 +91,20 @@ class PairSource:
 
     def blocks(self, n: int) -> Iterator[tuple[bytes, ...]]:
         """The raw text ``n`` lines at a time: (source block, target block), or (TSV block,)."""
+        for block, _ in self.blocks_with_starts(n):
+            yield block
+
+    def raw_pairs(self, n: int) -> Iterator["RawPairs"]:
+        """The same blocks as :meth:`blocks`, as RawPairs that know where their lines start."""
+        for block, starts in self.blocks_with_starts(n):
+            yield RawPairs(block, starts)
+
+    def blocks_with_starts(self, n: int) -> Iterator[tuple[tuple[bytes, ...], tuple[np.ndarray, ...]]]:
+        """Each block of :meth:`blocks` with each side's line starts (LineBlocks.take_lines)."""
         if self.tsv:
             with corpora.LineBlocks(self.files[0]) as tsv:
-                while (block := tsv.take(n))[1]:
-                    yield block[:1]
+                while len((block := tsv.take_lines(n))[1]) > 1:
+                    yield block[:1], block[1:]
             return
         src_path, tgt_path = self.files
         # The target side is read on a thread while this one reads the source: decompression
@@ -103,8 +113,9 @@ class PairSource:
                 ThreadPoolExecutor(1) as reader:
             lines = 0
             while True:
-                pending = reader.submit(tgt.take, n)
-                (src_block, n_src), (tgt_block, n_tgt) = src.take(n), pending.result()
+                pending = reader.submit(tgt.take_lines, n)
+                (src_block, src_starts), (tgt_block, tgt_starts) = src.take_lines(n), pending.result()
+                n_src, n_tgt = len(src_starts) - 1, len(tgt_starts) - 1
                 if n_src != n_tgt:
                     raise DataError(f"{src_path} has {lines + n_src + src.count_rest()} lines but {tgt_path} "
                                     f"has {lines + n_tgt + tgt.count_rest()}; line i of one must translate "
@@ -112,7 +123,7 @@ class PairSource:
                 if not n_src:
                     return
                 lines += n_src
-                yield src_block, tgt_block
+                yield (src_block, tgt_block), (src_starts, tgt_starts)
 
 
 def iter_aligned(src_path: Path, tgt_path: Path) -> Iterator[tuple[str, str]]:
@@ -215,9 +226,10 @@ class RawPairs(Sequence):
     raw bytes, before any cleaning; a TSV line is split at its first tab, and one without a tab is
     ``None`` (cleaning would drop it)."""
 
-    def __init__(self, block: tuple[bytes, ...]):
+    def __init__(self, block: tuple[bytes, ...], starts: Sequence[np.ndarray] | None = None):
         self.block = block
-        self.starts = [_line_starts(side) for side in block]
+        # where each side's lines start: given by a reader that has already scanned the block
+        self.starts = list(starts) if starts is not None else [_line_starts(side) for side in block]
         self.tsv = len(block) == 1
 
     def __len__(self) -> int:

@@ -17,19 +17,24 @@ The frequent pieces are stored most common first, 2,000 of them, and a decoder t
 models trained to the end lost up to 0.9 val BLEU to them and recover most of it with 2,000
 (docs/translate.md). Shortlists saved before the ranking existed hold 300 pieces sorted by id and
 are used whole.
+
+Learning the table is numpy only (``count_shortlist``); torch is imported where a Shortlist is
+used, so that preprocessing never loads it (2.3-2.9 s of every ``nmt preprocess`` start).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
 from nmt_cli.tokenizer import BOS, EOS, PAD, UNK
 
+if TYPE_CHECKING:
+    import torch
+
 SPECIALS = (PAD, UNK, BOS, EOS)
-_SPECIAL_IDS = torch.tensor(SPECIALS, dtype=torch.long)
 
 
 @dataclass
@@ -56,22 +61,24 @@ class Shortlist:
         ``frequent`` most common pieces and the ``per_source`` best candidates of each source piece
         (0 = all the shortlist holds). Sorting keeps the special ids 0..3 at positions 0..3, so
         search code can mask PAD/BOS/EOS by position."""
+        import torch
         table = self.table[:, :per_source * self.members] if per_source > 0 else self.table
         common = self.frequent[:frequent] if frequent > 0 and self.ranked else self.frequent
         candidates = table[src.flatten().cpu()].flatten()
-        return torch.unique(torch.cat([_SPECIAL_IDS, common, candidates]))  # unique() sorts
+        return torch.unique(torch.cat([_special_ids(), common, candidates]))  # unique() sorts
 
     def candidates(self, src: torch.Tensor, src_lengths: torch.Tensor, per_source: int = 0,
                    frequent: int = 0) -> Candidates:
         """Each sentence's own set, as ``vocabulary`` gives for it alone (padding excluded), laid
         out over the union of the batch's sets."""
+        import torch
         src = src.cpu()
         real = torch.arange(src.size(1))[None, :] < src_lengths.cpu()[:, None]
         ids = self.vocabulary(src[real][None], per_source, frequent)
         table = self.table[:, :per_source * self.members] if per_source > 0 else self.table
         common = self.frequent[:frequent] if frequent > 0 and self.ranked else self.frequent
         allowed = torch.zeros(src.size(0), ids.numel(), dtype=torch.bool)
-        allowed[:, torch.searchsorted(ids, torch.cat([_SPECIAL_IDS, common]))] = True
+        allowed[:, torch.searchsorted(ids, torch.cat([_special_ids(), common]))] = True
         per_word = torch.searchsorted(ids, table[src])                    # (B, S, W) positions in ids
         rows = torch.arange(src.size(0))[:, None, None].expand_as(per_word)
         keep = real[:, :, None].expand_as(per_word)
@@ -79,6 +86,7 @@ class Shortlist:
         return Candidates(ids, allowed)
 
     def to_payload(self) -> dict:
+        import torch
         return {"frequent": self.frequent.to(torch.int32), "table": self.table.to(torch.int32),
                 "ranked": self.ranked}
 
@@ -87,10 +95,24 @@ class Shortlist:
         return cls(payload["frequent"].long(), payload["table"].long(), ranked=bool(payload.get("ranked", False)))
 
 
+def _special_ids():
+    import torch
+    return torch.tensor(SPECIALS, dtype=torch.long)
+
+
 def learn_shortlist(src_ids: np.ndarray, src_offsets: np.ndarray, tgt_ids: np.ndarray,
+                    tgt_offsets: np.ndarray, src_vocab: int, tgt_vocab: int, **options) -> Shortlist:
+    """The Shortlist of ``count_shortlist`` (same arguments)."""
+    import torch
+    frequent, table = count_shortlist(src_ids, src_offsets, tgt_ids, tgt_offsets, src_vocab, tgt_vocab, **options)
+    return Shortlist(torch.from_numpy(frequent), torch.from_numpy(table))
+
+
+def count_shortlist(src_ids: np.ndarray, src_offsets: np.ndarray, tgt_ids: np.ndarray,
                     tgt_offsets: np.ndarray, src_vocab: int, tgt_vocab: int, *, frequent: int = 2000,
-                    per_source: int = 30, max_pairs: int = 300_000, seed: int = 0) -> Shortlist:
-    """Count co-occurrences over (at most ``max_pairs`` sampled) training pairs; see module doc."""
+                    per_source: int = 30, max_pairs: int = 300_000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Count co-occurrences over (at most ``max_pairs`` sampled) training pairs; see module doc.
+    Returns the frequent pieces (most common first) and the table, int64."""
     n = len(src_offsets) - 1
     pairs = np.arange(n)
     if n > max_pairs:
@@ -124,7 +146,7 @@ def learn_shortlist(src_ids: np.ndarray, src_offsets: np.ndarray, tgt_ids: np.nd
     rank = np.arange(len(s_sorted)) - np.searchsorted(s_sorted, s_sorted)  # place among its piece's
     best = rank < per_source
     table[s_sorted[best], rank[best]] = t_sorted[best]
-    return Shortlist(torch.from_numpy(top.astype(np.int64)), torch.from_numpy(table))
+    return top.astype(np.int64), table
 
 
 CHUNK_PAIRS = 20_000
@@ -163,6 +185,7 @@ def merge_shortlists(shortlists: list["Shortlist | None"]) -> "Shortlist | None"
     k best and the first f frequent pieces hold at least each member's f/M commonest."""
     if not shortlists or any(s is None for s in shortlists):
         return None
+    import torch
     width = min(s.table.size(1) // s.members for s in shortlists)
     tables = [s.table[:, :width * s.members].reshape(s.table.size(0), width, s.members) for s in shortlists]
     ranked = all(s.ranked for s in shortlists)
@@ -174,6 +197,7 @@ def merge_shortlists(shortlists: list["Shortlist | None"]) -> "Shortlist | None"
 
 def _interleave_unique(lists: list[torch.Tensor]) -> torch.Tensor:
     """a1 b1 a2 b2 ... with repeats dropped, first occurrence kept."""
+    import torch
     seen: set[int] = set()
     out: list[int] = []
     for rank in range(max(len(x) for x in lists)):

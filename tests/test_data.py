@@ -541,3 +541,19 @@ def test_batches_of_large_stored_arrays_are_read_without_mapping_them(tmp_path, 
     assert truncated.src.shape[1] == 3 and torch.equal(truncated.src, make_batch(in_memory, rows[0], max_src=3).src)
 
 
+def test_preprocessing_never_imports_torch(tmp_path):
+    """torch takes 2-3 s to import, and nothing of preprocessing needs it."""
+    import subprocess
+    import sys
+    data = write_slice(tmp_path / "corpus", n_train=200, n_valid=20)
+    recipe = tmp_path / "r.yaml"
+    import yaml
+    recipe.write_text(yaml.safe_dump(tiny_recipe_dict(data)))
+    script = ("import sys\nfrom nmt_cli.cli import main\nsys.argv = ['nmt', 'preprocess', sys.argv[1], '--run-dir', sys.argv[2]]\n"
+              "try:\n    main()\nexcept SystemExit as stop:\n    assert not stop.code, stop.code\n"
+              "print('torch' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", script, str(recipe), str(tmp_path / "run")],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip().splitlines()[-1] == "False"
+    assert load_split(tmp_path / "run", "train").src.offsets[-1] > 0

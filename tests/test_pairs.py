@@ -116,10 +116,12 @@ def _reference(pairs, lowercase, max_len, max_ratio):
 
 def _cleaned(source, cleaning, n):
     kept, dropped, read = [], Counter(), 0
-    for block in source.blocks(n):
+    for block, scanned in zip(source.blocks(n), source.raw_pairs(n)):
         chunk = cleaning(block)
         raw = RawPairs(block)
         assert len(raw) == chunk.read and list(raw) == raw[:] and raw[1:-1] == list(raw)[1:-1]
+        # The line starts found while reading are the ones a block's own scan finds.
+        assert scanned.block == block and all(np.array_equal(a, b) for a, b in zip(scanned.starts, raw.starts))
         # Raw pairs (what SentencePiece's sample holds), cleaned on their own, give what the block gives.
         again = clean_raw_pairs(raw[:], cleaning)
         assert (again.pairs(), again.dropped, again.read) == (chunk.pairs(), chunk.dropped, chunk.read)
@@ -182,6 +184,11 @@ def test_line_blocks_take_whole_lines_across_reads(tmp_path, monkeypatch):
         assert blocks.take(2) == (b"\ntrois quatre\r\n", 2)
         assert blocks.take(2) == (b"fin sans retour", 1)
         assert blocks.take(2) == (b"", 0)
+    with LineBlocks(path) as blocks:  # line i is block[starts[i]:starts[i + 1] - 1]
+        block, starts = blocks.take_lines(3)
+        assert (block, starts.tolist()) == (b"un\ndeux\n\n", [0, 3, 8, 9])
+        block, starts = blocks.take_lines(5)
+        assert [block[a:b - 1] for a, b in zip(starts[:-1], starts[1:])] == [b"trois quatre\r", b"fin sans retour"]
     with LineBlocks(path) as blocks:
         blocks.take(1)
         assert blocks.count_rest() == len(list(iter_lines(path))) - 1 == 4
