@@ -255,29 +255,17 @@ def count_split_shortlist(data_dir: Path, tokenizer) -> tuple[np.ndarray, np.nda
                            max_pairs=SHORTLIST_PAIRS)
 
 
-def _npy_data(fh) -> tuple[int, np.dtype]:
-    """Where a .npy file's data starts, and its dtype."""
-    major, _ = np.lib.format.read_magic(fh)
-    header = np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0
-    _, _, dtype = header(fh)
-    return fh.tell(), dtype
-
-
 def read_rows(ids_path: Path, offsets_path: Path, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The sentences ``rows`` of one stored side as a small (ids as int64, offsets) pair of its
-    own, read with positioned reads. Not through a memory map: the pages a map touches count in
-    the process's resident memory, and 100k rows spread over a 40M-pair split touch most pages of
-    its 2.5 GB of arrays (a 2.1 GB peak in docs/lab/corpora.md)."""
-    with open(ids_path, "rb") as ids, open(offsets_path, "rb") as offsets:
-        (ids_at, ids_dtype), (offsets_at, offsets_dtype) = _npy_data(ids), _npy_data(offsets)
-        size, pair = ids_dtype.itemsize, 2 * offsets_dtype.itemsize
-        bounds = [np.frombuffer(os.pread(offsets.fileno(), pair, offsets_at + int(r) * offsets_dtype.itemsize),
-                                dtype=offsets_dtype) for r in rows]
-        parts = [np.frombuffer(os.pread(ids.fileno(), int(end - start) * size, ids_at + int(start) * size),
-                               dtype=ids_dtype) for start, end in bounds]
+    own, read as batches read them (:meth:`Side.take`): arrays past PREAD_FROM with positioned
+    reads, as the pages a map touches count in the process's resident memory, and 100k rows spread
+    over a 40M-pair split touch most pages of its 2.5 GB of arrays (a 2.1 GB peak in
+    docs/lab/corpora.md)."""
+    side = Side(np.load(ids_path, mmap_mode="r"), np.load(offsets_path, mmap_mode="r"))
+    parts = side.take(rows.tolist())
     new_offsets = np.zeros(len(rows) + 1, dtype=np.int64)
     np.cumsum([len(p) for p in parts], out=new_offsets[1:])
-    return (np.concatenate(parts) if parts else np.zeros(0, ids_dtype)).astype(np.int64), new_offsets
+    return (np.concatenate(parts) if parts else np.zeros(0, side.ids.dtype)).astype(np.int64), new_offsets
 
 
 def save_shortlist(data_dir: Path, shortlist: Shortlist) -> None:

@@ -449,8 +449,12 @@ def test_sigkill_during_preprocess_never_leaves_data_that_loads_as_complete(tmp_
     assert len(load_split(run, "train")) > 2900
 
 
-def test_rows_read_from_the_stored_arrays_are_the_sentences(tiny_run):
+@pytest.mark.parametrize("pread", [False, True])
+def test_rows_read_from_the_stored_arrays_are_the_sentences(tiny_run, monkeypatch, pread):
+    from nmt_cli import data as data_module
     from nmt_cli.data import read_rows
+    if pread:  # as for a split past PREAD_FROM bytes of ids
+        monkeypatch.setattr(data_module, "PREAD_FROM", 0)
     _, run_dir = tiny_run
     split, data = load_split(run_dir, "train"), run_dir / "data"
     rows = np.array([0, 3, 4, 250, len(split) - 1])
