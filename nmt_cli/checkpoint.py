@@ -196,7 +196,8 @@ def load_model(model_path: str | os.PathLike, device: torch.device | str = "cpu"
     payload = load(path, mmap=fast)
     recipe = recipe_of(payload, path)
     tokenizer = tokenizer_of(payload, path)
-    model = build_model(recipe.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
+    # initialise=False: every weight comes from the checkpoint (strict load), none need drawing
+    model = build_model(recipe.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, initialise=False)
     try:
         model.load_state_dict(payload["model"])
     except (RuntimeError, KeyError, TypeError) as exc:

@@ -346,3 +346,23 @@ def test_per_batch_cache_entries_leave_with_their_batch():
     del other
     gc.collect()
     assert m._rows_cache == {}
+
+
+@pytest.mark.parametrize("init", ["embedding", "uniform", "xavier"])
+@pytest.mark.parametrize("kw", [{}, dict(rnn="lstm", attention="cosine", tie_embeddings=False, layers=2)])
+def test_a_model_built_without_initial_values_loads_to_the_same_model(init, kw):
+    torch.manual_seed(0)
+    trained = build_model(small(init=init, **kw), V, V).eval()
+    rng = torch.get_rng_state()
+    bare = build_model(small(init=init, **kw), V, V, initialise=False)
+    assert torch.equal(torch.get_rng_state(), rng)  # nothing was drawn
+    bare.load_state_dict(trained.state_dict())
+    bare.eval()
+    src, lengths, tgt = batch()
+    with torch.no_grad():
+        assert torch.equal(bare(src, lengths, tgt)[0], trained(src, lengths, tgt)[0])
+    # the skipping ends with the build: initialisers work again afterwards
+    t = torch.empty(3)
+    assert torch.equal(t.fill_(2.0), torch.full((3,), 2.0))
+    torch.randn(1)
+    assert not torch.equal(torch.get_rng_state(), rng)
