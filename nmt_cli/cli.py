@@ -126,7 +126,9 @@ def translate(model: ModelOption = [],
               output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write here instead of stdout.")] = None,
               beam_size: Annotated[Optional[int], typer.Option(min=1, help="Beam width; 1 = greedy (default: the recipe's decode.beam_size).")] = None,
               length_penalty: Annotated[Optional[float], typer.Option(min=0.0, help="GNMT length penalty alpha (default: the recipe's decode.length_penalty).")] = None,
-              batch_size: Annotated[Optional[int], typer.Option(min=1, help="Sentences per batch.")] = None,
+              batch_size: Annotated[Optional[int], typer.Option(
+                  min=1, help="Sentences per batch (default: the recipe's decode.batch_size; 0 there = "
+                              "128 for greedy search, 64 for beam search).")] = None,
               batch_tokens: Annotated[Optional[int], typer.Option(min=1, help="Source tokens per batch (instead of --batch-size).")] = None,
               nbest: Annotated[int, typer.Option(min=1, help="Print the K best as 'i ||| text ||| score ||| normalised score'.")] = 1,
               scores: Annotated[bool, typer.Option("--scores", help="Append the log-probability after a tab.")] = False,

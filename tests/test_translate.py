@@ -7,7 +7,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from nmt_cli.checkpoint import load_model
 from nmt_cli.search import Hypothesis
-from nmt_cli.translate import (DecodeOptions, OutputOptions, Translator, alignment_pairs, count_lines,
+from nmt_cli.translate import (DecodeOptions, _batches, OutputOptions, Translator, alignment_pairs, count_lines,
                                force_decode, shade_rows, translate_stream)
 from tests.conftest import trained_copy
 
@@ -305,3 +305,14 @@ def test_python_api_loads_a_run_and_gives_typed_results(trained):
         assert len(t.attention.weights) == len(t.attention.target_words) == len(t.text.split())
     with pytest.raises(Exception, match="nbest 4"):
         tr.translate(lines, nbest=4)
+
+
+@pytest.mark.parametrize("opts, size", [(dict(beam_size=1), 128), (dict(beam_size=5), 64),
+                                        (dict(beam_size=2, nbest=2), 64), (dict(beam_size=1, batch_size=7), 7),
+                                        (dict(beam_size=5, batch_size=200), 200)])
+def test_batches_default_to_more_sentences_for_greedy_than_for_beam_search(opts, size):
+    lengths = [3 + i % 11 for i in range(300)]
+    order = sorted(range(300), key=lambda i: -lengths[i])
+    batches = list(_batches(order, lengths, DecodeOptions(**opts)))
+    assert [len(b) for b in batches[:-1]] == [size] * (len(batches) - 1)
+    assert sorted(i for b in batches for i in b) == list(range(300))
