@@ -1,8 +1,11 @@
 """Decoding speed as users see it: whole `nmt translate` processes (start-up and model load
-included) on a test file, greedy and beam 5, optionally int8.
+included) on a test file, greedy and beam 5, optionally int8 and fp32 beside the default.
 
     python bench/decode_speed.py -m runs/en-fr --src runs/en-fr/data/test.src.txt \
-        --ref runs/en-fr/data/test.tgt.txt [--quantize] [--threads N]
+        --ref runs/en-fr/data/test.tgt.txt [--quantize] [--fp32] [--threads N]
+
+The default precision is `auto` (bf16 on a CPU with bf16 hardware); --fp32 adds greedy and beam 5
+with `--precision fp32`.
 
 Prints one line per configuration: seconds, sentences/s, output subword tokens/s and BLEU.
 """
@@ -32,6 +35,7 @@ def main() -> None:
     ap.add_argument("--src", type=Path, required=True)
     ap.add_argument("--ref", type=Path)
     ap.add_argument("--quantize", action="store_true", help="also measure --quantize int8")
+    ap.add_argument("--fp32", action="store_true", help="also measure --precision fp32")
     ap.add_argument("--threads", type=int, default=0, help="OMP/torch threads (0 = default)")
     ap.add_argument("--repeat", type=int, default=1)
     args = ap.parse_args()
@@ -47,6 +51,8 @@ def main() -> None:
     print(f"# {path} on {n} sentences; {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} CPUs, python {platform.python_version()}")
     configs = [("greedy", 1, []), ("beam 5", 5, []), ("beam 5 full vocab", 5, ["--no-shortlist"])]
+    if args.fp32:
+        configs += [("greedy fp32", 1, ["--precision", "fp32"]), ("beam 5 fp32", 5, ["--precision", "fp32"])]
     if args.quantize:
         configs += [("greedy int8", 1, ["--quantize", "int8"]), ("beam 5 int8", 5, ["--quantize", "int8"])]
     results = []

@@ -230,6 +230,10 @@ def translate(args) -> None:
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, {args.threads} threads each, "
           f"python {platform.python_version()}, torch {_torch_version()}; {len(refs)} sentences; "
           f"OpenNMT-py model {onmt_model.name}")
+    from nmt_cli.device import resolve_decode_precision
+    import torch
+    print(f"# nmt decodes in {resolve_decode_precision('auto', torch.device('cpu'))} (decode.precision auto: "
+          "bf16 where the CPU has bf16 hardware); OpenNMT-py in fp32")
     sizes = _parameters(Path(args.dir))
     print(f"# parameters (millions, from the training logs): {sizes}")
     if None not in sizes.values() and abs(sizes["nmt"] / sizes["OpenNMT-py"] - 1) > 0.05:

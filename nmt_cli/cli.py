@@ -136,6 +136,7 @@ def translate(model: ModelOption = [],
               attention_plot: Annotated[Optional[Path], typer.Option(help="Save a heatmap PNG of the attention per sentence here (needs the plot extra).")] = None,
               show_attention: Annotated[bool, typer.Option("--show-attention", help="Print the attention as a Unicode heatmap on stderr.")] = False,
               quantize: Annotated[str, typer.Option(help="none or int8 (dynamic int8 quantisation for CPU decoding).")] = "none",
+              precision: Annotated[Optional[str], typer.Option(help="auto, fp32 or bf16: the weights' and matrix products' precision; auto = bf16 on a CPU with bf16 hardware (AVX512-BF16/AMX), else fp32 (default: the recipe's decode.precision).")] = None,
               shortlist: Annotated[Optional[bool], typer.Option("--shortlist/--no-shortlist", help="Decode over the vocabulary shortlist learned from the training data (faster on CPU; default: the recipe's decode.shortlist).")] = None,
               shortlist_per_source: Annotated[Optional[int], typer.Option(min=0, help="Candidates per source piece the shortlist adds; 0 = all it learned (default: the recipe's decode.shortlist_per_source).")] = None,
               shortlist_frequent: Annotated[Optional[int], typer.Option(min=0, help="Most common target pieces the shortlist adds; 0 = all it learned (default: the recipe's decode.shortlist_frequent).")] = None,
@@ -164,7 +165,7 @@ def translate(model: ModelOption = [],
                                  batch_size=batch_size, batch_tokens=batch_tokens, nbest=nbest,
                                  attention=want_attention, shortlist=shortlist, length_penalty=length_penalty,
                                  workers=workers, shortlist_per_source=shortlist_per_source,
-                                 shortlist_frequent=shortlist_frequent)
+                                 shortlist_frequent=shortlist_frequent, precision=precision)
     out_opts = OutputOptions(scores=scores, alignments=alignments, nbest=nbest,
                              attention_plot=str(attention_plot) if attention_plot else None,
                              show_attention=show_attention)

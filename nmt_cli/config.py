@@ -164,6 +164,9 @@ class DecodeConfig:
                                                    "(0 = all it learned, 2,000)")
     workers: int = _opt(0, lo=0, help="CPU decoding: batches decoded side by side, one thread and one "
                                       "core each; 0 = as many as torch's CPU threads (OMP_NUM_THREADS)")
+    precision: str = _opt("auto", choices=("auto", "fp32", "bf16"),
+                          help="auto: bf16 weights and matrix products on a CPU with bf16 hardware "
+                               "(AVX512-BF16/AMX), else fp32; log-probabilities and scores stay fp32")
 
 
 @dataclass

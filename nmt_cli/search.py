@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 
 import torch
 
+from nmt_cli.model.seq2seq import COLUMN_MULTIPLE
 from nmt_cli.shortlist import Candidates
 from nmt_cli.tokenizer import BOS, EOS, PAD
 
@@ -39,6 +40,7 @@ from nmt_cli.tokenizer import BOS, EOS, PAD
 # leaving rebuilds what is cut per batch (the output layer's plan, the memory's rows), which cost
 # more than computing the few done sentences' rows a little longer.
 LEAVE_SHARE = 0.125
+
 
 
 @dataclass
@@ -83,7 +85,39 @@ def _split(vocab: "Candidates | torch.Tensor | None") -> tuple[torch.Tensor | No
     return vocab, None
 
 
-def _narrow(vocab: torch.Tensor | None, allowed: torch.Tensor | None):
+# bf16 on the CPU (seq2seq.COLUMN_MULTIPLE: oneDNN plans each new matrix shape): as sentences
+# finish, the rows a step computes are kept at a multiple of ROW_MULTIPLE (greedy search) or of
+# SENTENCE_MULTIPLE sentences (beam search), finished ones filling up the count
+ROW_MULTIPLE, SENTENCE_MULTIPLE = 16, 4
+
+
+def _bf16_cpu(model) -> bool:
+    parameters = getattr(model, "parameters", None)  # the search contract is encode and step only
+    first = next(parameters(), None) if parameters is not None else None
+    return first is not None and first.dtype == torch.bfloat16 and first.device.type == "cpu"
+
+
+def _round_up(live: torch.Tensor, finished: torch.Tensor, multiple: int) -> torch.Tensor:
+    """The ``live`` rows and as many ``finished`` ones as make their count a multiple of
+    ``multiple`` (where there are that many), in order. A finished row stays finished: it is
+    computed and ignored, as between two checks."""
+    extra = -live.numel() % multiple
+    if not extra:
+        return live
+    return torch.cat([live, finished.nonzero().squeeze(1)[:extra]]).sort().values
+
+
+def _pad_union(vocab: torch.Tensor | None, allowed: torch.Tensor | None, multiple: int):
+    """The union rounded up to a multiple of ``multiple`` columns with PAD columns that no row
+    allows: they score -inf everywhere, so no search ever picks one."""
+    extra = 0 if vocab is None or allowed is None else -vocab.numel() % multiple
+    if not extra:
+        return vocab, allowed
+    return (torch.cat([vocab, vocab.new_full((extra,), PAD)]),
+            torch.cat([allowed, allowed.new_zeros(allowed.size(0), extra)], dim=1))
+
+
+def _narrow(vocab: torch.Tensor | None, allowed: torch.Tensor | None, multiple: int = 1):
     """The union of the candidate sets still in the batch, once sentences have left it: the output
     layer runs over fewer columns (a batch of 64 starts with about 2,000 on test_2016). Cut only
     when a tenth or more would go, as each cut copies the rows of W_s. Every remaining sentence
@@ -94,7 +128,7 @@ def _narrow(vocab: torch.Tensor | None, allowed: torch.Tensor | None):
     kept = int(used.sum())
     if kept > 0.9 * used.numel():
         return vocab, allowed
-    return vocab[used], allowed[:, used]
+    return _pad_union(vocab[used], allowed[:, used], multiple)
 
 
 def _trim(row: list[int]) -> list[int]:
@@ -116,7 +150,9 @@ def greedy(model, src: torch.Tensor, src_lengths: torch.Tensor, *, max_len_ratio
     Every ``check_every`` steps (one host synchronisation, not one per step) the sentences that
     have ended leave the batch: in a length-sorted batch of 64 a good share of the rows would
     otherwise go on computing after their EOS (41% of all rows on test_2016)."""
-    vocab, allowed = _split(vocab)
+    bf16 = _bf16_cpu(model)
+    multiple, row_multiple = (COLUMN_MULTIPLE, ROW_MULTIPLE) if bf16 else (1, 1)
+    vocab, allowed = _pad_union(*_split(vocab), multiple)
     b = src.size(0)
     device = src.device
     state, memory = model.encode(src, src_lengths)
@@ -147,15 +183,18 @@ def greedy(model, src: torch.Tensor, src_lengths: torch.Tensor, *, max_len_ratio
             live = (~done).nonzero().squeeze(1)
             if live.numel() == 0:
                 break
+            live = _round_up(live, done, row_multiple)
+            if live.numel() == done.numel():
+                continue
             rows, limit, prev, done = rows[live], limit[live], prev[live], done[live]
             state, memory = state.select(live), memory.select(live)
             if allowed is not None:
-                vocab, allowed = _narrow(vocab, allowed.index_select(0, live))
+                vocab, allowed = _narrow(vocab, allowed.index_select(0, live), multiple)
     token_rows = tokens.tolist()
     out = []
     for i in range(b):
         seq = _trim(token_rows[i])
-        a = None if attn is None else attn[i, :len(seq) + 1, :int(src_lengths[i])].cpu()
+        a = None if attn is None else attn[i, :len(seq) + 1, :int(src_lengths[i])].float().cpu()
         s = float(scores[i])
         out.append([Hypothesis(seq, s, s, a)])
     return out
@@ -173,7 +212,9 @@ def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_siz
     The beam holds K hypotheses, finished ones included; a sentence is done once all K have
     finished or its n-th best finished one beats what any alive one can still reach (module
     doc). Done sentences leave the batch, so the tensors shrink as the batch finishes."""
-    vocab, allowed = _split(vocab)
+    bf16 = _bf16_cpu(model)
+    multiple, sentence_multiple = (COLUMN_MULTIPLE, SENTENCE_MULTIPLE) if bf16 else (1, 1)
+    vocab, allowed = _pad_union(*_split(vocab), multiple)
     k = beam_size
     b = src.size(0)
     device = src.device
@@ -218,7 +259,7 @@ def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_siz
                 if norms[r][j] == neg_inf:
                     continue
                 seq = _trim(seqs[r][j])
-                a = None if attn is None else attn[r, j, :len(seq) + 1, :int(src_lengths[i])].cpu()
+                a = None if attn is None else attn[r, j, :len(seq) + 1, :int(src_lengths[i])].float().cpu()
                 hyps.append(Hypothesis(seq, logps[r][j], norms[r][j], a))
             results[i] = hyps[:nbest]
 
@@ -278,8 +319,10 @@ def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_siz
             emitted |= newly
             width = width.masked_fill(newly.unsqueeze(1), 0)
             alive_logp = alive_logp.masked_fill(newly.unsqueeze(1), neg_inf)
+        live = None
         if done_count and done_count >= leave_share * n:
-            live = (~emitted).nonzero().squeeze(1)
+            live = _round_up((~emitted).nonzero().squeeze(1), emitted, sentence_multiple)
+        if live is not None and live.numel() < n:
             emitted = emitted[live]
             rows, limit, width, best_possible_lp = rows[live], limit[live], width[live], best_possible_lp[live]
             alive_seq, alive_logp = alive_seq[live], alive_logp[live]
@@ -290,7 +333,7 @@ def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_siz
             memory = memory.select(live)
             if allowed is not None:
                 live_rows = (live * k).repeat_interleave(k) + rank.repeat(live.numel())
-                vocab, allowed = _narrow(vocab, allowed.index_select(0, live_rows))
+                vocab, allowed = _narrow(vocab, allowed.index_select(0, live_rows), multiple)
         state = state.select(beam_rows.view(-1))
         logp, state, weights = model.step(alive_seq[:, :, -1].reshape(-1), state, memory, vocab, allowed)
     return results

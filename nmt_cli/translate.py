@@ -171,6 +171,7 @@ class Translator:
         self.warned_truncation = False
         self.recipe = None       # set by load(): the checkpoint's recipe
         self.checkpoint = None   # set by load(): the checkpoint file
+        self.precision = "fp32"  # set by load(): fp32 or bf16 (weights and matrix products)
 
     @classmethod
     def load(cls, model: str | os.PathLike | Sequence[str | os.PathLike], *, device: str = "auto",
@@ -406,13 +407,15 @@ def load_translator(models: Sequence[str], *, device: str = "auto", quantize: st
                     batch_tokens: int | None = None, nbest: int = 1, attention: bool = False,
                     shortlist: bool | None = None, length_penalty: float | None = None,
                     workers: int | None = None, shortlist_per_source: int | None = None,
-                    shortlist_frequent: int | None = None) -> "Translator":
+                    shortlist_frequent: int | None = None, precision: str | None = None) -> "Translator":
     """A Translator for one model, or the ensemble of several (run dirs or checkpoint files with
-    one vocabulary). Options left as None (or 0) take the first model's recipe's ``decode.*``."""
+    one vocabulary). Options left as None (or 0) take the first model's recipe's ``decode.*``.
+    ``precision`` bf16 (``auto`` on a CPU with bf16 hardware) converts the weights to bf16, so that
+    every matrix product runs in bf16; log-probabilities and scores stay fp32."""
     from nmt_cli.checkpoint import load_model
     from nmt_cli.errors import UserError
     from nmt_cli.model.ensemble import Ensemble
-    from nmt_cli.device import pick_device
+    from nmt_cli.device import pick_device, resolve_decode_precision
     if not models:
         raise UserError("-m/--model: give a run dir or checkpoint")
     dev = pick_device(device)
@@ -428,6 +431,9 @@ def load_translator(models: Sequence[str], *, device: str = "auto", quantize: st
         loaded = [(quantize_int8(m), *rest) for m, *rest in loaded]
     elif quantize != "none":
         raise UserError(f"--quantize: '{quantize}' is not one of none, int8")
+    resolved = resolve_decode_precision(precision or recipe.decode.precision, dev, quantize)
+    if resolved == "bf16":
+        loaded = [(m.to(torch.bfloat16), *rest) for m, *rest in loaded]
     model = loaded[0][0] if len(loaded) == 1 else Ensemble([x[0] for x in loaded]).eval()
     if len(loaded) > 1:
         from nmt_cli.shortlist import merge_shortlists
@@ -454,4 +460,5 @@ def load_translator(models: Sequence[str], *, device: str = "auto", quantize: st
         raise UserError(f"--nbest {nbest} exceeds the beam size {opts.beam_size}")
     translator = Translator(model, tokenizer, opts, dev, lowercase=recipe.data.lowercase)
     translator.recipe, translator.checkpoint = recipe, loaded[0][3]
+    translator.precision = resolved
     return translator

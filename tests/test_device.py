@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from nmt_cli.device import autocast_context, native_bf16, pick_device, resolve_precision
+from nmt_cli.device import autocast_context, native_bf16, pick_device, resolve_decode_precision, resolve_precision
 from nmt_cli.errors import UserError
 
 
@@ -13,6 +13,18 @@ def test_precision_auto_uses_bf16_only_on_a_cpu_whose_hardware_has_it():
     with pytest.raises(UserError, match="fp16 needs a CUDA device"):
         resolve_precision("fp16", cpu)
     assert resolve_precision("auto", torch.device("cuda")) == "fp32"  # launch-bound on a GPU
+
+
+def test_decoding_precision_auto_is_bf16_only_on_a_bf16_cpu_and_never_under_int8():
+    cpu = torch.device("cpu")
+    assert resolve_decode_precision("auto", cpu) == ("bf16" if native_bf16(cpu) else "fp32")
+    assert resolve_decode_precision("auto", torch.device("cuda")) == "fp32"
+    assert resolve_decode_precision("bf16", cpu) == "bf16"
+    assert resolve_decode_precision("auto", cpu, quantize="int8") == "fp32"
+    with pytest.raises(UserError, match="exclude each other"):
+        resolve_decode_precision("bf16", cpu, quantize="int8")
+    with pytest.raises(UserError, match="--precision: 'fp16' is not one of auto, fp32, bf16"):
+        resolve_decode_precision("fp16", cpu)
 
 
 def test_autocast_context_casts_matmuls_only_when_asked():

@@ -363,6 +363,65 @@ def test_beam_search_with_the_output_layer_in_row_groups_changes_nothing(monkeyp
         assert [h.score for h in one] == pytest.approx([h.score for h in other], rel=1e-6)
 
 
+@pytest.mark.parametrize("search", ["greedy", "beam"])
+def test_bf16_shapes_rounded_up_to_whole_multiples_change_nothing(monkeypatch, search):
+    # In bf16 the shortlist union and each row group's union are rounded up with columns that no
+    # row allows, and finished rows (sentences) stay in the batch to keep its rows a multiple
+    # (fewer distinct matrix shapes for oneDNN to plan): hypotheses and scores as with the exact
+    # shapes, and every width the output layer and row count the decoder meets is a whole multiple.
+    import nmt_cli.model.seq2seq as seq2seq
+    import nmt_cli.search as search_module
+    from nmt_cli.shortlist import Shortlist
+    m = model(14).to(torch.bfloat16)
+    g, src, lengths = ragged_batch(12, seed=7)
+    shortlist = Shortlist(torch.arange(4, 6), torch.randint(4, V, (V, 2), generator=g))
+    monkeypatch.setattr(seq2seq, "GROUP_ROWS", 6)
+    monkeypatch.setattr(seq2seq, "GROUPED_SHARE", 1.0)
+    widths, plans, row_counts = [], [], []
+    plain_step, plain_plan = m.step, seq2seq._output_plan
+
+    def recording_step(prev, state, memory, vocab=None, allowed=None):
+        widths.append(vocab.numel())
+        row_counts.append(prev.numel())
+        return plain_step(prev, state, memory, vocab, allowed)
+
+    monkeypatch.setattr(seq2seq, "_output_plan", lambda *a: plans.append(plain_plan(*a)) or plans[-1])
+    m.step = recording_step
+    results = {}
+    for multiple in (1, 8):
+        monkeypatch.setattr(seq2seq, "COLUMN_MULTIPLE", multiple)
+        monkeypatch.setattr(search_module, "COLUMN_MULTIPLE", multiple)
+        monkeypatch.setattr(search_module, "ROW_MULTIPLE", multiple // 2 or 1)       # 4 rows
+        monkeypatch.setattr(search_module, "SENTENCE_MULTIPLE", multiple // 4 or 1)  # 2 sentences
+        widths.clear()
+        plans.clear()
+        row_counts.clear()
+        if search == "greedy":
+            results[multiple] = greedy(m, src, lengths, vocab=shortlist.candidates(src, lengths))
+        else:
+            results[multiple] = beam_search(m, src, lengths, beam_size=3, nbest=2,
+                                            vocab=shortlist.candidates(src, lengths))
+    assert widths and all(w % 8 == 0 for w in widths)
+    assert len(set(row_counts)) > 2 and all(n % (4 if search == "greedy" else 6) == 0
+                                            for n in row_counts[1:]), row_counts
+    group_widths = [len(cols) for plan in plans for _, cols, _, _ in plan if cols is not None]
+    assert all(w % 8 == 0 or w == widths[0] for w in group_widths)
+    for exact, rounded in zip(results[1], results[8]):
+        assert [h.tokens for h in exact] == [h.tokens for h in rounded]
+        assert [h.score for h in exact] == pytest.approx([h.score for h in rounded], abs=1e-4)
+
+
+def test_union_padding_adds_columns_no_row_allows():
+    from nmt_cli.search import _pad_union
+    vocab, allowed = torch.arange(10), torch.ones(3, 10, dtype=torch.bool)
+    padded_vocab, padded_allowed = _pad_union(vocab, allowed, 8)
+    assert padded_vocab.tolist() == list(range(10)) + [0] * 6
+    assert padded_allowed[:, :10].all() and not padded_allowed[:, 10:].any()
+    assert _pad_union(vocab, allowed, 1)[0] is vocab
+    assert _pad_union(vocab, allowed, 5)[0] is vocab
+    assert _pad_union(vocab, None, 8)[0] is vocab
+
+
 def test_narrowing_keeps_every_rows_set_and_the_specials_in_place():
     from nmt_cli.search import _narrow
     vocab = torch.tensor([0, 1, 2, 3, 7, 9, 12, 15, 20, 21])

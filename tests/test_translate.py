@@ -261,17 +261,27 @@ def test_load_translator_takes_the_recipe_defaults_and_ensembles(trained):
         load_translator([str(run_dir)], device="cpu", nbest=9)
     with pytest.raises(UserError, match="--quantize"):
         load_translator([str(run_dir)], device="cpu", quantize="int4")
+    bf16 = load_translator([str(run_dir)], device="cpu", precision="bf16")
+    assert bf16.precision == "bf16" and {p.dtype for p in bf16.model.parameters()} == {torch.bfloat16}
+    assert load_translator([str(run_dir)], device="cpu", precision="fp32").precision == "fp32"
+    assert load_translator([str(run_dir)], device="cpu", quantize="int8").precision == "fp32"
+    with pytest.raises(UserError, match="exclude each other"):
+        load_translator([str(run_dir)], device="cpu", quantize="int8", precision="bf16")
     assert torch.is_grad_enabled()  # a library call leaves the caller's grad mode alone
 
 
 @pytest.mark.parametrize("beam", [1, 3])
-def test_a_line_translates_the_same_whatever_its_batch_mates(trained, beam):
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_a_line_translates_the_same_whatever_its_batch_mates(trained, beam, dtype):
     """With the shortlist on, each sentence is normalised over its own candidates: translating a
-    file whole, shuffled or line by line gives the same lines. Narrow candidate sets (2 per
-    source piece, 8 common pieces) make the batch's union differ much from each sentence's set.
+    file whole, shuffled or line by line gives the same lines, in fp32 and in bf16 (whose output
+    layer is rounded up to whole multiples of columns). Narrow candidate sets (2 per source
+    piece, 8 common pieces) make the batch's union differ much from each sentence's set.
     (Not so under --quantize int8, whose activation scales are per batch: docs/translate.md.)"""
+    import copy
     from conftest import multi30k_lines
     model, tokenizer, _ = trained
+    model = copy.deepcopy(model).to(dtype)
     lines = multi30k_lines("val", "en", 24)
     opts = dict(beam_size=beam, batch_size=8, shortlist=True, shortlist_per_source=2, shortlist_frequent=8)
     tr = Translator(model, tokenizer, DecodeOptions(**opts), warn=lambda m: None)

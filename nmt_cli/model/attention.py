@@ -154,9 +154,13 @@ class AttentionMemory:
         with W^(k) the columns of W for head k; the values become W^(k) h_j (b added to the first
         head's), and ``Attention.forward`` returns W c + b (B, T, D). W h is then computed once
         per source position instead of W c once per decoding step and hypothesis."""
-        heads = weight.size(1) // self.states.size(-1)
-        per_head = weight.view(weight.size(0), heads, -1).transpose(0, 1)          # (K, D, Hm)
-        values = torch.matmul(self.states.unsqueeze(1), per_head.transpose(1, 2))  # (B, K, S, D)
+        b, s, hm = self.states.shape
+        heads, d = weight.size(1) // hm, weight.size(0)
+        # One (B*S, Hm) x (Hm, K*D) product: a broadcast matmul against each head's (D, Hm) block
+        # would first copy the weight once per sentence (64 x 512 x 512 per batch of beam search)
+        per_head = weight.view(d, heads, hm).permute(2, 1, 0).reshape(hm, heads * d)  # (Hm, K*D)
+        values = torch.mm(self.states.reshape(b * s, hm), per_head)
+        values = values.view(b, s, heads, d).permute(0, 2, 1, 3).contiguous()      # (B, K, S, D)
         values[:, 0] += bias
         return AttentionMemory(values, self.keys, self.mask, projected=True)
 
