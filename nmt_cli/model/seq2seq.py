@@ -31,9 +31,10 @@ from nmt_cli.tokenizer import PAD
 GROUP_ROWS = 40
 GROUPED_SHARE = 0.7
 # bf16 on the CPU: oneDNN plans a matrix product for each new shape it meets (about 1 ms, against
-# 0.1-0.5 ms for the product itself), so the output layer's widths (the shortlist union, each
-# group's union) are rounded up to a multiple of this many columns: 398 distinct shapes in beam 5
-# on test_2016 otherwise
+# 0.1-0.5 ms for the product itself), so the output layer's width (the shortlist union) is rounded
+# up to a multiple of this many columns (search._pad_union): 398 distinct shapes in beam 5 on
+# test_2016 otherwise. Nor are rows grouped in bf16, where a product costs less than the
+# groups' bookkeeping (beam 5: 2.11-2.32 s against 2.39-2.58 s, docs/lab/beam-step.md)
 COLUMN_MULTIPLE = 64
 
 
@@ -42,11 +43,11 @@ def _output_plan(allowed: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     columns of the union or None for all of them, those rows of W_s, offsets b or -inf for the
     rows over those columns). One entry over the whole union, unless runs of GROUP_ROWS rows,
     each over its own run's union, save enough arithmetic; never off the CPU, where the one
-    product costs little and each group would add kernel launches."""
+    product costs little and each group would add kernel launches, nor in bf16."""
     neg_inf = bias.new_full((), float("-inf"))
     whole = lambda: [(0, None, weight, torch.where(allowed, bias, neg_inf))]  # noqa: E731
     rows, union = allowed.shape
-    if allowed.device.type != "cpu" or rows <= GROUP_ROWS:
+    if allowed.device.type != "cpu" or rows <= GROUP_ROWS or weight.dtype == torch.bfloat16:
         return whole()
     groups = -(-rows // GROUP_ROWS)
     padded = allowed if groups * GROUP_ROWS == rows else \
@@ -54,10 +55,6 @@ def _output_plan(allowed: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor
     # amax over bytes: torch's any(dim=1) over bools took 16x as long (1.3 ms a plan here)
     used = padded.view(torch.uint8).view(groups, GROUP_ROWS, union).amax(dim=1).bool()  # (groups, union)
     widths = used.sum(dim=1)
-    if weight.dtype == torch.bfloat16:  # round widths up with columns the group's rows never allow
-        extra = torch.minimum(-widths % COLUMN_MULTIPLE, union - widths)
-        used = used | ((~used).cumsum(dim=1) <= extra[:, None]) & ~used
-        widths = used.sum(dim=1)
     group_rows = torch.full((groups,), GROUP_ROWS)
     group_rows[-1] = rows - (groups - 1) * GROUP_ROWS
     if int((widths * group_rows).sum()) > GROUPED_SHARE * rows * union:
