@@ -374,8 +374,10 @@ def _exit_without_teardown() -> None:
 def main() -> None:
     """Entry point: user errors become one line on stderr and exit code 2, never a traceback; a
     signal exits 128 + its number with one line saying what was left incomplete."""
+    from nmt_cli.cores import start_sample
     from nmt_cli.errors import TrainingInterrupted
     from nmt_cli.interrupts import Interrupted, install
+    start_sample()  # the cores' load, measured across the imports: --threads' default waits no longer
     install()
     try:
         code = app(standalone_mode=False, prog_name="nmt")

@@ -9,11 +9,11 @@ from __future__ import annotations
 import os
 import resource
 import sys
-import time
 from contextlib import nullcontext
 
 import torch
 
+from nmt_cli.cores import busy_cores, usable_cores  # noqa: F401  (re-exported)
 from nmt_cli.errors import UserError
 
 
@@ -88,60 +88,6 @@ def peak_rss_mb() -> float:
 # ---------------------------------------------------------------------------------------------- threads
 
 THREADS_ENV = "NMT_THREADS"
-
-
-def usable_cores() -> int:
-    """The cores this process may run on: its CPU affinity, capped by a cgroup CPU quota."""
-    try:
-        cores = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        cores = os.cpu_count() or 1
-    try:  # cgroup v2: "max 100000" or "200000 100000" (quota and period, in microseconds)
-        quota, period = open("/sys/fs/cgroup/cpu.max").read().split()[:2]
-        if quota != "max":
-            cores = min(cores, max(1, int(-(-int(quota) // int(period)))))
-    except (OSError, ValueError):
-        pass
-    return max(1, cores)
-
-
-def _cpu_times() -> dict[str, tuple[int, int]]:
-    """(busy, total) jiffies per CPU from /proc/stat; empty where there is none."""
-    times = {}
-    try:
-        with open("/proc/stat") as fh:
-            for line in fh:
-                if not line.startswith("cpu") or line.startswith("cpu "):
-                    continue
-                name, *fields = line.split()
-                values = [int(v) for v in fields[:8]]
-                idle = values[3] + values[4]  # idle and iowait
-                times[name] = (sum(values) - idle, sum(values))
-    except (OSError, ValueError, IndexError):
-        return {}
-    return times
-
-
-def busy_cores(sample_s: float = 0.25) -> float:
-    """How many of this process's cores other processes keep busy now, measured from /proc/stat
-    over ``sample_s`` seconds (while this process sleeps); 0 where /proc/stat is missing."""
-    try:
-        mine = {f"cpu{i}" for i in os.sched_getaffinity(0)}
-    except (AttributeError, OSError):
-        mine = None
-    before = _cpu_times()
-    if not before:
-        return 0.0
-    time.sleep(sample_s)
-    after = _cpu_times()
-    busy = 0.0
-    for name, (b1, t1) in after.items():
-        if name not in before or (mine is not None and name not in mine):
-            continue
-        b0, t0 = before[name]
-        if t1 > t0:
-            busy += (b1 - b0) / (t1 - t0)
-    return busy
 
 
 def default_threads() -> int:
