@@ -7,7 +7,8 @@ Phases, in the order `nmt translate` meets them: the interpreter alone; `import 
 (typer, which loads pydantic to coerce options); the translation modules; the checkpoint file
 (mapped, as decoding loads it, and read whole, the plain path); building the model; loading its
 weights; the tokenizer and shortlist; the first line. Then the whole `nmt translate` process on one
-line. CPU seconds are the steadier figure on a shared machine.
+line, with --threads' count and without it (the default, which measures the cores' load). CPU
+seconds are the steadier figure on a shared machine.
 """
 
 from __future__ import annotations
@@ -58,15 +59,19 @@ def main() -> None:
                              capture_output=True, text=True).stdout
         runs.append(json.loads(out.strip().splitlines()[-1]))
     names = [m[0] for m in runs[0]]
-    whole = {"python -c pass": [sys.executable, "-c", "pass"],
-             "nmt translate, one line": [sys.executable, "-m", "nmt_cli", "translate", "-m", args.model]}
+    translate = [sys.executable, "-m", "nmt_cli", "translate", "-m", args.model]
+    whole = {"python -c pass": [sys.executable, "-c", "pass"], "nmt translate, one line": translate,
+             "  the same, default threads": translate}
+    # Without OMP_NUM_THREADS the command measures the cores' load to choose its threads
+    no_threads_env = {k: v for k, v in env.items() if k not in ("OMP_NUM_THREADS", "NMT_THREADS")}
     totals = {}
     for label, cmd in whole.items():
         walls, cpus = [], []
         for _ in range(args.repeat):
             before = os.times()
             start = time.perf_counter()
-            subprocess.run(cmd, input=b"A man.\n", env=env, check=True, capture_output=True)
+            subprocess.run(cmd, input=b"A man.\n", env=no_threads_env if "default threads" in label else env,
+                           check=True, capture_output=True)
             walls.append(time.perf_counter() - start)
             after = os.times()
             cpus.append(after.children_user + after.children_system - before.children_user - before.children_system)
