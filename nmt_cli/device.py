@@ -13,7 +13,7 @@ from contextlib import nullcontext
 
 import torch
 
-from nmt_cli.cores import busy_cores, usable_cores  # noqa: F401  (re-exported)
+from nmt_cli.cores import busy_cores, usable_cores
 from nmt_cli.errors import UserError
 
 

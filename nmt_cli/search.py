@@ -42,7 +42,6 @@ from nmt_cli.tokenizer import BOS, EOS, PAD
 LEAVE_SHARE = 0.125
 
 
-
 @dataclass
 class Hypothesis:
     tokens: list[int]                 # without BOS and EOS
@@ -249,6 +248,7 @@ def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_siz
     fin_attn = torch.zeros(b, k, steps, s_len, device=device) if attention else None
     results: list[list[Hypothesis]] = [[] for _ in range(b)]
     emitted = torch.zeros(b, dtype=torch.bool, device=device)  # done, still in the batch
+    kept = 0  # of those, the ones that stayed at the last leaving to keep the count a multiple
 
     def emit(which: torch.Tensor) -> None:
         seqs, norms, logps = fin_seq[which].tolist(), fin_norm[which].tolist(), fin_logp[which].tolist()
@@ -320,9 +320,10 @@ def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_siz
             width = width.masked_fill(newly.unsqueeze(1), 0)
             alive_logp = alive_logp.masked_fill(newly.unsqueeze(1), neg_inf)
         live = None
-        if done_count and done_count >= leave_share * n:
+        if done_count > kept and done_count - kept >= leave_share * n:
             live = _round_up((~emitted).nonzero().squeeze(1), emitted, sentence_multiple)
         if live is not None and live.numel() < n:
+            kept = live.numel() - (n - done_count)  # done sentences kept to round the count up
             emitted = emitted[live]
             rows, limit, width, best_possible_lp = rows[live], limit[live], width[live], best_possible_lp[live]
             alive_seq, alive_logp = alive_seq[live], alive_logp[live]

@@ -171,7 +171,12 @@ class Translator:
         self.warned_truncation = False
         self.recipe = None       # set by load(): the checkpoint's recipe
         self.checkpoint = None   # set by load(): the checkpoint file
-        self.precision = "fp32"  # set by load(): fp32 or bf16 (weights and matrix products)
+
+    @property
+    def precision(self) -> str:
+        """bf16 where the model's weights are (``load``'s ``precision``), else fp32."""
+        first = next(self.model.parameters(), None)
+        return "bf16" if first is not None and first.dtype == torch.bfloat16 else "fp32"
 
     @classmethod
     def load(cls, model: str | os.PathLike | Sequence[str | os.PathLike], *, device: str = "auto",
@@ -431,8 +436,7 @@ def load_translator(models: Sequence[str], *, device: str = "auto", quantize: st
         loaded = [(quantize_int8(m), *rest) for m, *rest in loaded]
     elif quantize != "none":
         raise UserError(f"--quantize: '{quantize}' is not one of none, int8")
-    resolved = resolve_decode_precision(precision or recipe.decode.precision, dev, quantize)
-    if resolved == "bf16":
+    if resolve_decode_precision(precision or recipe.decode.precision, dev, quantize) == "bf16":
         loaded = [(m.to(torch.bfloat16), *rest) for m, *rest in loaded]
     model = loaded[0][0] if len(loaded) == 1 else Ensemble([x[0] for x in loaded]).eval()
     if len(loaded) > 1:
@@ -460,5 +464,4 @@ def load_translator(models: Sequence[str], *, device: str = "auto", quantize: st
         raise UserError(f"--nbest {nbest} exceeds the beam size {opts.beam_size}")
     translator = Translator(model, tokenizer, opts, dev, lowercase=recipe.data.lowercase)
     translator.recipe, translator.checkpoint = recipe, loaded[0][3]
-    translator.precision = resolved
     return translator
