@@ -130,6 +130,30 @@ def test_help_and_file_scoring_do_not_import_torch(tmp_path):
         assert result.stderr.decode().strip().splitlines()[-1] == "False", (args, result.stderr.decode())
 
 
+def test_commands_collect_garbage_again_once_started(tiny_run, tmp_path):
+    """main() turns the garbage collector off for the imports; each command turns it back on (with
+    what start-up built frozen) before its work, which may run for hours."""
+    import shutil
+    from nmt_cli.config import recipe_from_dict
+    from nmt_cli.training import train
+    recipe, run_dir = tiny_run
+    run = tmp_path / "run"
+    shutil.copytree(run_dir, run)
+    raw = recipe.to_dict()
+    raw["train"].update(max_steps=2, checkpoint_every=2)
+    train(recipe_from_dict(raw), run, device="cpu")
+    ref = tmp_path / "r.txt"
+    ref.write_text("a man rides a bike .\n")
+    probe = ("import gc, sys; import nmt_cli.cli as cli; sys.argv = ['nmt'] + sys.argv[1:]\n"
+             "cli._exit_without_teardown = lambda: None\n"
+             "cli.main()\n"
+             "print(gc.isenabled(), gc.get_freeze_count() > 0, file=sys.stderr)")
+    for args in (["eval", "--hyp", str(ref), "--ref", str(ref)], ["translate", "-m", str(run), "-i", str(ref)]):
+        result = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, cwd=ROOT)
+        assert result.returncode == 0, result.stderr.decode()
+        assert result.stderr.decode().strip().splitlines()[-1] == "True True", (args, result.stderr.decode())
+
+
 def test_translate_writes_every_line_before_its_early_exit(tiny_run, tmp_path):
     """`nmt translate` skips the interpreter's teardown; stdout, -o and the exit code stay whole."""
     import shutil
