@@ -83,6 +83,36 @@ def test_concat_scores_decoded_a_few_sentences_at_a_time_equal_the_whole_batch(m
     assert torch.allclose(chunked, whole, atol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("scale", [1.0, 10.0, 1e4])  # 1e4: exponents far past EXP_LIMIT
+def test_concat_exponential_form_gives_the_training_scores(dtype, scale):
+    """Decoding on the CPU takes sigmoid(k + q) as 1 / (1 + e^-k e^-q), with e^-k kept per batch:
+    the same scores as the training form, and the plain form where an exponent is out of range."""
+    torch.manual_seed(6)
+    h, s = scale * torch.randn(3, 5, 6), torch.randn(3, 4, 4)
+    mask = torch.tensor([[True] * 5, [True] * 3 + [False] * 2, [True] + [False] * 4])
+    att = Attention("concat", 6, 4, heads=2, attn_dim=7).to(dtype)
+    h, s = h.to(dtype), s.to(dtype)
+    plain = att.score.scores(att.score.keys(h), s).detach()           # the training form
+    want_context, want_weights = (x.detach().float() for x in att(att.prepare(h, mask), s))
+    with torch.no_grad():
+        memory = att.prepare(h, mask)
+        assert (memory.exp_keys is None) == (scale > 1e3)
+        if memory.exp_keys is not None:
+            assert memory.select(torch.tensor([2, 0])).exp_keys.shape[0] == 2
+        searched = att.score.scores(memory.keys, s, memory.exp_keys)
+        out_of_range = att.score.scores(memory.keys, 100 * s, memory.exp_keys)  # queries past the limit
+        context, weights = att(memory, s)
+    tolerance = 1e-5 if dtype == torch.float32 else 2e-2
+    assert torch.isfinite(searched).all() and torch.isfinite(out_of_range).all()
+    assert torch.allclose(searched.float(), plain.float(), atol=tolerance * scale, rtol=tolerance)
+    assert torch.allclose(out_of_range.float(), att.score.scores(att.score.keys(h), 100 * s).detach().float(),
+                          atol=tolerance * scale, rtol=tolerance)
+    assert torch.allclose(weights.float(), want_weights, atol=5 * tolerance)
+    assert torch.allclose(context.float(), want_context, atol=5 * tolerance * scale)
+    assert (weights[2, :, 1:] == 0).all()
+
+
 def test_cosine_scores_are_bounded_by_the_scale():
     torch.manual_seed(2)
     h, s = torch.randn(1, 6, 4), torch.randn(1, 3, 4)
