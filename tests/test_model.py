@@ -366,3 +366,13 @@ def test_a_model_built_without_initial_values_loads_to_the_same_model(init, kw):
     assert torch.equal(t.fill_(2.0), torch.full((3,), 2.0))
     torch.randn(1)
     assert not torch.equal(torch.get_rng_state(), rng)
+
+
+def test_decoder_tanh_in_bf16_is_torch_tanh_exactly():
+    """Decoding in bf16 on the CPU takes tanh through fp32 for speed: the values must be torch's own."""
+    from nmt_cli.model.decoder import _tanh
+    x = (torch.randn(320, 512) * 3).to(torch.bfloat16)
+    with torch.no_grad():
+        assert torch.equal(_tanh(x), torch.tanh(x))
+    y = x.clone().requires_grad_()  # training: the plain op, gradients and all
+    assert torch.equal(_tanh(y), torch.tanh(x)) and _tanh(y).requires_grad
