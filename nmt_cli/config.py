@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
 
 from nmt_cli.errors import ConfigError
 
@@ -317,6 +316,7 @@ def _check_consistency(recipe: Recipe, origin: str) -> None:
 
 def parse_value(text: str) -> Any:
     """A --set value is YAML, so `128`, `true`, `null` and `[a, b]` mean what they look like."""
+    import yaml  # here, not at the top: loading a model reads its recipe from the checkpoint
     try:
         return yaml.safe_load(text) if text != "" else ""
     except yaml.YAMLError:
@@ -367,6 +367,7 @@ def _read_yaml(path: Path) -> Any:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read recipe ({exc})") from None
+    import yaml
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -421,6 +422,7 @@ def load_recipe(path: str | os.PathLike, overrides: list[str] | None = None) -> 
 
 
 def save_recipe(recipe: Recipe, path: Path) -> None:
+    import yaml
     path.write_text(yaml.safe_dump(recipe.to_dict(), sort_keys=False), encoding="utf-8")
 
 

@@ -36,11 +36,10 @@ from nmt_cli import corpora
 from nmt_cli.arrays import SideWriter, id_dtype
 from nmt_cli.config import Recipe, save_recipe
 from nmt_cli.errors import DataError
-# normalize is also imported from here by translate and score, which clean their input with it.
 from nmt_cli.pairs import (CleanChunk, Cleaning, Deduplicator, PairSource, Reservoir, chunks,
-                            clean_raw_pairs, encoded_lines, normalize, split_block)
+                            clean_raw_pairs, encoded_lines, split_block)
 from nmt_cli.shortlist import Shortlist, count_shortlist
-from nmt_cli.tokenizer import BOS, EOS, PAD, Tokenizer, seed_sampling, train_tokenizer
+from nmt_cli.tokenizer import BOS, EOS, PAD, Tokenizer, normalize, seed_sampling, train_tokenizer
 from nmt_cli.workers import ordered_map, usable_cores
 
 if TYPE_CHECKING:

@@ -21,17 +21,10 @@ from nmt_cli import corpora
 from nmt_cli.errors import DataError
 
 
-def normalize(line: str, lowercase: bool = False) -> str:
-    """Collapse all whitespace runs (tabs, no-break spaces, ...) to one space and strip the ends;
-    lowercase too for a recipe with data.lowercase. Training data and every line a trained model
-    reads (translate, score) go through it alike."""
-    line = " ".join(line.split())
-    return line.lower() if lowercase else line
-
-
-# Whitespace other than the space and the line break: normalize() replaces every character of
-# it. Python's regular expressions and str.split() share one idea of whitespace. A character
-# class alone is scanned fast; alternatives would be tried at every position (5x slower).
+# Whitespace other than the space and the line break: normalize() (nmt_cli.tokenizer) replaces
+# every character of it. Python's regular expressions and str.split() share one idea of
+# whitespace. A character class alone is scanned fast; alternatives would be tried at every
+# position (5x slower).
 _OTHER_SPACE = re.compile(r"[^\S \n]")
 
 

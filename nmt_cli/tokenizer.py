@@ -19,6 +19,14 @@ from nmt_cli.errors import DataError
 PAD, UNK, BOS, EOS = 0, 1, 2, 3
 
 
+def normalize(line: str, lowercase: bool = False) -> str:
+    """Collapse all whitespace runs (tabs, no-break spaces, ...) to one space and strip the ends;
+    lowercase too for a recipe with data.lowercase. Training data and every line a trained model
+    reads (translate, score) go through it alike."""
+    line = " ".join(line.split())
+    return line.lower() if lowercase else line
+
+
 def _load_proto(proto: bytes, what: str) -> spm.SentencePieceProcessor:
     sp = spm.SentencePieceProcessor()
     try:

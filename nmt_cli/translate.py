@@ -17,11 +17,10 @@ from typing import Callable, Iterator, Sequence
 
 import torch
 
-from nmt_cli.data import collate, normalize
 from nmt_cli.interrupts import deferred
 from nmt_cli.plots import attention_heatmap, plot_dir
 from nmt_cli.search import Hypothesis, search
-from nmt_cli.tokenizer import Tokenizer
+from nmt_cli.tokenizer import Tokenizer, normalize
 from nmt_cli.words import WordAttention, word_attention
 
 MAX_SOURCE_TOKENS = 250
@@ -393,6 +392,7 @@ def force_decode(model, tokenizer: Tokenizer, sources: Sequence[str], targets: S
     """log p(y | x) = Σ_i log p(y_i | y_<i, x), EOS included, for each (source, target) pair;
     ``lowercase`` for a model trained with data.lowercase."""
     import numpy as np
+    from nmt_cli.data import collate  # preprocessing's module: only forced decoding needs it
     src_ids = tokenizer.encode_src([normalize(s, lowercase) for s in sources])
     tgt_ids = tokenizer.encode_tgt([normalize(t, lowercase) for t in targets])
     out: list[float] = []

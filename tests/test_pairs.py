@@ -9,7 +9,8 @@ import pytest
 from nmt_cli.corpora import LineBlocks, iter_lines
 from nmt_cli.errors import DataError
 from nmt_cli.pairs import (NO_TAB, Cleaning, Deduplicator, PairSource, RawPairs, Reservoir, chunks, clean_raw_pairs, filter_reason,
-                           iter_aligned, iter_tsv, normalize, normalize_lines)
+                           iter_aligned, iter_tsv, normalize_lines)
+from nmt_cli.tokenizer import normalize
 from tests.conftest import multi30k_lines
 
 
