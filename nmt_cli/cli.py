@@ -140,7 +140,7 @@ def translate(model: ModelOption = [],
               length_penalty: Annotated[Optional[float], typer.Option(min=0.0, help="GNMT length penalty alpha (default: the recipe's decode.length_penalty).")] = None,
               batch_size: Annotated[Optional[int], typer.Option(
                   min=1, help="Sentences per batch (default: the recipe's decode.batch_size; 0 there = "
-                              "128 for greedy search, 64 for beam search).")] = None,
+                              "128 for greedy search, 192 decoding in bf16 on the CPU, 64 for beam search).")] = None,
               batch_tokens: Annotated[Optional[int], typer.Option(min=1, help="Source tokens per batch (instead of --batch-size).")] = None,
               nbest: Annotated[int, typer.Option(min=1, help="Print the K best as 'i ||| text ||| score ||| normalised score'.")] = 1,
               scores: Annotated[bool, typer.Option("--scores", help="Append the log-probability after a tab.")] = False,

@@ -90,7 +90,8 @@ def _split(vocab: "Candidates | torch.Tensor | None") -> tuple[torch.Tensor | No
 ROW_MULTIPLE, SENTENCE_MULTIPLE = 16, 4
 
 
-def _bf16_cpu(model) -> bool:
+def bf16_on_cpu(model) -> bool:
+    """Does ``model`` decode in bf16 on the CPU (weights converted at load)?"""
     parameters = getattr(model, "parameters", None)  # the search contract is encode and step only
     first = next(parameters(), None) if parameters is not None else None
     return first is not None and first.dtype == torch.bfloat16 and first.device.type == "cpu"
@@ -149,7 +150,7 @@ def greedy(model, src: torch.Tensor, src_lengths: torch.Tensor, *, max_len_ratio
     Every ``check_every`` steps (one host synchronisation, not one per step) the sentences that
     have ended leave the batch: in a length-sorted batch of 64 a good share of the rows would
     otherwise go on computing after their EOS (41% of all rows on test_2016)."""
-    bf16 = _bf16_cpu(model)
+    bf16 = bf16_on_cpu(model)
     multiple, row_multiple = (COLUMN_MULTIPLE, ROW_MULTIPLE) if bf16 else (1, 1)
     vocab, allowed = _pad_union(*_split(vocab), multiple)
     b = src.size(0)
@@ -211,7 +212,7 @@ def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_siz
     The beam holds K hypotheses, finished ones included; a sentence is done once all K have
     finished or its n-th best finished one beats what any alive one can still reach (module
     doc). Done sentences leave the batch, so the tensors shrink as the batch finishes."""
-    bf16 = _bf16_cpu(model)
+    bf16 = bf16_on_cpu(model)
     multiple, sentence_multiple = (COLUMN_MULTIPLE, SENTENCE_MULTIPLE) if bf16 else (1, 1)
     vocab, allowed = _pad_union(*_split(vocab), multiple)
     k = beam_size

@@ -326,3 +326,15 @@ def test_batches_default_to_more_sentences_for_greedy_than_for_beam_search(opts,
     batches = list(_batches(order, lengths, DecodeOptions(**opts)))
     assert [len(b) for b in batches[:-1]] == [size] * (len(batches) - 1)
     assert sorted(i for b in batches for i in b) == list(range(300))
+
+
+def test_default_batch_size_follows_search_and_precision():
+    """Greedy search batches more sentences when the model decodes in bf16 on the CPU, whose
+    products gain more from rows; a batch size given is used as it is."""
+    from nmt_cli.translate import auto_batch_size
+    assert auto_batch_size(DecodeOptions(beam_size=1)) == 128
+    assert auto_batch_size(DecodeOptions(beam_size=1), bf16=True) == 192
+    assert auto_batch_size(DecodeOptions(beam_size=5), bf16=True) == 64
+    assert auto_batch_size(DecodeOptions(beam_size=1, batch_size=7), bf16=True) == 7
+    order, lengths = list(range(400)), [5] * 400
+    assert [len(b) for b in _batches(order, lengths, DecodeOptions(beam_size=1), bf16=True)] == [192, 192, 16]
