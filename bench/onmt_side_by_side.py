@@ -45,7 +45,9 @@ ONMT_IMPORTS = ["configargparse", "pyyaml", "numpy", "sacrebleu", "pyonmttok>=1.
 
 # OpenNMT-py's sentences per batch (its default is 30), as nmt's defaults: 64 for beam search, 128
 # for greedy search, where a larger batch is faster for it too (test_2016, greedy: 10.7-15.3 s at
-# 128 against 12.0-17.3 s at 64, three rounds each).
+# 128 against 12.0-17.3 s at 64, three rounds each). nmt decoding in bf16 takes 192 for greedy
+# search; OpenNMT-py gains nothing from it (Xeon, 2026-11-28: 4.82-5.09 s at 128 against
+# 4.88-5.07 s at 192).
 ONMT_BATCH = {False: 64, True: 128}
 
 # torch >= 2.6 loads with weights_only=True by default, and OpenNMT-py 3.5's checkpoints hold an
