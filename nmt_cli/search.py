@@ -61,9 +61,16 @@ def max_lengths(src_lengths: torch.Tensor, ratio: float, const: int) -> torch.Te
     return (src_lengths.float() * ratio).long() + const + 1  # +1: room for EOS
 
 
-def _restrict(logp: torch.Tensor, at_limit: torch.Tensor, too_short: bool) -> torch.Tensor:
+def _restrict(logp: torch.Tensor, at_limit: torch.Tensor | None, too_short: bool) -> torch.Tensor:
     """Never emit PAD or BOS, nor EOS while too short; at the length cap only EOS may follow, with
-    its real log-probability (the cap wins over ``min_len``). Works in place."""
+    its real log-probability (the cap wins over ``min_len``). ``at_limit`` None: no row is at its
+    cap yet (the search knows the earliest cap). Works in place."""
+    if at_limit is None:
+        logp[:, PAD] = float("-inf")
+        logp[:, BOS] = float("-inf")
+        if too_short:
+            logp[:, EOS] = float("-inf")
+        return logp
     eos = logp[:, EOS].clone()
     logp[:, PAD] = float("-inf")
     logp[:, BOS] = float("-inf")
@@ -157,7 +164,7 @@ def greedy(model, src: torch.Tensor, src_lengths: torch.Tensor, *, max_len_ratio
     device = src.device
     state, memory = model.encode(src, src_lengths)
     limit = max_lengths(src_lengths, max_len_ratio, max_len_const).to(device)
-    steps = int(limit.max())
+    steps, first_cap = int(limit.max()), int(limit.min()) - 1  # no row is at its cap before first_cap
     tokens = torch.full((b, steps), PAD, dtype=torch.long, device=device)
     scores = torch.zeros(b, device=device)
     attn = None
@@ -166,7 +173,7 @@ def greedy(model, src: torch.Tensor, src_lengths: torch.Tensor, *, max_len_ratio
     prev = torch.full((b,), BOS, dtype=torch.long, device=device)
     for t in range(steps):
         logp, state, weights = model.step(prev, state, memory, vocab, allowed)
-        logp = _restrict(logp, limit - 1 <= t, t < min_len)
+        logp = _restrict(logp, limit - 1 <= t if t >= first_cap else None, t < min_len)
         best, token = logp.max(dim=-1)
         if vocab is not None:
             token = vocab[token]
@@ -231,7 +238,7 @@ def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_siz
     if allowed is not None:
         allowed = allowed.index_select(0, flat)
     limit = max_lengths(src_lengths, max_len_ratio, max_len_const).to(device)
-    steps = int(limit.max())
+    steps, first_cap = int(limit.max()), int(limit.min()) - 1  # no row is at its cap before first_cap
     s_len = src.size(1)
     neg_inf = float("-inf")
 
@@ -239,6 +246,7 @@ def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_siz
     width = torch.full((b, 1), k, dtype=torch.long, device=device)  # K minus the finished
     rank = torch.arange(k, device=device)
     best_possible_lp = length_penalty(limit, alpha)  # lp at the cap: the largest any can get
+    lp_of_length = length_penalty(torch.arange(steps + 1, device=device), alpha)
     alive_seq = torch.full((b, k, 0), BOS, dtype=torch.long, device=device)
     alive_logp = torch.full((b, k), neg_inf, device=device)
     alive_logp[:, 0] = 0.0
@@ -267,7 +275,8 @@ def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_siz
     for t in range(steps):
         n = rows.size(0)
         v = logp.size(-1)
-        logp = _restrict(logp, (limit - 1 <= t).repeat_interleave(k), t < min_len).view(n, k, v)
+        at_limit = (limit - 1 <= t).repeat_interleave(k) if t >= first_cap else None
+        logp = _restrict(logp, at_limit, t < min_len).view(n, k, v)
         cand = (alive_logp.unsqueeze(-1) + logp).view(n, k * v)
         top_logp, top_idx = cand.topk(k, dim=-1)                            # (N, K), best first
         top_beam, top_tok = top_idx // v, top_idx % v
@@ -284,8 +293,7 @@ def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_siz
 
         # Finished: EOS candidates within the beam, ranked by the length-penalised score. At most
         # K ever finish, so merging and keeping the best K loses none.
-        lp = length_penalty(torch.full_like(top_logp, t + 1), alpha)
-        new_norm = torch.where(is_eos, top_logp / lp, torch.full_like(top_logp, neg_inf))
+        new_norm = torch.where(is_eos, top_logp / lp_of_length[t + 1], neg_inf)
         merged_norm = torch.cat([fin_norm, new_norm], dim=1)                # (N, 2K)
         fin_norm, pick = merged_norm.topk(k, dim=-1)
         padded_new = torch.cat([top_seq, top_seq.new_full((n, k, steps - t - 1), PAD)], dim=-1)
