@@ -51,9 +51,9 @@ def _threads(threads: int | None) -> int:
 
 def _started() -> None:
     """The command has imported and loaded what it needs: collect garbage again. main() turns the
-    collector off until here, because importing torch allocates hundreds of thousands of objects
-    that all live to the end, and collecting among them found nothing and took 0.1 s of each start
-    (a tenth of torch's import). gc.freeze() keeps them out of every later collection as well."""
+    collector off until here: importing torch builds some 170,000 objects that nearly all live to
+    the end, and its 390 collections among them freed about 7,000 and took 0.1 s of each start (a
+    tenth of torch's import). gc.freeze() keeps them out of every later collection as well."""
     gc.freeze()
     gc.enable()
 

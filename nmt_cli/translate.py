@@ -49,7 +49,7 @@ def auto_batch_size(opts: DecodeOptions, bf16: bool = False) -> int:
     in bf16 on the CPU), 64 for beam search. A greedy step has one row per sentence, and on the
     CPU 128 rows a step decoded test_2016 in 2.40-3.28 s against 2.93-4.01 s with 64 (two
     workers, six rounds, in process); bf16's products gain more from rows (test_2016 and
-    test_2017 warm: 1.23 s with 192, 1.27 s with 128, 1.25 s with 256), fp32's do not (2.13 s
+    test_2017 warm: 1.23 s with 192, 1.27 s with 128, 1.26 s with 256), fp32's do not (2.13 s
     with 192 against 2.03 s). Beam search already has K rows per sentence (docs/lab/beam-step.md)."""
     if opts.batch_size > 0:
         return opts.batch_size
