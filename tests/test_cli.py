@@ -130,9 +130,8 @@ def test_help_and_file_scoring_do_not_import_torch(tmp_path):
         assert result.stderr.decode().strip().splitlines()[-1] == "False", (args, result.stderr.decode())
 
 
-def test_commands_collect_garbage_again_once_started(tiny_run, tmp_path):
-    """main() turns the garbage collector off for the imports; each command turns it back on (with
-    what start-up built frozen) before its work, which may run for hours."""
+def _trained_copy(tiny_run, tmp_path: Path) -> Path:
+    """A copy of the tiny run dir with two training steps: a model translate can load."""
     import shutil
     from nmt_cli.config import recipe_from_dict
     from nmt_cli.training import train
@@ -142,6 +141,13 @@ def test_commands_collect_garbage_again_once_started(tiny_run, tmp_path):
     raw = recipe.to_dict()
     raw["train"].update(max_steps=2, checkpoint_every=2)
     train(recipe_from_dict(raw), run, device="cpu")
+    return run
+
+
+def test_commands_collect_garbage_again_once_started(tiny_run, tmp_path):
+    """main() turns the garbage collector off for the imports; each command turns it back on (with
+    what start-up built frozen) before its work, which may run for hours."""
+    run = _trained_copy(tiny_run, tmp_path)
     ref = tmp_path / "r.txt"
     ref.write_text("a man rides a bike .\n")
     probe = ("import gc, sys; import nmt_cli.cli as cli; sys.argv = ['nmt'] + sys.argv[1:]\n"
@@ -156,15 +162,7 @@ def test_commands_collect_garbage_again_once_started(tiny_run, tmp_path):
 
 def test_translate_writes_every_line_before_its_early_exit(tiny_run, tmp_path):
     """`nmt translate` skips the interpreter's teardown; stdout, -o and the exit code stay whole."""
-    import shutil
-    from nmt_cli.config import recipe_from_dict
-    from nmt_cli.training import train
-    recipe, run_dir = tiny_run
-    run = tmp_path / "run"
-    shutil.copytree(run_dir, run)
-    raw = recipe.to_dict()
-    raw["train"].update(max_steps=2, checkpoint_every=2)
-    train(recipe_from_dict(raw), run, device="cpu")
+    run = _trained_copy(tiny_run, tmp_path)
     lines = (run / "data" / "valid.src.txt").read_text(encoding="utf-8").split("\n")[:30]
     source = ("\n".join(lines) + "\n").encode()
     to_stdout = nmt("translate", "-m", run, "--beam-size", 2, input=source)
