@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import json
+import os
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -383,7 +384,6 @@ def average(run_dir: Annotated[Path, typer.Argument(help="Run dir whose numbered
 
 
 def _exit_without_teardown() -> None:
-    import os
     sys.stdout.flush()  # a closed pipe raises BrokenPipeError here, handled by main()
     sys.stderr.flush()
     os._exit(0)
@@ -397,6 +397,9 @@ def main() -> None:
     from nmt_cli.interrupts import Interrupted, install
     start_sample()  # the cores' load, measured across the imports: --threads' default waits no longer
     gc.disable()  # until the command's imports are done (_started)
+    # nmt runs on the CPU, CUDA or MPS, all built into torch: the scan of every installed package
+    # for out-of-tree device backends that torch's import makes took 30-40 ms of each start
+    os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
     install()
     try:
         code = app(standalone_mode=False, prog_name="nmt")
