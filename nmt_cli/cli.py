@@ -438,6 +438,8 @@ def main() -> None:
             exc.show()
             sys.exit(exc.exit_code)
         raise
+    finally:
+        gc.enable()  # a command that ended before _started, for a caller that goes on (a test)
     if isinstance(code, int) and code:  # typer hands back an Exit's code (130 for a stray Ctrl-C)
         if code == 130:
             print("nmt: interrupted", file=sys.stderr)

@@ -65,20 +65,14 @@ def _restrict(logp: torch.Tensor, at_limit: torch.Tensor | None, too_short: bool
     """Never emit PAD or BOS, nor EOS while too short; at the length cap only EOS may follow, with
     its real log-probability (the cap wins over ``min_len``). ``at_limit`` None: no row is at its
     cap yet (the search knows the earliest cap). Works in place."""
-    if at_limit is None:
-        logp[:, PAD] = float("-inf")
-        logp[:, BOS] = float("-inf")
-        if too_short:
-            logp[:, EOS] = float("-inf")
-        return logp
-    eos = logp[:, EOS].clone()
+    eos = None if at_limit is None else logp[:, EOS].clone()
     logp[:, PAD] = float("-inf")
     logp[:, BOS] = float("-inf")
     if too_short:
         logp[:, EOS] = float("-inf")
     # Rows at their cap are rare: on the CPU the pass over the logits runs only when there is one
     # (elsewhere asking would cost a host synchronisation per step, more than the pass)
-    if logp.device.type != "cpu" or bool(at_limit.any()):
+    if at_limit is not None and (logp.device.type != "cpu" or bool(at_limit.any())):
         logp.masked_fill_(at_limit.unsqueeze(1), float("-inf"))
         logp[:, EOS] = torch.where(at_limit, eos, logp[:, EOS])
     return logp

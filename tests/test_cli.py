@@ -160,18 +160,23 @@ def _trained_copy(tiny_run, tmp_path: Path) -> Path:
 
 def test_commands_collect_garbage_again_once_started(tiny_run, tmp_path):
     """main() turns the garbage collector off for the imports; each command turns it back on (with
-    what start-up built frozen) before its work, which may run for hours."""
+    what start-up built frozen) before its work, which may run for hours, and main() does on its
+    way out whatever happened."""
     run = _trained_copy(tiny_run, tmp_path)
     ref = tmp_path / "r.txt"
     ref.write_text("a man rides a bike .\n")
     probe = ("import gc, sys; import nmt_cli.cli as cli; sys.argv = ['nmt'] + sys.argv[1:]\n"
              "cli._exit_without_teardown = lambda: None\n"
-             "cli.main()\n"
+             "try:\n    cli.main()\nexcept SystemExit:\n    pass\n"
              "print(gc.isenabled(), gc.get_freeze_count() > 0, file=sys.stderr)")
-    for args in (["eval", "--hyp", str(ref), "--ref", str(ref)], ["translate", "-m", str(run), "-i", str(ref)]):
+    # a command that ends before it starts its work (an error, --version) leaves it on too
+    for args, want in ((["eval", "--hyp", str(ref), "--ref", str(ref)], "True True"),
+                       (["translate", "-m", str(run), "-i", str(ref)], "True True"),
+                       (["translate", "-m", str(tmp_path / "no-such-run")], "True False"),
+                       (["--version"], "True False")):
         result = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, cwd=ROOT)
         assert result.returncode == 0, result.stderr.decode()
-        assert result.stderr.decode().strip().splitlines()[-1] == "True True", (args, result.stderr.decode())
+        assert result.stderr.decode().strip().splitlines()[-1] == want, (args, result.stderr.decode())
 
 
 def test_translate_writes_every_line_before_its_early_exit(tiny_run, tmp_path):
