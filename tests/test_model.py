@@ -299,33 +299,32 @@ def test_cosine_scale_starts_at_sqrt_of_the_memory_size_under_every_init(init):
 
 def test_output_layer_in_row_groups_equals_one_product_over_the_union(monkeypatch):
     # Shortlist decoding: each row is normalised over its own candidate set. With rows in groups,
-    # each group multiplies only its own union's columns; the log-probabilities must not change.
-    import nmt_cli.model.seq2seq as seq2seq
+    # each group multiplies only its own columns; the log-probabilities must not change.
+    import nmt_cli.search as search_module
+    from nmt_cli.search import _group_columns, _union_positions
     torch.manual_seed(3)
     m = build_model(small(attention="concat", tie_embeddings=False), V, V).double().eval()
     g = torch.Generator().manual_seed(4)
-    rows = 12
+    rows = 14
     allowed = torch.rand(rows, 30, generator=g) < 0.15
     allowed[:, :4] = True                      # the specials, everywhere
-    allowed[:6, 20:] = False                   # the first group's union leaves out a third
+    allowed[:6, 20:] = False                   # the first group's columns leave out a third
     vocab = torch.arange(4, 34)
     src, lengths, tgt = batch()
     index = torch.arange(rows) % 3
+    monkeypatch.setattr(search_module, "GROUPED_SHARE", 1.0)
+    columns = _group_columns(vocab, allowed, 6)          # 6, 6 and a last group of 2 rows
+    assert columns.group_rows == 6 and columns.ids.size(1) < 30
     with torch.no_grad():
         state, memory = m.encode(src, lengths)
         state, memory = state.select(index), memory.select(index)
-        monkeypatch.setattr(seq2seq, "GROUP_ROWS", rows)     # one group: the single product
         one, _, _ = m.step(tgt[index, 0], state, memory, vocab, allowed)
-        rows_w, rows_b = m._output_rows(vocab)
-        whole = seq2seq._output_plan(allowed, rows_w, rows_b)
-        assert len(whole) == 1 and whole[0][1] is None
-        monkeypatch.setattr(seq2seq, "GROUP_ROWS", 6)
-        monkeypatch.setattr(seq2seq, "GROUPED_SHARE", 1.0)
-        groups = seq2seq._output_plan(allowed.clone(), rows_w, rows_b)
-        assert [start for start, *_ in groups] == [0, 6] and groups[0][1].numel() < 30
-        grouped, _, _ = m.step(tgt[index, 0], state, memory, vocab, allowed.clone())
-    assert torch.equal(torch.isinf(grouped), ~allowed)
-    assert torch.allclose(grouped, one, atol=1e-12)
+        grouped, _, _ = m.step(tgt[index, 0], state, memory, columns.ids, columns.allowed, 6)
+        again, _, _ = m.step(tgt[index, 0], state, memory, columns.ids, columns.allowed, 6)
+    assert grouped.shape == (rows, columns.ids.size(1))
+    assert torch.equal(torch.isinf(grouped), ~columns.allowed)
+    assert torch.allclose(grouped, one.gather(1, _union_positions(columns)), atol=1e-12)
+    assert torch.equal(again, grouped)  # the plan's logits, overwritten step after step
 
 
 def test_per_batch_cache_entries_leave_with_their_batch():

@@ -313,12 +313,14 @@ def test_beam_search_does_not_stop_while_a_longer_hypothesis_can_still_win():
 
 
 @pytest.mark.parametrize("leave_share", [0.0, 0.125, 0.5])
-def test_beam_search_narrows_the_union_as_sentences_leave_without_changing_any(leave_share):
+def test_beam_search_narrows_the_union_as_sentences_leave_without_changing_any(leave_share, monkeypatch):
     # Done sentences leave at once (0.0) or once they are that share of the batch, staying
     # frozen until then: nobody's hypotheses may change
     # Each sentence allows few target ids of its own, so the union shrinks as sentences finish;
     # the output layer then runs over fewer columns, and no sentence's result may change.
+    import nmt_cli.search as search_module
     from nmt_cli.shortlist import Shortlist
+    monkeypatch.setattr(search_module, "GROUP_ROWS", 10_000)  # the union itself, not row groups
     m = model(12)
     g, src, lengths = ragged_batch(16, seed=5)
     shortlist = Shortlist(torch.arange(4, 6), torch.randint(4, V, (V, 2), generator=g))
@@ -341,26 +343,75 @@ def test_beam_search_narrows_the_union_as_sentences_leave_without_changing_any(l
         assert [h.score for h in together[i]] == pytest.approx([h.score for h in alone], abs=1e-5)
 
 
-def test_beam_search_with_the_output_layer_in_row_groups_changes_nothing(monkeypatch):
-    # Rows go through the output layer a few sentences' hypotheses at a time, each group over its
-    # own union of candidate sets (Seq2Seq._restricted_logits): hypotheses and scores as before.
-    import nmt_cli.model.seq2seq as seq2seq
+@pytest.mark.parametrize("search", ["greedy", "beam"])
+def test_the_output_layer_in_row_groups_changes_nothing(monkeypatch, search):
+    # Rows go through the output layer a few whole sentences at a time, each group over its own
+    # columns (search._group_columns): hypotheses and scores as over the batch's union.
+    import nmt_cli.search as search_module
     from nmt_cli.shortlist import Shortlist
     m = model(13)
     g, src, lengths = ragged_batch(12, seed=6)
     shortlist = Shortlist(torch.arange(4, 6), torch.randint(4, V, (V, 2), generator=g))
-    results, grouped_batches = [], []
-    plain_plan = seq2seq._output_plan
-    monkeypatch.setattr(seq2seq, "_output_plan", lambda *a: grouped_batches.append(plain_plan(*a)) or grouped_batches[-1])
+    group_sizes, plain_step = [], m.step
+
+    def recording_step(prev, state, memory, vocab=None, allowed=None, group_rows=0):
+        group_sizes.append(group_rows)
+        if group_rows:  # whole sentences per group, and every row's own set kept
+            assert group_rows % (1 if search == "greedy" else 3) == 0
+            assert vocab.dim() == 2 and allowed.size(1) == vocab.size(1)
+        return plain_step(prev, state, memory, vocab, allowed, group_rows)
+
+    m.step = recording_step
+    results = []
     for rows, share in ((10_000, 0.7), (6, 1.0)):
-        monkeypatch.setattr(seq2seq, "GROUP_ROWS", rows)
-        monkeypatch.setattr(seq2seq, "GROUPED_SHARE", share)
-        results.append(beam_search(m, src, lengths, beam_size=3, nbest=2, vocab=shortlist.candidates(src, lengths)))
-    assert any(len(plan) > 1 for plan in grouped_batches)
+        monkeypatch.setattr(search_module, "GROUP_ROWS", rows)
+        monkeypatch.setattr(search_module, "GROUPED_SHARE", share)
+        group_sizes.clear()
+        vocab = shortlist.candidates(src, lengths)
+        if search == "greedy":
+            results.append(greedy(m, src, lengths, vocab=vocab))
+        else:
+            results.append(beam_search(m, src, lengths, beam_size=3, nbest=2, vocab=vocab))
+        assert any(group_sizes) == (rows == 6)
     plain, grouped = results
     for one, other in zip(plain, grouped):
         assert [h.tokens for h in one] == [h.tokens for h in other]
         assert [h.score for h in one] == pytest.approx([h.score for h in other], rel=1e-6)
+
+
+def test_row_groups_keep_each_rows_set_the_specials_in_place_and_map_back_to_ids(monkeypatch):
+    import nmt_cli.search as search_module
+    from nmt_cli.search import _group_columns, _union_positions
+    monkeypatch.setattr(search_module, "GROUPED_SHARE", 1.0)
+    vocab = torch.tensor([0, 1, 2, 3, 7, 9, 12, 15, 20, 21])
+    allowed = torch.zeros(5, 10, dtype=torch.bool)
+    allowed[:, :4] = True
+    allowed[0, [5, 8]] = True
+    allowed[1, 9] = True
+    allowed[2, 4] = True
+    allowed[4, [6, 7, 8]] = True
+    columns = _group_columns(vocab, allowed, 2)          # rows 0-1, 2-3 and 4
+    assert columns.group_rows == 2 and columns.ids.shape == (3, 7)
+    # each group's used columns first, in id order (the specials at 0..3), then padding
+    assert columns.ids[0, :7].tolist()[:7] == [0, 1, 2, 3, 9, 20, 21]
+    assert columns.ids[1, :5].tolist() == [0, 1, 2, 3, 7]
+    assert columns.ids[2].tolist() == [0, 1, 2, 3, 12, 15, 20]
+    for row in range(5):
+        group = row // 2
+        own = vocab[allowed[row]].tolist()
+        assert columns.ids[group][columns.allowed[row]].tolist() == own
+    # padding columns are allowed to nobody in their group
+    assert not columns.allowed[2:4, 5:].any()
+    # a chosen column maps back to its group's id
+    assert columns.token_ids(torch.tensor([4, 4, 4, 4, 6])).tolist() == [9, 9, 7, 7, 20]
+    # values over the union, laid out as the groups' columns
+    over_union = vocab.float().expand(5, -1)
+    assert torch.equal(over_union.gather(1, _union_positions(columns)),
+                       columns.ids.repeat_interleave(2, 0)[:5].float())
+    # not worth it: the union for every row
+    monkeypatch.setattr(search_module, "GROUPED_SHARE", 0.1)
+    assert _group_columns(vocab, allowed, 2).group_rows == 0
+    assert _group_columns(vocab, allowed, 5).group_rows == 0   # one group
 
 
 @pytest.mark.parametrize("search", ["greedy", "beam"])
@@ -375,17 +426,17 @@ def test_bf16_shapes_rounded_up_to_whole_multiples_change_nothing(monkeypatch, s
     m = model(14).to(torch.bfloat16)
     g, src, lengths = ragged_batch(12, seed=7)
     shortlist = Shortlist(torch.arange(4, 6), torch.randint(4, V, (V, 2), generator=g))
-    monkeypatch.setattr(seq2seq, "GROUP_ROWS", 6)
-    monkeypatch.setattr(seq2seq, "GROUPED_SHARE", 1.0)  # would group in fp32; bf16 never does
-    widths, plans, row_counts = [], [], []
-    plain_step, plain_plan = m.step, seq2seq._output_plan
+    monkeypatch.setattr(search_module, "GROUP_ROWS", 6)
+    monkeypatch.setattr(search_module, "GROUPED_SHARE", 1.0)  # would group in fp32; bf16 never does
+    widths, groups, row_counts = [], [], []
+    plain_step = m.step
 
-    def recording_step(prev, state, memory, vocab=None, allowed=None):
+    def recording_step(prev, state, memory, vocab=None, allowed=None, group_rows=0):
         widths.append(vocab.numel())
         row_counts.append(prev.numel())
+        groups.append(group_rows)
         return plain_step(prev, state, memory, vocab, allowed)
 
-    monkeypatch.setattr(seq2seq, "_output_plan", lambda *a: plans.append(plain_plan(*a)) or plans[-1])
     m.step = recording_step
     results = {}
     for multiple in (1, 8):
@@ -394,7 +445,7 @@ def test_bf16_shapes_rounded_up_to_whole_multiples_change_nothing(monkeypatch, s
         monkeypatch.setattr(search_module, "ROW_MULTIPLE", multiple // 2 or 1)       # 4 rows
         monkeypatch.setattr(search_module, "SENTENCE_MULTIPLE", multiple // 4 or 1)  # 2 sentences
         widths.clear()
-        plans.clear()
+        groups.clear()
         row_counts.clear()
         if search == "greedy":
             results[multiple] = greedy(m, src, lengths, vocab=shortlist.candidates(src, lengths))
@@ -404,7 +455,7 @@ def test_bf16_shapes_rounded_up_to_whole_multiples_change_nothing(monkeypatch, s
     assert widths and all(w % 8 == 0 for w in widths)
     assert len(set(row_counts)) > 2 and all(n % (4 if search == "greedy" else 6) == 0
                                             for n in row_counts[1:]), row_counts
-    assert plans and all(len(plan) == 1 for plan in plans)
+    assert groups and not any(groups)
     for exact, rounded in zip(results[1], results[8]):
         assert [h.tokens for h in exact] == [h.tokens for h in rounded]
         assert [h.score for h in exact] == pytest.approx([h.score for h in rounded], abs=1e-4)

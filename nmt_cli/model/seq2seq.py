@@ -26,49 +26,12 @@ from nmt_cli.model.encoder import Encoder
 from nmt_cli.model.loss import output_loss
 from nmt_cli.tokenizer import PAD
 
-# Rows of the output layer's groups (8 sentences' hypotheses at beam 5); grouping is used when
-# the groups' products would do at most GROUPED_SHARE of the arithmetic of one product over the union.
-GROUP_ROWS = 40
-GROUPED_SHARE = 0.7
 # bf16 on the CPU: oneDNN plans a matrix product for each new shape it meets (about 1 ms, against
 # 0.1-0.5 ms for the product itself), so the output layer's width (the shortlist union) is rounded
 # up to a multiple of this many columns (search._pad_union): 398 distinct shapes in beam 5 on
-# test_2016 otherwise. Nor are rows grouped in bf16, where a product costs less than the
-# groups' bookkeeping (beam 5: 2.11-2.32 s against 2.39-2.58 s, docs/lab/beam-step.md)
+# test_2016 otherwise. Nor are rows grouped in bf16 (search._group_columns), where a product costs
+# less than the groups' bookkeeping (beam 5: 2.11-2.32 s against 2.39-2.58 s, docs/lab/beam-step.md)
 COLUMN_MULTIPLE = 64
-
-
-def _output_plan(allowed: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor):
-    """How the rows of a shortlisted batch go through the output layer: a list of (first row,
-    columns of the union or None for all of them, those rows of W_s, offsets b or -inf for the
-    rows over those columns). One entry over the whole union, unless runs of GROUP_ROWS rows,
-    each over its own run's union, save enough arithmetic; never off the CPU, where the one
-    product costs little and each group would add kernel launches, nor in bf16."""
-    neg_inf = bias.new_full((), float("-inf"))
-    whole = lambda: [(0, None, weight, torch.where(allowed, bias, neg_inf))]  # noqa: E731
-    rows, union = allowed.shape
-    if allowed.device.type != "cpu" or rows <= GROUP_ROWS or weight.dtype == torch.bfloat16:
-        return whole()
-    groups = -(-rows // GROUP_ROWS)
-    padded = allowed if groups * GROUP_ROWS == rows else \
-        torch.cat([allowed, allowed.new_zeros(groups * GROUP_ROWS - rows, union)])
-    # amax over bytes: torch's any(dim=1) over bools took 16x as long (1.3 ms a plan here)
-    used = padded.view(torch.uint8).view(groups, GROUP_ROWS, union).amax(dim=1).bool()  # (groups, union)
-    widths = used.sum(dim=1)
-    group_rows = torch.full((groups,), GROUP_ROWS)
-    group_rows[-1] = rows - (groups - 1) * GROUP_ROWS
-    if int((widths * group_rows).sum()) > GROUPED_SHARE * rows * union:
-        return whole()
-    # All groups' columns, rows of W_s and b at once (one copy each), then split per group
-    columns = used.nonzero(as_tuple=True)[1]
-    weights, biases = weight.index_select(0, columns), bias.index_select(0, columns)
-    plan, at = [], 0
-    for g, width in enumerate(widths.tolist()):
-        start, cols = g * GROUP_ROWS, columns[at:at + width]
-        mask = allowed[start:start + GROUP_ROWS].index_select(1, cols)
-        plan.append((start, cols, weights[at:at + width], torch.where(mask, biases[at:at + width], neg_inf)))
-        at += width
-    return plan
 
 
 class Seq2Seq(nn.Module):
@@ -130,52 +93,82 @@ class Seq2Seq(nn.Module):
         return self.decoder.init_state(hidden, cell, memory), memory
 
     def step(self, prev: torch.Tensor, state: DecoderState, memory: DecoderMemory,
-             vocab: torch.Tensor | None = None, allowed: torch.Tensor | None = None):
+             vocab: torch.Tensor | None = None, allowed: torch.Tensor | None = None, group_rows: int = 0):
         """prev (B,) -> log p(y | ...) (B, V), new state, attention weights (B, S) or None.
         With ``vocab`` (sorted target ids) only those rows of W_s are used: (B, len(vocab)); with
-        ``allowed`` (B, len(vocab)) bool each row is normalised over its own True entries."""
+        ``allowed`` (B, len(vocab)) bool each row is normalised over its own True entries. With
+        ``group_rows``, ``vocab`` is (G, W): the ids of each run of ``group_rows`` rows (the last
+        run may be shorter), and the result is (B, W), each row over its own group's ids."""
         h_tilde, state, weights = self.decoder.step(prev, state, memory)
         if vocab is None:
             logits = self.output(h_tilde)
-        else:
+        elif allowed is None:
             weight, bias = self._output_rows(vocab)
-            if allowed is None:
-                logits = F.linear(h_tilde, weight, bias)
-            else:
-                logits = self._restricted_logits(h_tilde, weight, bias, allowed)
+            logits = F.linear(h_tilde, weight, bias)
+        else:
+            logits = self._restricted_logits(h_tilde, vocab, allowed, group_rows)
         # fp32 log-probabilities whatever the model's precision (bf16 decoding): the cast happens
         # inside log_softmax, without a separate copy of the logits
         low = logits.dtype in (torch.float16, torch.bfloat16)
         return F.log_softmax(logits, dim=-1, dtype=torch.float32 if low else None), state, weights
 
-    def _restricted_logits(self, h_tilde: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor,
-                           allowed: torch.Tensor) -> torch.Tensor:
-        """(B, U) logits over the union ``vocab``: W_s h~ + b on each row's own set, -inf elsewhere.
-
-        The offsets (b, or -inf off a row's set) ride in the product, and the plan is built once
-        per batch and per narrowing of its union, not at every step. The union of a batch's sets is
-        several times one row's set (test_2016, batches of 64: about 2,000-3,000 columns against
-        450), so on the CPU rows may go through in groups of ``GROUP_ROWS`` consecutive rows (a
-        few sentences' hypotheses), each multiplied by its own group's union only; the other
-        columns stay -inf, as they are in the one product (``_output_plan``)."""
-        plan = self._per_batch("_plan_cache", (allowed, weight, bias),
-                               lambda: _output_plan(allowed, weight, bias))
-        if plan[0][1] is None:
-            return torch.addmm(plan[0][3], h_tilde, weight.t())
-        logits = h_tilde.new_full((h_tilde.size(0), weight.size(0)), float("-inf"))
-        for start, columns, group_weight, group_offsets in plan:
-            stop = start + group_offsets.size(0)
-            logits[start:stop].index_copy_(1, columns, torch.addmm(group_offsets, h_tilde[start:stop],
-                                                                   group_weight.t()))
+    def _restricted_logits(self, h_tilde: torch.Tensor, vocab: torch.Tensor, allowed: torch.Tensor,
+                           group_rows: int) -> torch.Tensor:
+        """W_s h~ + b on each row's own set, -inf elsewhere: (B, U) over the union ``vocab`` (U,),
+        or (B, W) over each group's own ids ``vocab`` (G, W). The offsets (b, or -inf off a row's
+        set) ride in the product; the cut weights and offsets are built once per batch and per
+        change of its columns, not at every step."""
+        plan = self._per_batch("_plan_cache", (allowed, vocab),
+                               lambda: self._output_columns(vocab, allowed, group_rows))
+        if vocab.dim() == 1:
+            weight, offsets = plan
+            return torch.addmm(offsets, h_tilde, weight.t())
+        logits, groups = plan
+        # Each group's product goes straight into its rows and first columns of the logits; the
+        # columns past a group's own width (padding to the widest) stay -inf from the plan. The
+        # tensor is the plan's own, overwritten at each step: log_softmax's output is a new one.
+        for start, stop, weight, offsets in groups:
+            width = offsets.size(1)
+            torch.addmm(offsets, h_tilde[start:stop], weight.t(), out=logits[start:stop, :width])
         return logits
+
+    def _output_columns(self, vocab: torch.Tensor, allowed: torch.Tensor, group_rows: int):
+        """Over the union ``vocab`` (U,): its rows of W_s (U, D) and each row's offsets (B, U), b on
+        the row's own set and -inf elsewhere. Per group (``vocab`` (G, W), each group's used
+        columns first): a (B, W) logits tensor whose columns past each group's own width are
+        -inf, and per group (first row, end row, its rows of W_s, its rows' offsets)."""
+        if vocab.dim() == 1:
+            weight, bias = self._output_rows(vocab)
+            return weight, torch.where(allowed, bias, bias.new_full((), float("-inf")))
+        weight, bias = self._output_weights()
+        rows, width = allowed.shape
+        starts = range(0, rows, group_rows)
+        # a group's own width: its used columns, which come first
+        used = torch.stack([allowed[start:start + group_rows].view(torch.uint8).amax(dim=0) for start in starts])
+        widths = used.sum(dim=1).tolist()
+        flat = torch.cat([ids[:w] for ids, w in zip(vocab, widths)])
+        cut_weight, cut_bias = weight.index_select(0, flat), bias.index_select(0, flat)
+        neg_inf = bias.new_full((), float("-inf"))
+        logits = allowed.new_empty((rows, width), dtype=weight.dtype).fill_(float("-inf"))
+        groups, at = [], 0
+        for start, w in zip(starts, widths):
+            stop = min(start + group_rows, rows)
+            offsets = torch.where(allowed[start:stop, :w], cut_bias[at:at + w], neg_inf)
+            groups.append((start, stop, cut_weight[at:at + w], offsets))
+            at += w
+        return logits, groups
+
+    def _output_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
+        weight, bias = self.output.weight, self.output.bias
+        if callable(weight):  # an int8 dynamic-quantised layer keeps them behind methods
+            weight, bias = weight().dequantize(), bias()
+        return weight, bias
 
     def _output_rows(self, vocab: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """W_s and b rows for ``vocab``, cut once per batch (and once per narrowing of its union,
         search._narrow) rather than once per step."""
         def cut():
-            weight, bias = self.output.weight, self.output.bias
-            if callable(weight):  # an int8 dynamic-quantised layer keeps them behind methods
-                weight, bias = weight().dequantize(), bias()
+            weight, bias = self._output_weights()
             return weight.index_select(0, vocab), bias.index_select(0, vocab)
         return self._per_batch("_rows_cache", (vocab,), cut)
 
