@@ -4,7 +4,7 @@ line, timed in fresh processes (wall and CPU seconds, min and median over --repe
     python bench/startup.py -m runs/en-fr [--repeat 5] [--threads 2]
 
 Phases, in the order `nmt translate` meets them: the interpreter alone; `import torch`; the CLI
-(typer, which loads pydantic to coerce options); the translation modules; the checkpoint file
+(typer, with pydantic where typer is 0.29 or later); the translation modules; the checkpoint file
 (mapped, as decoding loads it, and read whole, the plain path); building the model; loading its
 weights; the tokenizer and shortlist; the first line. Then the whole `nmt translate` process on one
 line, with --threads' count and without it (the default, which measures the cores' load). CPU
@@ -29,7 +29,12 @@ def mark(name, _last=[time.perf_counter(), time.process_time()]):
     marks.append((name, wall - _last[0], cpu - _last[1]))
     _last[0], _last[1] = wall, cpu
 import torch; mark("import torch")
-import nmt_cli.cli, typer._adapters; mark("CLI: typer + pydantic")
+import nmt_cli.cli
+try:
+    import typer._adapters  # typer 0.29 and later: pydantic, imported when the first option is parsed
+except ImportError:
+    pass
+mark("CLI: typer")
 import nmt_cli.translate, nmt_cli.model, nmt_cli.checkpoint as ckpt; mark("nmt_cli modules")
 path = ckpt.resolve(sys.argv[1])
 payload = ckpt.load(path, mmap=True); mark("checkpoint, mapped")
