@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from nmt_cli.model.seq2seq import COLUMN_MULTIPLE
+from nmt_cli.model.seq2seq import COLUMN_MULTIPLE, RowGroups
 from nmt_cli.shortlist import Candidates
 from nmt_cli.tokenizer import BOS, EOS, PAD
 
@@ -136,61 +136,87 @@ def _narrow(vocab: torch.Tensor | None, allowed: torch.Tensor | None, multiple: 
 
 # The output layer over a shortlist on the CPU in fp32: rows in groups of about GROUP_ROWS (whole
 # sentences: 8 sentences' hypotheses at beam 5), when the groups' products do at most
-# GROUPED_SHARE of the arithmetic of one product over the union
+# GROUPED_SHARE of the arithmetic of one product over the union. As sentences leave, the groups
+# keep their columns (their cut rows of W_s stay valid) until they do REGROUP_SLACK times the
+# arithmetic of groups formed afresh.
 GROUP_ROWS = 40
 GROUPED_SHARE = 0.7
+REGROUP_SLACK = 1.3
 
 
 @dataclass
 class Columns:
     """The columns the output layer computes: ``ids`` (U,) for every row alike (the union), or
-    (G, W) per group of ``group_rows`` consecutive rows (the last group may be shorter); and
-    ``allowed`` (rows, U or W), each row's own candidate set over its columns. Either way the
-    columns of a row are sorted ids with the specials at positions 0..3, so search masks
-    PAD/BOS/EOS by position."""
+    (G, W) per group of consecutive rows, ``group_rows`` of them in each (a group's own columns
+    first, then PAD up to the widest group's width); and ``allowed`` (rows, U or W), each row's own
+    candidate set over its columns. Either way the columns of a row are sorted ids with the
+    specials at positions 0..3, so search masks PAD/BOS/EOS by position."""
     ids: torch.Tensor
     allowed: torch.Tensor | None
-    group_rows: int = 0
-    positions: torch.Tensor | None = None  # (G, W) grouped: where each column sits in the union
+    group_rows: tuple[int, ...] | None = None
+    group_of_row: torch.Tensor | None = None  # (rows,) grouped: each row's group
+    widths: tuple[int, ...] | None = None     # grouped: each group's own columns
+    positions: torch.Tensor | None = None     # (G, W) grouped: where each column sits in the union
 
     def token_ids(self, columns: torch.Tensor, row_of: torch.Tensor | None = None) -> torch.Tensor:
         """Target ids of ``columns`` chosen by the rows ``row_of`` (default: row i for element i)."""
-        if not self.group_rows:
+        if self.group_rows is None:
             return self.ids[columns]
-        if row_of is None:
-            row_of = torch.arange(columns.size(0), device=columns.device)
-        group_start = (row_of // self.group_rows) * self.ids.size(1)
-        return self.ids.view(-1)[group_start.view(-1, *[1] * (columns.dim() - 1)) + columns]
+        group = self.group_of_row if row_of is None else self.group_of_row[row_of]
+        start = group * self.ids.size(1)
+        return self.ids.view(-1)[start.view(-1, *[1] * (columns.dim() - 1)) + columns]
+
+    def keep(self, rows: torch.Tensor) -> "Columns":
+        """Only ``rows`` (sorted), in the same groups over the same columns."""
+        group_of_row = self.group_of_row[rows]
+        counts = torch.bincount(group_of_row, minlength=self.ids.size(0)).tolist()
+        return Columns(self.ids, self.allowed.index_select(0, rows), tuple(counts), group_of_row,
+                       self.widths, self.positions)
+
+    def arithmetic(self) -> int:
+        """Columns computed over all rows: the output layer's work, in rows x columns."""
+        if self.group_rows is None:
+            return self.allowed.numel()
+        return sum(r * w for r, w in zip(self.group_rows, self.widths))
 
 
-def _group_columns(vocab: torch.Tensor, allowed: torch.Tensor, group_rows: int) -> Columns:
-    """Rows in groups of ``group_rows``, each group over the columns its rows allow (in union
-    order, so the specials stay at 0..3), all groups padded to the widest with columns no row of
-    the group allows; or the union for all rows when that saves too little arithmetic (or the
-    batch is one group). The values do not change: a row's -inf columns are left out, not others."""
+def _group_widths(allowed: torch.Tensor, group_rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Which union columns each run of ``group_rows`` rows uses (G, U), and how many (G,)."""
     rows, union = allowed.shape
-    if rows <= group_rows:
-        return Columns(vocab, allowed)
     groups = -(-rows // group_rows)
     pad = groups * group_rows - rows
     padded = allowed if not pad else torch.cat([allowed, allowed.new_zeros(pad, union)])
     # amax over bytes: torch's any(dim=1) over bools took 16x as long
-    used = padded.view(torch.uint8).view(groups, group_rows, union).amax(dim=1)   # (G, U)
-    widths = used.sum(dim=1)
+    used = padded.view(torch.uint8).view(groups, group_rows, union).amax(dim=1)
+    return used, used.sum(dim=1)
+
+
+def _group_columns(vocab: torch.Tensor, allowed: torch.Tensor, group_rows: int) -> Columns:
+    """Rows in groups of ``group_rows``, each group over the columns its rows allow (in union
+    order, so the specials stay at 0..3), padded with PAD columns that no row allows to the widest
+    group; or the union for all rows when that saves too little arithmetic (or the batch is one
+    group). The values do not change: a row's -inf columns are left out, not others."""
+    rows, union = allowed.shape
+    if rows <= group_rows:
+        return Columns(vocab, allowed)
+    used, widths = _group_widths(allowed, group_rows)
     if int(widths.sum()) * group_rows > GROUPED_SHARE * rows * union:
         return Columns(vocab, allowed)
-    width = int(widths.max())
+    groups, width = used.size(0), int(widths.max())
     # a stable sort puts each group's used columns first, in union order, then unused ones
-    columns = torch.argsort(1 - used, dim=1, stable=True)[:, :width]               # (G, W)
-    grouped = padded.view(groups, group_rows, union).gather(
-        2, columns.unsqueeze(1).expand(groups, group_rows, width)).view(-1, width)[:rows]
-    return Columns(vocab[columns], grouped, group_rows, columns)
+    positions = torch.argsort(1 - used, dim=1, stable=True)[:, :width]              # (G, W)
+    own = torch.arange(width)[None, :] < widths[:, None]
+    ids = vocab[positions].masked_fill_(~own, PAD)
+    group_of_row = torch.arange(rows, device=allowed.device) // group_rows
+    grouped = allowed.gather(1, positions.index_select(0, group_of_row)) & own.index_select(0, group_of_row)
+    counts = [group_rows] * (groups - 1) + [rows - (groups - 1) * group_rows]
+    return Columns(ids, grouped, tuple(counts), group_of_row, tuple(widths.tolist()), positions)
 
 
 def _union_positions(columns: Columns) -> torch.Tensor:
     """(rows, W): where each row's columns sit in the union, to lay out values over the union
     as the groups' columns."""
-    return columns.positions.repeat_interleave(columns.group_rows, 0)[:columns.allowed.size(0)]
+    return columns.positions.index_select(0, columns.group_of_row)
 
 
 def _columns(vocab: torch.Tensor | None, allowed: torch.Tensor | None, group_rows: int) -> Columns | None:
@@ -202,11 +228,26 @@ def _columns(vocab: torch.Tensor | None, allowed: torch.Tensor | None, group_row
     return _group_columns(vocab, allowed, group_rows)
 
 
+def _remaining_columns(columns: Columns | None, rows: torch.Tensor, vocab: torch.Tensor | None,
+                       allowed: torch.Tensor | None, group_rows: int) -> Columns | None:
+    """The columns once only ``rows`` remain, ``vocab`` and ``allowed`` being their (narrowed)
+    union: the same groups, unless groups formed afresh would do less than 1 / REGROUP_SLACK of
+    their arithmetic (each fresh group cuts its rows of W_s again)."""
+    if columns is None or columns.group_rows is None or allowed is None:
+        return _columns(vocab, allowed, group_rows)
+    kept = columns.keep(rows)
+    fresh = allowed.numel()
+    if allowed.size(0) > group_rows:
+        fresh = min(fresh, int(_group_widths(allowed, group_rows)[1].sum()) * group_rows)
+    return kept if kept.arithmetic() <= REGROUP_SLACK * fresh else _columns(vocab, allowed, group_rows)
+
+
 def _step(model, prev, state, memory, columns: Columns | None):
     if columns is None:
         return model.step(prev, state, memory)
-    if columns.group_rows:
-        return model.step(prev, state, memory, columns.ids, columns.allowed, columns.group_rows)
+    if columns.group_rows is not None:
+        return model.step(prev, state, memory, columns.ids, columns.allowed,
+                          RowGroups(columns.group_rows, columns.widths))
     return model.step(prev, state, memory, columns.ids, columns.allowed)
 
 
@@ -271,7 +312,7 @@ def greedy(model, src: torch.Tensor, src_lengths: torch.Tensor, *, max_len_ratio
             state, memory = state.select(live), memory.select(live)
             if allowed is not None:
                 vocab, allowed = _narrow(vocab, allowed.index_select(0, live), multiple)
-                columns = _columns(vocab, allowed, group_rows)
+                columns = _remaining_columns(columns, live, vocab, allowed, group_rows)
     token_rows = tokens.tolist()
     out = []
     for i in range(b):
@@ -315,7 +356,7 @@ def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_siz
     if allowed is not None:
         allowed = allowed.index_select(0, flat)
     columns = _columns(vocab, allowed, group_rows)
-    if columns is not None and columns.group_rows:
+    if columns is not None and columns.group_rows is not None:
         # the first step's log-probabilities, over the union, laid out as the groups' columns
         logp = logp.gather(1, _union_positions(columns))
     limit = max_lengths(src_lengths, max_len_ratio, max_len_const).to(device)
@@ -425,7 +466,7 @@ def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_siz
             if allowed is not None:
                 live_rows = (live * k).repeat_interleave(k) + rank.repeat(live.numel())
                 vocab, allowed = _narrow(vocab, allowed.index_select(0, live_rows), multiple)
-                columns = _columns(vocab, allowed, group_rows)
+                columns = _remaining_columns(columns, live_rows, vocab, allowed, group_rows)
         state = state.select(beam_rows.view(-1))
         logp, state, weights = _step(model, alive_seq[:, :, -1].reshape(-1), state, memory, columns)
     return results

@@ -8,7 +8,7 @@ co-occurrence, ranked by cooc(s,t)^2 / (count(s) count(t)) (so the pieces that c
 the ones that come with everything). A sentence may produce the frequent pieces and the
 candidates of its own source pieces, and its log-probabilities are normalised over that set. A
 batch computes the output layer over the union of its sentences' sets (or, on the CPU, over the
-union of each group of a few sentences: ``Seq2Seq._restricted_logits``) and masks, per sentence,
+union of each group of a few sentences: ``search._group_columns``) and masks, per sentence,
 the pieces outside the sentence's own set (``Candidates``): a translation never depends on the
 sentences it is batched with.
 

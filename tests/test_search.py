@@ -354,12 +354,13 @@ def test_the_output_layer_in_row_groups_changes_nothing(monkeypatch, search):
     shortlist = Shortlist(torch.arange(4, 6), torch.randint(4, V, (V, 2), generator=g))
     group_sizes, plain_step = [], m.step
 
-    def recording_step(prev, state, memory, vocab=None, allowed=None, group_rows=0):
-        group_sizes.append(group_rows)
-        if group_rows:  # whole sentences per group, and every row's own set kept
-            assert group_rows % (1 if search == "greedy" else 3) == 0
-            assert vocab.dim() == 2 and allowed.size(1) == vocab.size(1)
-        return plain_step(prev, state, memory, vocab, allowed, group_rows)
+    def recording_step(prev, state, memory, vocab=None, allowed=None, groups=None):
+        group_sizes.append(groups)
+        if groups:  # whole sentences per group, and every row's own set kept
+            assert all(rows % (1 if search == "greedy" else 3) == 0 for rows in groups.rows)
+            assert sum(groups.rows) == prev.numel() and len(groups.rows) == vocab.size(0)
+            assert vocab.dim() == 2 and allowed.size(1) == vocab.size(1) == max(groups.widths)
+        return plain_step(prev, state, memory, vocab, allowed, groups)
 
     m.step = recording_step
     results = []
@@ -381,7 +382,8 @@ def test_the_output_layer_in_row_groups_changes_nothing(monkeypatch, search):
 
 def test_row_groups_keep_each_rows_set_the_specials_in_place_and_map_back_to_ids(monkeypatch):
     import nmt_cli.search as search_module
-    from nmt_cli.search import _group_columns, _union_positions
+    from nmt_cli.search import _group_columns, _remaining_columns, _union_positions
+    from nmt_cli.tokenizer import PAD
     monkeypatch.setattr(search_module, "GROUPED_SHARE", 1.0)
     vocab = torch.tensor([0, 1, 2, 3, 7, 9, 12, 15, 20, 21])
     allowed = torch.zeros(5, 10, dtype=torch.bool)
@@ -391,27 +393,32 @@ def test_row_groups_keep_each_rows_set_the_specials_in_place_and_map_back_to_ids
     allowed[2, 4] = True
     allowed[4, [6, 7, 8]] = True
     columns = _group_columns(vocab, allowed, 2)          # rows 0-1, 2-3 and 4
-    assert columns.group_rows == 2 and columns.ids.shape == (3, 7)
-    # each group's used columns first, in id order (the specials at 0..3), then padding
-    assert columns.ids[0, :7].tolist()[:7] == [0, 1, 2, 3, 9, 20, 21]
-    assert columns.ids[1, :5].tolist() == [0, 1, 2, 3, 7]
-    assert columns.ids[2].tolist() == [0, 1, 2, 3, 12, 15, 20]
+    assert columns.group_rows == (2, 2, 1) and columns.widths == (7, 5, 7)
+    # each group's own columns first, in id order (the specials at 0..3), then PAD
+    assert columns.ids.tolist() == [[0, 1, 2, 3, 9, 20, 21], [0, 1, 2, 3, 7, PAD, PAD], [0, 1, 2, 3, 12, 15, 20]]
     for row in range(5):
-        group = row // 2
         own = vocab[allowed[row]].tolist()
-        assert columns.ids[group][columns.allowed[row]].tolist() == own
-    # padding columns are allowed to nobody in their group
-    assert not columns.allowed[2:4, 5:].any()
+        assert columns.ids[row // 2][columns.allowed[row]].tolist() == own
+    assert not columns.allowed[2:4, 5:].any()            # padding: allowed to nobody
     # a chosen column maps back to its group's id
     assert columns.token_ids(torch.tensor([4, 4, 4, 4, 6])).tolist() == [9, 9, 7, 7, 20]
+    assert columns.token_ids(torch.tensor([[4], [6]]), torch.tensor([1, 4])).tolist() == [[9], [20]]
     # values over the union, laid out as the groups' columns
     over_union = vocab.float().expand(5, -1)
-    assert torch.equal(over_union.gather(1, _union_positions(columns)),
-                       columns.ids.repeat_interleave(2, 0)[:5].float())
+    laid_out = over_union.gather(1, _union_positions(columns))
+    assert torch.equal(laid_out[columns.allowed], columns.ids.repeat_interleave(2, 0)[:5][columns.allowed].float())
+    assert columns.arithmetic() == 2 * 7 + 2 * 5 + 7
+    # rows leaving: the same groups over the same columns while that costs little more
+    kept = _remaining_columns(columns, torch.tensor([0, 1, 4]), vocab, allowed[[0, 1, 4]], 2)
+    assert kept.ids is columns.ids and kept.group_rows == (2, 0, 1)
+    assert kept.token_ids(torch.tensor([4, 4, 6])).tolist() == [9, 9, 20]
+    monkeypatch.setattr(search_module, "REGROUP_SLACK", 0.5)  # fresh groups do less: formed again
+    fresh = _remaining_columns(columns, torch.tensor([0, 1, 4]), vocab, allowed[[0, 1, 4]], 2)
+    assert fresh.ids is not columns.ids and fresh.group_rows == (2, 1)
     # not worth it: the union for every row
     monkeypatch.setattr(search_module, "GROUPED_SHARE", 0.1)
-    assert _group_columns(vocab, allowed, 2).group_rows == 0
-    assert _group_columns(vocab, allowed, 5).group_rows == 0   # one group
+    assert _group_columns(vocab, allowed, 2).group_rows is None
+    assert _group_columns(vocab, allowed, 5).group_rows is None   # one group
 
 
 @pytest.mark.parametrize("search", ["greedy", "beam"])
@@ -431,10 +438,10 @@ def test_bf16_shapes_rounded_up_to_whole_multiples_change_nothing(monkeypatch, s
     widths, groups, row_counts = [], [], []
     plain_step = m.step
 
-    def recording_step(prev, state, memory, vocab=None, allowed=None, group_rows=0):
+    def recording_step(prev, state, memory, vocab=None, allowed=None, row_groups=None):
         widths.append(vocab.numel())
         row_counts.append(prev.numel())
-        groups.append(group_rows)
+        groups.append(row_groups)
         return plain_step(prev, state, memory, vocab, allowed)
 
     m.step = recording_step

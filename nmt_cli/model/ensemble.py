@@ -34,10 +34,10 @@ class Ensemble(nn.Module):
         return EnsembleState(list(states)), EnsembleState(list(memories))
 
     def step(self, prev: torch.Tensor, state: EnsembleState, memory: EnsembleState,
-             vocab: torch.Tensor | None = None, allowed: torch.Tensor | None = None, group_rows: int = 0):
+             vocab: torch.Tensor | None = None, allowed: torch.Tensor | None = None, groups=None):
         logps, states, weights = [], [], []
         for m, s, mem in zip(self.models, state.parts, memory.parts):
-            logp, s, w = m.step(prev, s, mem, vocab, allowed, group_rows)
+            logp, s, w = m.step(prev, s, mem, vocab, allowed, groups)
             logps.append(logp)
             states.append(s)
             if w is not None:

@@ -13,6 +13,7 @@ The search contract used by greedy and beam search is three calls: ``encode`` ->
 from __future__ import annotations
 
 import weakref
+from typing import NamedTuple
 
 import torch
 import torch.nn.functional as F
@@ -32,6 +33,13 @@ from nmt_cli.tokenizer import PAD
 # test_2016 otherwise. Nor are rows grouped in bf16 (search._group_columns), where a product costs
 # less than the groups' bookkeeping (beam 5: 2.11-2.32 s against 2.39-2.58 s, docs/lab/beam-step.md)
 COLUMN_MULTIPLE = 64
+
+
+class RowGroups(NamedTuple):
+    """Runs of consecutive rows that each go through the output layer over their own columns:
+    each run's row count, and how many of its columns are its own (the rest pad to the widest)."""
+    rows: tuple[int, ...]
+    widths: tuple[int, ...]
 
 
 class Seq2Seq(nn.Module):
@@ -93,70 +101,70 @@ class Seq2Seq(nn.Module):
         return self.decoder.init_state(hidden, cell, memory), memory
 
     def step(self, prev: torch.Tensor, state: DecoderState, memory: DecoderMemory,
-             vocab: torch.Tensor | None = None, allowed: torch.Tensor | None = None, group_rows: int = 0):
+             vocab: torch.Tensor | None = None, allowed: torch.Tensor | None = None,
+             groups: RowGroups | None = None):
         """prev (B,) -> log p(y | ...) (B, V), new state, attention weights (B, S) or None.
         With ``vocab`` (sorted target ids) only those rows of W_s are used: (B, len(vocab)); with
         ``allowed`` (B, len(vocab)) bool each row is normalised over its own True entries. With
-        ``group_rows``, ``vocab`` is (G, W): the ids of each run of ``group_rows`` rows (the last
-        run may be shorter), and the result is (B, W), each row over its own group's ids."""
+        ``groups``, ``vocab`` is (G, W): the ids of each run of rows, and the result is (B, W),
+        each row over its own group's ids."""
         h_tilde, state, weights = self.decoder.step(prev, state, memory)
         if vocab is None:
             logits = self.output(h_tilde)
         elif allowed is None:
             weight, bias = self._output_rows(vocab)
             logits = F.linear(h_tilde, weight, bias)
+        elif groups is None:
+            weight, offsets = self._per_batch("_plan_cache", (allowed, vocab),
+                                              lambda: self._union_offsets(vocab, allowed))
+            logits = torch.addmm(offsets, h_tilde, weight.t())
         else:
-            logits = self._restricted_logits(h_tilde, vocab, allowed, group_rows)
+            logits = self._grouped_logits(h_tilde, vocab, allowed, groups)
         # fp32 log-probabilities whatever the model's precision (bf16 decoding): the cast happens
         # inside log_softmax, without a separate copy of the logits
         low = logits.dtype in (torch.float16, torch.bfloat16)
         return F.log_softmax(logits, dim=-1, dtype=torch.float32 if low else None), state, weights
 
-    def _restricted_logits(self, h_tilde: torch.Tensor, vocab: torch.Tensor, allowed: torch.Tensor,
-                           group_rows: int) -> torch.Tensor:
-        """W_s h~ + b on each row's own set, -inf elsewhere: (B, U) over the union ``vocab`` (U,),
-        or (B, W) over each group's own ids ``vocab`` (G, W). The offsets (b, or -inf off a row's
-        set) ride in the product; the cut weights and offsets are built once per batch and per
-        change of its columns, not at every step."""
-        plan = self._per_batch("_plan_cache", (allowed, vocab),
-                               lambda: self._output_columns(vocab, allowed, group_rows))
-        if vocab.dim() == 1:
-            weight, offsets = plan
-            return torch.addmm(offsets, h_tilde, weight.t())
-        logits, groups = plan
-        # Each group's product goes straight into its rows and first columns of the logits; the
-        # columns past a group's own width (padding to the widest) stay -inf from the plan. The
-        # tensor is the plan's own, overwritten at each step: log_softmax's output is a new one.
-        for start, stop, weight, offsets in groups:
-            width = offsets.size(1)
-            torch.addmm(offsets, h_tilde[start:stop], weight.t(), out=logits[start:stop, :width])
+    def _union_offsets(self, vocab: torch.Tensor, allowed: torch.Tensor):
+        """The rows of W_s for the union ``vocab`` (U, D) and each row's offsets (B, U): b on the
+        row's own set, -inf elsewhere, so they ride in the product."""
+        weight, bias = self._output_rows(vocab)
+        return weight, torch.where(allowed, bias, bias.new_full((), float("-inf")))
+
+    def _grouped_logits(self, h_tilde: torch.Tensor, vocab: torch.Tensor, allowed: torch.Tensor,
+                        groups: RowGroups) -> torch.Tensor:
+        """W_s h~ + b on each row's own set, -inf elsewhere, (B, W) over each group's own ids
+        ``vocab`` (G, W), one product per group straight into its rows and first columns of the
+        logits. Each group's rows of W_s are cut once per ``vocab`` (sentences leaving keep their
+        groups); the offsets and the logits tensor, whose columns past each group's own width stay
+        -inf, once per ``allowed``. The logits tensor is overwritten at each step: log_softmax's
+        output is a new one."""
+        cut = self._per_batch("_group_cache", (vocab,), lambda: self._group_rows_of_w(vocab, groups.widths))
+
+        def plan():
+            logits = h_tilde.new_full((allowed.size(0), vocab.size(1)), float("-inf"))
+            parts, start = [], 0
+            neg_inf = logits.new_full((), float("-inf"))
+            for rows, (weight, bias) in zip(groups.rows, cut):
+                if rows:
+                    width = bias.size(0)
+                    offsets = torch.where(allowed[start:start + rows, :width], bias, neg_inf)
+                    parts.append((start, start + rows, weight, offsets))
+                start += rows
+            return logits, parts
+
+        logits, parts = self._per_batch("_plan_cache", (allowed, vocab), plan)
+        for start, stop, weight, offsets in parts:
+            torch.addmm(offsets, h_tilde[start:stop], weight.t(), out=logits[start:stop, :offsets.size(1)])
         return logits
 
-    def _output_columns(self, vocab: torch.Tensor, allowed: torch.Tensor, group_rows: int):
-        """Over the union ``vocab`` (U,): its rows of W_s (U, D) and each row's offsets (B, U), b on
-        the row's own set and -inf elsewhere. Per group (``vocab`` (G, W), each group's used
-        columns first): a (B, W) logits tensor whose columns past each group's own width are
-        -inf, and per group (first row, end row, its rows of W_s, its rows' offsets)."""
-        if vocab.dim() == 1:
-            weight, bias = self._output_rows(vocab)
-            return weight, torch.where(allowed, bias, bias.new_full((), float("-inf")))
+    def _group_rows_of_w(self, vocab: torch.Tensor, widths: tuple[int, ...]):
+        """Per group, its own ids' rows of W_s and b (one copy for all groups, then views)."""
         weight, bias = self._output_weights()
-        rows, width = allowed.shape
-        starts = range(0, rows, group_rows)
-        # a group's own width: its used columns, which come first
-        used = torch.stack([allowed[start:start + group_rows].view(torch.uint8).amax(dim=0) for start in starts])
-        widths = used.sum(dim=1).tolist()
         flat = torch.cat([ids[:w] for ids, w in zip(vocab, widths)])
         cut_weight, cut_bias = weight.index_select(0, flat), bias.index_select(0, flat)
-        neg_inf = bias.new_full((), float("-inf"))
-        logits = allowed.new_empty((rows, width), dtype=weight.dtype).fill_(float("-inf"))
-        groups, at = [], 0
-        for start, w in zip(starts, widths):
-            stop = min(start + group_rows, rows)
-            offsets = torch.where(allowed[start:stop, :w], cut_bias[at:at + w], neg_inf)
-            groups.append((start, stop, cut_weight[at:at + w], offsets))
-            at += w
-        return logits, groups
+        bounds = [0, *torch.tensor(widths).cumsum(0).tolist()]
+        return [(cut_weight[a:b], cut_bias[a:b]) for a, b in zip(bounds, bounds[1:])]
 
     def _output_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
         weight, bias = self.output.weight, self.output.bias
