@@ -149,8 +149,9 @@ class Columns:
     """The columns the output layer computes: ``ids`` (U,) for every row alike (the union), or
     (G, W) per group of consecutive rows, ``group_rows`` of them in each (a group's own columns
     first, then PAD up to the widest group's width); and ``allowed`` (rows, U or W), each row's own
-    candidate set over its columns. Either way the columns of a row are sorted ids with the
-    specials at positions 0..3, so search masks PAD/BOS/EOS by position."""
+    candidate set over its columns. Either way a row's own columns are sorted ids with the
+    specials at positions 0..3, so search masks PAD/BOS/EOS by position (the padding, PAD, is
+    allowed to no row)."""
     ids: torch.Tensor
     allowed: torch.Tensor | None
     group_rows: tuple[int, ...] | None = None
