@@ -209,7 +209,8 @@ def _group_columns(vocab: torch.Tensor, allowed: torch.Tensor, group_rows: int) 
     own = torch.arange(width)[None, :] < widths[:, None]
     ids = vocab[positions].masked_fill_(~own, PAD)
     group_of_row = torch.arange(rows, device=allowed.device) // group_rows
-    grouped = allowed.gather(1, positions.index_select(0, group_of_row)) & own.index_select(0, group_of_row)
+    # a group's padding sits on columns none of its rows uses: allowed to no row already
+    grouped = allowed.gather(1, positions.index_select(0, group_of_row))
     counts = [group_rows] * (groups - 1) + [rows - (groups - 1) * group_rows]
     return Columns(ids, grouped, tuple(counts), group_of_row, tuple(widths.tolist()), positions)
 
