@@ -25,6 +25,7 @@ from nmt_cli.words import WordAttention, word_attention
 
 MAX_SOURCE_TOKENS = 250
 GREEDY_BATCH, GREEDY_BATCH_BF16, BEAM_BATCH = 128, 192, 64   # sentences per batch by default (auto_batch_size)
+TAIL_ROWS = 32  # the smallest batch, in rows a step (sentences x beam), that _batches tapers to
 
 
 @dataclass
@@ -59,17 +60,31 @@ def auto_batch_size(opts: DecodeOptions, bf16: bool = False) -> int:
 
 
 def _batches(order: Sequence[int], lengths: Sequence[int], opts: DecodeOptions,
-             bf16: bool = False) -> Iterator[list[int]]:
-    batch: list[int] = []
-    longest = 0
+             bf16: bool = False, workers: int = 1) -> Iterator[list[int]]:
+    """Length-sorted ``order`` in batches of the options' size (or token budget). With several
+    workers the last batches taper: none takes more than its share, 1/workers, of the sentences
+    still left, down to TAIL_ROWS rows a step. Workers take batches in turn as they come free,
+    and the one that takes the last full batch would otherwise decode it while the others wait
+    (0.16-0.23 s of test_2016's greedy 1.9 s on two workers). The sizes depend on the count left
+    alone, never on timing, so a given input is always cut the same way."""
     size = auto_batch_size(opts, bf16)
+    floor = -(-TAIL_ROWS // max(opts.beam_size, 1))
+    left = len(order)
+
+    def cap() -> int:  # the sentences the next batch may take
+        most = size if opts.batch_tokens <= 0 else left
+        return most if workers <= 1 else min(most, max(floor, -(-left // workers)))
+
+    batch: list[int] = []
+    longest, limit = 0, cap()
     for i in order:
         longest_if = max(longest, lengths[i], 1)
-        too_big = (len(batch) >= size if opts.batch_tokens <= 0
-                   else longest_if * (len(batch) + 1) > opts.batch_tokens)
+        too_big = len(batch) >= limit or (opts.batch_tokens > 0
+                                          and longest_if * (len(batch) + 1) > opts.batch_tokens)
         if batch and too_big:
             yield batch
-            batch, longest_if = [], max(lengths[i], 1)
+            left -= len(batch)
+            batch, longest_if, limit = [], max(lengths[i], 1), cap()
         batch.append(i)
         longest = longest_if
     if batch:
@@ -119,9 +134,15 @@ def decode_ids(model, sources: Sequence[Sequence[int]], opts: DecodeOptions,
                              shortlist.candidates(src, src_lengths, opts.shortlist_per_source,
                                                   opts.shortlist_frequent).to(device))
 
-    batches = list(_batches(order, lengths, opts, bf16_on_cpu(model)))
     on_cpu = torch.device(device).type == "cpu"
+    side_by_side = opts.workers if on_cpu else 1
+    batches = list(_batches(order, lengths, opts, bf16_on_cpu(model), side_by_side))
     if opts.workers > 1 and on_cpu and len(batches) > 1:
+        # Built here on all the threads, not by each worker on one core at its first step:
+        # 2.24 s against 2.04 s for a fresh translator on test_2016, greedy, two workers.
+        prepare = getattr(model, "prepare_decoding", None)
+        if prepare is not None:
+            prepare()
         with _single_threaded_pool(min(opts.workers, len(batches))) as pool:
             decoded = list(pool.map(run, batches))
     else:

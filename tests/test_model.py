@@ -276,6 +276,19 @@ def test_input_table_follows_weight_updates():
     assert torch.allclose(after, expected.detach(), atol=1e-5)
 
 
+def test_prepare_decoding_builds_the_table_the_first_step_would_use():
+    """decode_ids builds the table before its worker threads start; a step then reads that very
+    table rather than building its own."""
+    torch.manual_seed(0)
+    m = build_model(small(), V, V).eval()
+    m.prepare_decoding()  # gradients on: it turns them off itself
+    built = m.decoder._table
+    with torch.no_grad():
+        assert m.decoder._input_table() is built
+        expected = m.tgt_embedding.weight @ m.decoder.rnn.weight_ih_l0.t() + m.decoder.rnn.bias_ih_l0
+    assert torch.allclose(built, expected, atol=1e-5)
+
+
 @pytest.mark.parametrize("feeding", [False, True])
 def test_loss_from_forward_equals_cross_entropy_of_its_logits(feeding):
     import torch.nn.functional as F

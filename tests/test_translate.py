@@ -328,6 +328,29 @@ def test_batches_default_to_more_sentences_for_greedy_than_for_beam_search(opts,
     assert sorted(i for b in batches for i in b) == list(range(300))
 
 
+def test_batches_taper_at_the_end_when_workers_decode_side_by_side():
+    """With two workers no batch takes more than half the sentences still left (down to 32 rows
+    a step), so the last full batch does not leave one worker decoding while the other waits; the
+    cut depends on the counts alone, and one worker's batches stay whole."""
+    lengths = [3 + i % 11 for i in range(1000)]
+    order = sorted(range(1000), key=lambda i: -lengths[i])
+
+    def sizes(workers, **opts):
+        batches = list(_batches(order, lengths, DecodeOptions(**opts), workers=workers))
+        assert [i for b in batches for i in b] == order  # every sentence once, in length order
+        return [len(b) for b in batches]
+
+    assert sizes(1, beam_size=1) == [128] * 7 + [104]
+    assert sizes(2, beam_size=1) == [128] * 6 + [116, 58, 32, 26]
+    assert sizes(2, beam_size=1) == sizes(2, beam_size=1)
+    assert sizes(2, beam_size=5) == [64] * 14 + [52, 26, 13, 7, 6]  # 7 sentences: 35 rows a step
+    assert sizes(4, beam_size=1, batch_size=100)[-7:] == [75, 57, 42, 32, 32, 32, 30]
+    budget = 400
+    tokens = list(_batches(order, lengths, DecodeOptions(beam_size=1, batch_tokens=budget), workers=2))
+    assert all(len(b) * max(lengths[i] for i in b) <= budget for b in tokens)
+    assert [len(b) for b in tokens][-3:] == [44, 32, 11]  # the budget's 88, then halves of what is left
+
+
 def test_default_batch_size_follows_search_and_precision():
     """Greedy search batches more sentences when the model decodes in bf16 on the CPU, whose
     products gain more from rows; a batch size given is used as it is."""

@@ -267,6 +267,13 @@ class Decoder(nn.Module):
 
     # ------------------------------------------------------------------ decoding-time RNN step
 
+    @torch.no_grad()
+    def prepare_decoding(self) -> None:
+        """Build the decoding-time input table now (on the calling thread's cores), so that
+        batches decoded side by side in worker threads find it built rather than each building
+        it at its first step on one core."""
+        self._input_table()
+
     def _input_table(self) -> torch.Tensor | None:
         """For decoding: the first RNN layer's input projection of every target word,
         W_ih[:, :E] · E_y + b_ih, one (V, G) table, so a step looks its row up instead of

@@ -33,6 +33,10 @@ class Ensemble(nn.Module):
         states, memories = zip(*(m.encode(src, src_lengths) for m in self.models))
         return EnsembleState(list(states)), EnsembleState(list(memories))
 
+    def prepare_decoding(self) -> None:
+        for m in self.models:
+            m.prepare_decoding()
+
     def step(self, prev: torch.Tensor, state: EnsembleState, memory: EnsembleState,
              vocab: torch.Tensor | None = None, allowed: torch.Tensor | None = None, groups=None):
         logps, states, weights = [], [], []

@@ -100,6 +100,10 @@ class Seq2Seq(nn.Module):
                                fold=self.decoder.context_projection())
         return self.decoder.init_state(hidden, cell, memory), memory
 
+    def prepare_decoding(self) -> None:
+        """What search would otherwise build at its first step: see Decoder.prepare_decoding."""
+        self.decoder.prepare_decoding()
+
     def step(self, prev: torch.Tensor, state: DecoderState, memory: DecoderMemory,
              vocab: torch.Tensor | None = None, allowed: torch.Tensor | None = None,
              groups: RowGroups | None = None):
