@@ -1,0 +1,78 @@
+"""When each batch of a translation starts and ends, and on which worker: how evenly the worker
+threads share a file, and how long the cores wait at its start and end.
+
+    python bench/decode_timeline.py -m RUN --src RUN/data/test.src.txt --beam-size 1 [--workers 2]
+
+Loads a Translator (``--cold``: the first translation of the process, input table included;
+default: after a warm-up on 32 lines), translates the file ``--repeat`` times, and prints the
+last round's batches (worker, rows x source width, start and end seconds from the call), then
+for each round the wall seconds, each worker's busy seconds, and the idle core-seconds: workers x
+wall - busy, the time a core had no batch to decode.
+"""
+
+from __future__ import annotations
+
+import argparse
+import threading
+import time
+from pathlib import Path
+
+import torch
+
+import nmt_cli.translate as translate_module
+from nmt_cli.translate import Translator
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("-m", "--model", required=True, help="run dir or checkpoint")
+    ap.add_argument("--src", type=Path, required=True, help="one sentence per line")
+    ap.add_argument("--beam-size", type=int, default=1)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--batch-size", type=int, default=None, help="sentences per batch (default: the recipe's)")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--cold", action="store_true", help="no warm-up: time the process's first translation")
+    args = ap.parse_args()
+    torch.set_num_threads(args.workers)
+    lines = args.src.read_text(encoding="utf-8").split("\n")
+    lines = lines[:-1] if lines and lines[-1] == "" else lines
+    extra = {} if args.batch_size is None else {"batch_size": args.batch_size}
+    translator = Translator.load(args.model, beam_size=args.beam_size, workers=args.workers, **extra)
+    if not args.cold:
+        translator.translate(lines[:32])
+
+    spans: list[tuple[int, tuple[int, int], float, float]] = []
+    plain = translate_module.search
+
+    def timed(model, src, *rest, **options):
+        start = time.perf_counter()
+        try:
+            return plain(model, src, *rest, **options)
+        finally:
+            spans.append((threading.get_ident(), tuple(src.shape), start, time.perf_counter()))
+
+    translate_module.search = timed
+    try:
+        for round_ in range(args.repeat):
+            spans.clear()
+            began = time.perf_counter()
+            translator.translate(lines)
+            wall = time.perf_counter() - began
+            workers = {tid: i for i, tid in enumerate(dict.fromkeys(s[0] for s in spans))}
+            busy = [0.0] * max(len(workers), 1)
+            for tid, _, start, end in spans:
+                busy[workers[tid]] += end - start
+            idle = args.workers * wall - sum(busy)
+            if round_ == args.repeat - 1:
+                for tid, shape, start, end in sorted(spans, key=lambda s: s[2]):
+                    print(f"worker {workers[tid]}  batch {shape[0]:4d} x {shape[1]:3d}  "
+                          f"{start - began:6.3f} - {end - began:6.3f} s")
+            print(f"round {round_ + 1}: {wall:.3f} s wall; busy per worker "
+                  f"{', '.join(f'{b:.3f}' for b in busy)} s; idle {idle:.3f} core-s "
+                  f"({idle / (args.workers * wall):.0%})")
+    finally:
+        translate_module.search = plain
+
+
+if __name__ == "__main__":
+    main()
