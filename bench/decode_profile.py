@@ -33,12 +33,7 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1, help="unprofiled rounds")
     ap.add_argument("--skip-profile", action="store_true", help="time only")
     args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    lines = args.src.read_text(encoding="utf-8").split("\n")
-    lines = lines[:-1] if lines and lines[-1] == "" else lines
-    extra = {} if args.batch_size is None else {"batch_size": args.batch_size}
-    translator = Translator.load(args.model, beam_size=args.beam_size, workers=args.threads, **extra)
-    translator.translate(lines[:32])  # warm-up: the input-projection table, the allocator
+    translator, lines = translator_and_lines(args.model, args.src, args.beam_size, args.threads, args.batch_size)
     if not args.skip_profile:
         selected, distinct = _count_parents(translator, lines)
         with profile(activities=[ProfilerActivity.CPU]) as prof:
@@ -53,6 +48,20 @@ def main() -> None:
     seconds = min(rounds)
     print(f"{len(lines)} lines, beam {args.beam_size}, {args.threads} thread(s): {seconds:.2f} s unprofiled "
           f"(min of {', '.join(f'{r:.2f}' for r in rounds)}), {len(lines) / seconds:.1f} sentences/s")
+
+
+def translator_and_lines(model: str, src: Path, beam_size: int, workers: int, batch_size: int | None,
+                         warm: bool = True) -> tuple[Translator, list[str]]:
+    """A Translator on ``workers`` threads (and as many decoding workers) and the lines of ``src``;
+    ``warm``: after one translation of 32 lines (the input-projection table, the allocator)."""
+    torch.set_num_threads(workers)
+    lines = src.read_text(encoding="utf-8").split("\n")
+    lines = lines[:-1] if lines and lines[-1] == "" else lines
+    extra = {} if batch_size is None else {"batch_size": batch_size}
+    translator = Translator.load(model, beam_size=beam_size, workers=workers, **extra)
+    if warm:
+        translator.translate(lines[:32])
+    return translator, lines
 
 
 def _count_parents(translator, lines: list[str]) -> tuple[int, int]:

@@ -17,10 +17,8 @@ import threading
 import time
 from pathlib import Path
 
-import torch
-
 import nmt_cli.translate as translate_module
-from nmt_cli.translate import Translator
+from decode_profile import translator_and_lines  # bench/, the folder this script runs from
 
 
 def main() -> None:
@@ -33,13 +31,8 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--cold", action="store_true", help="no warm-up: time the process's first translation")
     args = ap.parse_args()
-    torch.set_num_threads(args.workers)
-    lines = args.src.read_text(encoding="utf-8").split("\n")
-    lines = lines[:-1] if lines and lines[-1] == "" else lines
-    extra = {} if args.batch_size is None else {"batch_size": args.batch_size}
-    translator = Translator.load(args.model, beam_size=args.beam_size, workers=args.workers, **extra)
-    if not args.cold:
-        translator.translate(lines[:32])
+    translator, lines = translator_and_lines(args.model, args.src, args.beam_size, args.workers,
+                                             args.batch_size, warm=not args.cold)
 
     spans: list[tuple[int, tuple[int, int], float, float]] = []
     plain = translate_module.search
