@@ -23,9 +23,11 @@ translation for short sentences.
 With a vocabulary shortlist (``Candidates``) the output layer runs over the union of the batch's
 candidate sets (narrowed to the sets still in the batch as sentences leave it), and each sentence
 is normalised over its own set, so the result for a sentence never depends on its batch-mates.
-On the CPU in fp32 the rows go through in groups of whole sentences, each group over its own
-group's columns only (``_group_columns``): the output layer, the log-softmax and the top-k then
-work on a few hundred columns a row instead of the batch's thousands, most of them -inf.
+On the CPU in fp32 the columns every sentence allows (the specials and the frequent pieces) go
+through the output layer in one product for all rows, and the others in small groups of whole
+sentences, each over its own group's columns only (``_group_columns``): the output layer, the
+log-softmax and the top-k then work on a few hundred columns a row instead of the batch's
+thousands, most of them -inf.
 """
 
 from __future__ import annotations
@@ -134,12 +136,14 @@ def _narrow(vocab: torch.Tensor | None, allowed: torch.Tensor | None, multiple: 
     return _pad_union(vocab[used], allowed[:, used], multiple)
 
 
-# The output layer over a shortlist on the CPU in fp32: rows in groups of about GROUP_ROWS (whole
-# sentences: 8 sentences' hypotheses at beam 5), when the groups' products do at most
-# GROUPED_SHARE of the arithmetic of one product over the union. As sentences leave, the groups
-# keep their columns (their cut rows of W_s stay valid) until they do REGROUP_SLACK times the
-# arithmetic of groups formed afresh.
-GROUP_ROWS = 40
+# The output layer over a shortlist on the CPU in fp32: the columns all rows allow in one product,
+# the others in groups of GROUP_ROWS rows (greedy search) or about BEAM_GROUP_ROWS (beam search:
+# whole sentences, four at beam 5), when that does at most GROUPED_SHARE of the arithmetic of one
+# product over the union. As sentences leave, the groups keep their columns (their cut rows of
+# W_s stay valid) until they do REGROUP_SLACK times the arithmetic of groups formed afresh. Sizes
+# measured on test_2016 (docs/lab/beam-step.md): 6-8 rows best for greedy, 20 for beam 5.
+GROUP_ROWS = 8
+BEAM_GROUP_ROWS = 20
 GROUPED_SHARE = 0.7
 REGROUP_SLACK = 1.3
 
@@ -147,17 +151,19 @@ REGROUP_SLACK = 1.3
 @dataclass
 class Columns:
     """The columns the output layer computes: ``ids`` (U,) for every row alike (the union), or
-    (G, W) per group of consecutive rows, ``group_rows`` of them in each (a group's own columns
-    first, then PAD up to the widest group's width); and ``allowed`` (rows, U or W), each row's own
-    candidate set over its columns. Either way a row's own columns are sorted ids with the
-    specials at positions 0..3, so search masks PAD/BOS/EOS by position (the padding, PAD, is
-    allowed to no row)."""
+    (G, W) per group of consecutive rows, ``group_rows`` of them in each: first the ``shared``
+    columns, the same in every group and allowed to every row, then the group's others, then PAD
+    up to the widest group's width; and ``allowed`` (rows, U or W), each row's own candidate set
+    over its columns. Either way ids run in id order (grouped: the shared ones, then the others)
+    with the specials at positions 0..3, so search masks PAD/BOS/EOS by position (the padding,
+    PAD, is allowed to no row)."""
     ids: torch.Tensor
     allowed: torch.Tensor | None
     group_rows: tuple[int, ...] | None = None
     group_of_row: torch.Tensor | None = None  # (rows,) grouped: each row's group
-    widths: tuple[int, ...] | None = None     # grouped: each group's own columns
+    widths: tuple[int, ...] | None = None     # grouped: each group's own columns, shared ones included
     positions: torch.Tensor | None = None     # (G, W) grouped: where each column sits in the union
+    shared: int = 0                           # grouped: the leading columns every row allows
 
     def token_ids(self, columns: torch.Tensor, row_of: torch.Tensor | None = None) -> torch.Tensor:
         """Target ids of ``columns`` chosen by the rows ``row_of`` (default: row i for element i)."""
@@ -172,7 +178,7 @@ class Columns:
         group_of_row = self.group_of_row[rows]
         counts = torch.bincount(group_of_row, minlength=self.ids.size(0)).tolist()
         return Columns(self.ids, self.allowed.index_select(0, rows), tuple(counts), group_of_row,
-                       self.widths, self.positions)
+                       self.widths, self.positions, self.shared)
 
     def arithmetic(self) -> int:
         """Columns computed over all rows: the output layer's work, in rows x columns."""
@@ -193,26 +199,33 @@ def _group_widths(allowed: torch.Tensor, group_rows: int) -> tuple[torch.Tensor,
 
 
 def _group_columns(vocab: torch.Tensor, allowed: torch.Tensor, group_rows: int) -> Columns:
-    """Rows in groups of ``group_rows``, each group over the columns its rows allow (in union
-    order, so the specials stay at 0..3), padded with PAD columns that no row allows to the widest
-    group; or the union for all rows when that saves too little arithmetic (or the batch is one
-    group). The values do not change: a row's -inf columns are left out, not others."""
+    """Rows in groups of ``group_rows``, each group over the columns its rows allow: first those
+    every row of the batch allows (the specials, so at 0..3, and the frequent pieces), which the
+    output layer computes for all rows in one product, then the group's others, each part in
+    union order, padded with PAD columns that no row allows to the widest group; or the union for
+    all rows when that saves too little arithmetic (or the batch is one group). The values do not
+    change: a row's -inf columns are left out, not others."""
     rows, union = allowed.shape
     if rows <= group_rows:
         return Columns(vocab, allowed)
-    used, widths = _group_widths(allowed, group_rows)
+    everywhere = allowed.all(dim=0)
+    shared = int(everywhere.sum())
+    used, others = _group_widths(allowed & ~everywhere, group_rows)
+    widths = others + shared
     if int(widths.sum()) * group_rows > GROUPED_SHARE * rows * union:
         return Columns(vocab, allowed)
     groups, width = used.size(0), int(widths.max())
-    # a stable sort puts each group's used columns first, in union order, then unused ones
-    positions = torch.argsort(1 - used, dim=1, stable=True)[:, :width]              # (G, W)
+    # a stable sort puts the shared columns first, then the group's others, each in union order,
+    # then the unused ones
+    order = 2 - used.to(torch.int8) - 2 * everywhere.to(torch.int8)[None, :]
+    positions = torch.argsort(order, dim=1, stable=True)[:, :width]                 # (G, W)
     own = torch.arange(width)[None, :] < widths[:, None]
     ids = vocab[positions].masked_fill_(~own, PAD)
     group_of_row = torch.arange(rows, device=allowed.device) // group_rows
     # a group's padding sits on columns none of its rows uses: allowed to no row already
     grouped = allowed.gather(1, positions.index_select(0, group_of_row))
     counts = [group_rows] * (groups - 1) + [rows - (groups - 1) * group_rows]
-    return Columns(ids, grouped, tuple(counts), group_of_row, tuple(widths.tolist()), positions)
+    return Columns(ids, grouped, tuple(counts), group_of_row, tuple(widths.tolist()), positions, shared)
 
 
 def _union_positions(columns: Columns) -> torch.Tensor:
@@ -249,7 +262,7 @@ def _step(model, prev, state, memory, columns: Columns | None):
         return model.step(prev, state, memory)
     if columns.group_rows is not None:
         return model.step(prev, state, memory, columns.ids, columns.allowed,
-                          RowGroups(columns.group_rows, columns.widths))
+                          RowGroups(columns.group_rows, columns.widths, columns.shared))
     return model.step(prev, state, memory, columns.ids, columns.allowed)
 
 
@@ -344,7 +357,7 @@ def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_siz
     b = src.size(0)
     device = src.device
     # groups of whole sentences' hypotheses, so that a sentence's K rows share their columns
-    group_rows = k * max(1, GROUP_ROWS // k) if device.type == "cpu" and not bf16 else 0
+    group_rows = k * max(1, BEAM_GROUP_ROWS // k) if device.type == "cpu" and not bf16 else 0
     state, memory = model.encode(src, src_lengths)
     flat = torch.arange(b, device=device).repeat_interleave(k)
     # The first step from BOS is the same for a sentence's K hypotheses: it runs once per

@@ -312,7 +312,8 @@ def test_cosine_scale_starts_at_sqrt_of_the_memory_size_under_every_init(init):
 
 def test_output_layer_in_row_groups_equals_one_product_over_the_union(monkeypatch):
     # Shortlist decoding: each row is normalised over its own candidate set. With rows in groups,
-    # each group multiplies only its own columns; the log-probabilities must not change.
+    # the columns every row allows go through one product for all rows and each group multiplies
+    # only its own others; the log-probabilities must not change.
     import nmt_cli.model.seq2seq as seq2seq
     import nmt_cli.search as search_module
     from nmt_cli.search import _group_columns, _union_positions
@@ -323,28 +324,34 @@ def test_output_layer_in_row_groups_equals_one_product_over_the_union(monkeypatc
     allowed = torch.rand(rows, 30, generator=g) < 0.15
     allowed[:, :4] = True                      # the specials, everywhere
     allowed[:6, 20:] = False                   # the first group's columns leave out a third
+    allowed[:, 9] = True                       # a frequent piece, everywhere too
     vocab = torch.arange(4, 34)
     src, lengths, tgt = batch()
     index = torch.arange(rows) % 3
     monkeypatch.setattr(search_module, "GROUPED_SHARE", 1.0)
     columns = _group_columns(vocab, allowed, 6)          # 6, 6 and a last group of 2 rows
     assert columns.group_rows == (6, 6, 2) and columns.ids.size(1) < 30
-    groups = seq2seq.RowGroups(columns.group_rows, columns.widths)
+    assert columns.shared == 5 and all(ids[:5].tolist() == [4, 5, 6, 7, 13] for ids in columns.ids)
+    groups = seq2seq.RowGroups(columns.group_rows, columns.widths, columns.shared)
     with torch.no_grad():
         state, memory = m.encode(src, lengths)
         state, memory = state.select(index), memory.select(index)
         one, _, _ = m.step(tgt[index, 0], state, memory, vocab, allowed)
         grouped, _, _ = m.step(tgt[index, 0], state, memory, columns.ids, columns.allowed, groups)
         again, _, _ = m.step(tgt[index, 0], state, memory, columns.ids, columns.allowed, groups)
+        # the same columns with nothing shared: every group multiplies all of its own
+        unshared, _, _ = m.step(tgt[index, 0], state, memory, columns.ids.clone(), columns.allowed.clone(),
+                                seq2seq.RowGroups(columns.group_rows, columns.widths))
         # the middle group's rows gone, the groups kept: the other rows as before
         kept_rows = torch.tensor([*range(6), 12, 13])
         kept = columns.keep(kept_rows)
         fewer, _, _ = m.step(tgt[index, 0][kept_rows], state.select(kept_rows), memory.select(kept_rows),
-                             kept.ids, kept.allowed, seq2seq.RowGroups(kept.group_rows, kept.widths))
+                             kept.ids, kept.allowed, seq2seq.RowGroups(kept.group_rows, kept.widths, kept.shared))
     assert grouped.shape == (rows, columns.ids.size(1))
     assert torch.equal(torch.isinf(grouped), ~columns.allowed)
     assert torch.allclose(grouped, one.gather(1, _union_positions(columns)), atol=1e-12)
     assert torch.equal(again, grouped)  # the plan's logits, overwritten step after step
+    assert torch.allclose(unshared, grouped, atol=1e-12)
     assert kept.group_rows == (6, 0, 2) and torch.allclose(fewer, grouped[kept_rows], atol=1e-12)
 
 

@@ -321,6 +321,7 @@ def test_beam_search_narrows_the_union_as_sentences_leave_without_changing_any(l
     import nmt_cli.search as search_module
     from nmt_cli.shortlist import Shortlist
     monkeypatch.setattr(search_module, "GROUP_ROWS", 10_000)  # the union itself, not row groups
+    monkeypatch.setattr(search_module, "BEAM_GROUP_ROWS", 10_000)
     m = model(12)
     g, src, lengths = ragged_batch(16, seed=5)
     shortlist = Shortlist(torch.arange(4, 6), torch.randint(4, V, (V, 2), generator=g))
@@ -366,6 +367,7 @@ def test_the_output_layer_in_row_groups_changes_nothing(monkeypatch, search):
     results = []
     for rows, share in ((10_000, 0.7), (6, 1.0)):
         monkeypatch.setattr(search_module, "GROUP_ROWS", rows)
+        monkeypatch.setattr(search_module, "BEAM_GROUP_ROWS", rows)
         monkeypatch.setattr(search_module, "GROUPED_SHARE", share)
         group_sizes.clear()
         vocab = shortlist.candidates(src, lengths)
@@ -434,6 +436,7 @@ def test_bf16_shapes_rounded_up_to_whole_multiples_change_nothing(monkeypatch, s
     g, src, lengths = ragged_batch(12, seed=7)
     shortlist = Shortlist(torch.arange(4, 6), torch.randint(4, V, (V, 2), generator=g))
     monkeypatch.setattr(search_module, "GROUP_ROWS", 6)
+    monkeypatch.setattr(search_module, "BEAM_GROUP_ROWS", 6)
     monkeypatch.setattr(search_module, "GROUPED_SHARE", 1.0)  # would group in fp32; bf16 never does
     widths, groups, row_counts = [], [], []
     plain_step = m.step

@@ -37,9 +37,11 @@ COLUMN_MULTIPLE = 64
 
 class RowGroups(NamedTuple):
     """Runs of consecutive rows that each go through the output layer over their own columns:
-    each run's row count, and how many of its columns are its own (the rest pad to the widest)."""
+    each run's row count, and how many of its columns are its own (the rest pad to the widest),
+    the first ``shared`` of them the same for every run and allowed to every row."""
     rows: tuple[int, ...]
     widths: tuple[int, ...]
+    shared: int = 0
 
 
 class Seq2Seq(nn.Module):
@@ -138,37 +140,45 @@ class Seq2Seq(nn.Module):
     def _grouped_logits(self, h_tilde: torch.Tensor, vocab: torch.Tensor, allowed: torch.Tensor,
                         groups: RowGroups) -> torch.Tensor:
         """W_s h~ + b on each row's own set, -inf elsewhere, (B, W) over each group's own ids
-        ``vocab`` (G, W), one product per group straight into its rows and first columns of the
-        logits. Each group's rows of W_s are cut once per ``vocab`` (sentences leaving keep their
-        groups); the offsets and the logits tensor, whose columns past each group's own width stay
-        -inf, once per ``allowed``. The logits tensor is overwritten at each step: log_softmax's
-        output is a new one."""
-        cut = self._per_batch("_group_cache", (vocab,), lambda: self._group_rows_of_w(vocab, groups.widths))
+        ``vocab`` (G, W): the ``groups.shared`` leading columns in one product for all rows, then
+        one product per group over its other columns, each straight into its place in the
+        logits. The rows of W_s are cut once per ``vocab`` (sentences leaving keep their groups);
+        the offsets and the logits tensor, whose columns past each group's own width stay -inf,
+        once per ``allowed``. The logits tensor is overwritten at each step: log_softmax's output
+        is a new one."""
+        shared = groups.shared
+        common, cut = self._per_batch("_group_cache", (vocab,),
+                                      lambda: self._group_rows_of_w(vocab, groups.widths, shared))
 
         def plan():
             logits = h_tilde.new_full((allowed.size(0), vocab.size(1)), float("-inf"))
             parts, start = [], 0
             neg_inf = logits.new_full((), float("-inf"))
             for rows, (weight, bias) in zip(groups.rows, cut):
-                if rows:
-                    width = bias.size(0)
-                    offsets = torch.where(allowed[start:start + rows, :width], bias, neg_inf)
+                if rows and bias.numel():
+                    end = shared + bias.size(0)
+                    offsets = torch.where(allowed[start:start + rows, shared:end], bias, neg_inf)
                     parts.append((start, start + rows, weight, offsets))
                 start += rows
             return logits, parts
 
         logits, parts = self._per_batch("_plan_cache", (allowed, vocab), plan)
+        if shared:  # every row allows these: the bias is their offset
+            torch.addmm(common[1], h_tilde, common[0].t(), out=logits[:, :shared])
         for start, stop, weight, offsets in parts:
-            torch.addmm(offsets, h_tilde[start:stop], weight.t(), out=logits[start:stop, :offsets.size(1)])
+            torch.addmm(offsets, h_tilde[start:stop], weight.t(),
+                        out=logits[start:stop, shared:shared + offsets.size(1)])
         return logits
 
-    def _group_rows_of_w(self, vocab: torch.Tensor, widths: tuple[int, ...]):
-        """Per group, its own ids' rows of W_s and b (one copy for all groups, then views)."""
+    def _group_rows_of_w(self, vocab: torch.Tensor, widths: tuple[int, ...], shared: int):
+        """The rows of W_s and b for the ``shared`` leading ids, and per group for its own others
+        (one copy for all, then views)."""
         weight, bias = self._output_weights()
-        flat = torch.cat([ids[:w] for ids, w in zip(vocab, widths)])
+        flat = torch.cat([vocab[0, :shared], *[ids[shared:w] for ids, w in zip(vocab, widths)]])
         cut_weight, cut_bias = weight.index_select(0, flat), bias.index_select(0, flat)
-        bounds = [0, *torch.tensor(widths).cumsum(0).tolist()]
-        return [(cut_weight[a:b], cut_bias[a:b]) for a, b in zip(bounds, bounds[1:])]
+        bounds = [shared, *(shared + torch.tensor(widths).sub(shared).cumsum(0)).tolist()]
+        return ((cut_weight[:shared], cut_bias[:shared]),
+                [(cut_weight[a:b], cut_bias[a:b]) for a, b in zip(bounds, bounds[1:])])
 
     def _output_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
         weight, bias = self.output.weight, self.output.bias
