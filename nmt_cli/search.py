@@ -141,7 +141,8 @@ def _narrow(vocab: torch.Tensor | None, allowed: torch.Tensor | None, multiple: 
 # whole sentences, four at beam 5), when that does at most GROUPED_SHARE of the arithmetic of one
 # product over the union. As sentences leave, the groups keep their columns (their cut rows of
 # W_s stay valid) until they do REGROUP_SLACK times the arithmetic of groups formed afresh. Sizes
-# measured on test_2016 (docs/lab/beam-step.md): 6-8 rows best for greedy, 20 for beam 5.
+# measured on test_2016 (docs/lab/beam-step.md): greedy 8 and 16 rows alike, 4 and 40 slower; beam
+# 5 10 to 40 rows alike, 5 slower.
 GROUP_ROWS = 8
 BEAM_GROUP_ROWS = 20
 GROUPED_SHARE = 0.7
