@@ -1,7 +1,9 @@
 """OpenNMT-py 3.5 and nmt on the same machine in one run: same data (Multi30k en-fr through the
 same SentencePiece model), same model shape (256-dim embeddings, BiGRU 2x256 encoder, GRU 512
 decoder, additive attention, the same initialisation), each trained for the same minutes side by
-side with one thread, then whole-process translation of test_2016 (greedy and beam 5) with min/median seconds and BLEU.
+side with one thread, then whole-process translation of test_2016 (greedy and beam 5) with
+min/median seconds and BLEU, and each toolkit's start-up (the same command on the test set's first
+line alone), so that the decoding without it compares as well.
 
     python bench/onmt_side_by_side.py setup --venv runs/onmt-venv
     python bench/onmt_side_by_side.py prepare --dir runs/sbs --venv runs/onmt-venv
@@ -168,6 +170,34 @@ def _timed(cmd: list[str], env: dict) -> tuple[float, float]:
     return wall, after.children_user + after.children_system - before.children_user - before.children_system
 
 
+def _commands(p: dict, args, onmt_model: Path, beam: int, src_text: Path, src_sp: Path,
+              hyp_nmt: Path, hyp_onmt: Path) -> dict[str, list[str]]:
+    """Each toolkit's translate command: nmt on raw text, OpenNMT-py on its pieces."""
+    return {
+        "nmt": [sys.executable, "-m", "nmt_cli", "translate", "-m", str(p["nmt"]), "-i", str(src_text),
+                "-o", str(hyp_nmt), "--beam-size", str(beam),
+                *(["--batch-size", str(args.nmt_greedy_batch)] if beam == 1 and args.nmt_greedy_batch else [])],
+        "OpenNMT-py": [str(p["bin"] / "onmt_translate"), "-model", str(onmt_model),
+                       "-src", str(src_sp), "-output", str(hyp_onmt),
+                       "-beam_size", str(beam), "-batch_size", str(ONMT_BATCH[beam == 1]),
+                       "-max_length", str(args.onmt_max_length)],
+    }
+
+
+def _alternate(commands: dict[str, list[str]], envs: dict[str, dict], repeat: int,
+               label: str) -> dict[str, tuple[list[float], list[float]]]:
+    """Wall and CPU seconds of ``repeat`` whole processes per toolkit, taking turns so that drifts
+    in the host's speed hit both alike."""
+    runs: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in commands}
+    for _ in range(repeat):
+        for name, cmd in commands.items():
+            wall, cpu = _timed(cmd, envs[name])
+            runs[name][0].append(wall)
+            runs[name][1].append(cpu)
+            print(f"{label} {name}: {wall:.2f} s wall, {cpu:.2f} s CPU", file=sys.stderr, flush=True)
+    return runs
+
+
 def _parameters(base: Path) -> dict[str, float | None]:
     """Each model's parameter count as its trainer logged it (millions; None without a log): the
     check that the two sides really have the same shape."""
@@ -200,35 +230,30 @@ def translate(args) -> None:
     if not args.onmt_max_length:
         longest = max(len(x.split()) for x in (p["onmt"] / "test.src.sp").read_text(encoding="utf-8").split("\n"))
         args.onmt_max_length = int(1.5 * longest + 10)
+    # Each toolkit's start-up: the same command on the test set's first line, so that the
+    # decoding itself (whole process minus start-up) can be compared as well as the whole
+    (out / "one.src.txt").write_text(src_text.read_text(encoding="utf-8").split("\n")[0] + "\n", encoding="utf-8")
+    (out / "one.src.sp").write_text((p["onmt"] / "test.src.sp").read_text(encoding="utf-8").split("\n")[0] + "\n",
+                                    encoding="utf-8")
+    envs = {"nmt": env, "OpenNMT-py": onmt_env}
+    startup = _alternate(_commands(p, args, onmt_model, 1, out / "one.src.txt", out / "one.src.sp",
+                                   out / "nmt.one.txt", out / "onmt.one.txt"), envs, args.repeat, "start-up")
     rows = []
     for beam in args.beams:
         hyp_nmt, hyp_onmt = out / f"nmt.beam{beam}.txt", out / f"onmt.beam{beam}.txt"
-        commands = {
-            "nmt": [sys.executable, "-m", "nmt_cli", "translate", "-m", str(p["nmt"]), "-i", str(src_text),
-                    "-o", str(hyp_nmt), "--beam-size", str(beam),
-                    *(["--batch-size", str(args.nmt_greedy_batch)] if beam == 1 and args.nmt_greedy_batch else [])],
-            "OpenNMT-py": [str(p["bin"] / "onmt_translate"), "-model", str(onmt_model),
-                           "-src", str(p["onmt"] / "test.src.sp"), "-output", str(hyp_onmt),
-                           "-beam_size", str(beam), "-batch_size", str(ONMT_BATCH[beam == 1]),
-                           "-max_length", str(args.onmt_max_length)],
-        }
-        envs = {"nmt": env, "OpenNMT-py": onmt_env}
-        times = {name: [] for name in commands}
-        cpus = {name: [] for name in commands}
-        for _ in range(args.repeat):  # alternate, so drifts in the host's speed hit both alike
-            for name, cmd in commands.items():
-                wall, cpu = _timed(cmd, envs[name])
-                times[name].append(wall)
-                cpus[name].append(cpu)
-                print(f"beam {beam} {name}: {wall:.2f} s wall, {cpu:.2f} s CPU", file=sys.stderr, flush=True)
+        commands = _commands(p, args, onmt_model, beam, src_text, p["onmt"] / "test.src.sp", hyp_nmt, hyp_onmt)
+        runs = _alternate(commands, envs, args.repeat, f"beam {beam}")
         onmt_text = [sp.decode(line.split()) for line in hyp_onmt.read_text(encoding="utf-8").split("\n")[:-1]]
         hyps = {"nmt": hyp_nmt.read_text(encoding="utf-8").split("\n")[:-1], "OpenNMT-py": onmt_text}
         for name in commands:
+            times, cpus = runs[name]
             bleu = sacrebleu.corpus_bleu(hyps[name], [refs]).score
-            rows.append({"toolkit": name, "beam": beam, "min_s": round(min(times[name]), 2),
-                         "median_s": round(statistics.median(times[name]), 2),
-                         "runs_s": [round(t, 2) for t in times[name]],
-                         "cpu_s": [round(t, 2) for t in cpus[name]], "bleu": round(bleu, 2)})
+            rows.append({"toolkit": name, "beam": beam, "min_s": round(min(times), 2),
+                         "median_s": round(statistics.median(times), 2),
+                         "runs_s": [round(t, 2) for t in times],
+                         "cpu_s": [round(t, 2) for t in cpus], "bleu": round(bleu, 2),
+                         "startup_min_s": round(min(startup[name][0]), 2),
+                         "startup_median_s": round(statistics.median(startup[name][0]), 2)})
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, {args.threads} threads each, "
           f"python {platform.python_version()}, torch {_torch_version()}; {len(refs)} sentences; "
           f"OpenNMT-py model {onmt_model.name}")
@@ -240,6 +265,9 @@ def translate(args) -> None:
     print(f"# parameters (millions, from the training logs): {sizes}")
     if None not in sizes.values() and abs(sizes["nmt"] / sizes["OpenNMT-py"] - 1) > 0.05:
         print("# WARNING: the two models differ in size by more than 5%: not the same shape")
+    for name, (times, cpus) in startup.items():
+        print(f"start-up    {name:<11} min {min(times):6.2f} s  median {statistics.median(times):6.2f} s  "
+              f"CPU min {min(cpus):6.2f} s  (one line)")
     for beam in args.beams:
         pair = {r["toolkit"]: r for r in rows if r["beam"] == beam}
         for name, r in pair.items():
@@ -247,6 +275,9 @@ def translate(args) -> None:
                   f"CPU min {min(r['cpu_s']):6.2f} s  BLEU {r['bleu']:.2f}")
         print(f"beam {beam}  ratio (OpenNMT-py / nmt): min {pair['OpenNMT-py']['min_s'] / pair['nmt']['min_s']:.2f}x  "
               f"median {pair['OpenNMT-py']['median_s'] / pair['nmt']['median_s']:.2f}x")
+        decoding = {name: r["min_s"] - r["startup_min_s"] for name, r in pair.items()}
+        print(f"beam {beam}  without start-up (min - start-up min): nmt {decoding['nmt']:.2f} s, OpenNMT-py "
+              f"{decoding['OpenNMT-py']:.2f} s, ratio {decoding['OpenNMT-py'] / max(decoding['nmt'], 0.01):.2f}x")
     print(json.dumps(rows))
 
 
