@@ -6,13 +6,15 @@ threads share a file, and how long the cores wait at its start and end.
 Loads a Translator (``--cold``: the first translation of the process, input table included;
 default: after a warm-up on 32 lines), translates the file ``--repeat`` times, and prints the
 last round's batches (worker, rows x source width, start and end seconds from the call), then
-for each round the wall seconds, each worker's busy seconds, and the idle core-seconds: workers x
-wall - busy, the time a core had no batch to decode.
+for each round the wall seconds, each worker's busy seconds, the idle core-seconds (workers x
+wall - busy, the time a core had no batch to decode), and the process's minor page faults and
+system seconds in the round.
 """
 
 from __future__ import annotations
 
 import argparse
+import resource
 import threading
 import time
 from pathlib import Path
@@ -48,9 +50,11 @@ def main() -> None:
     try:
         for round_ in range(args.repeat):
             spans.clear()
+            usage = resource.getrusage(resource.RUSAGE_SELF)
             began = time.perf_counter()
             translator.translate(lines)
             wall = time.perf_counter() - began
+            after = resource.getrusage(resource.RUSAGE_SELF)
             workers = {tid: i for i, tid in enumerate(dict.fromkeys(s[0] for s in spans))}
             busy = [0.0] * max(len(workers), 1)
             for tid, _, start, end in spans:
@@ -62,7 +66,8 @@ def main() -> None:
                           f"{start - began:6.3f} - {end - began:6.3f} s")
             print(f"round {round_ + 1}: {wall:.3f} s wall; busy per worker "
                   f"{', '.join(f'{b:.3f}' for b in busy)} s; idle {idle:.3f} core-s "
-                  f"({idle / (args.workers * wall):.0%})")
+                  f"({idle / (args.workers * wall):.0%}); {after.ru_minflt - usage.ru_minflt} minor faults, "
+                  f"{after.ru_stime - usage.ru_stime:.2f} s system")
     finally:
         translate_module.search = plain
 

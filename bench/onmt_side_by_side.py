@@ -2,8 +2,8 @@
 same SentencePiece model), same model shape (256-dim embeddings, BiGRU 2x256 encoder, GRU 512
 decoder, additive attention, the same initialisation), each trained for the same minutes side by
 side with one thread, then whole-process translation of test_2016 (greedy and beam 5) with
-min/median seconds and BLEU, and each toolkit's start-up (the same command on the test set's first
-line alone), so that the decoding without it compares as well.
+min/median seconds and BLEU, and each toolkit's start-up (the same greedy command on the test
+set's first line alone), so that the decoding without it compares as well.
 
     python bench/onmt_side_by_side.py setup --venv runs/onmt-venv
     python bench/onmt_side_by_side.py prepare --dir runs/sbs --venv runs/onmt-venv
