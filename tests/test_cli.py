@@ -193,6 +193,36 @@ def test_translate_writes_every_line_before_its_early_exit(tiny_run, tmp_path):
     assert out.read_text(encoding="utf-8") == to_stdout.stdout.decode()
 
 
+def test_translate_without_torchs_tracing_modules_gives_the_same_output(tiny_run, tmp_path):
+    """`nmt translate` leaves torch.export and the Meta kernels out of its process (a faster
+    start); greedy, beam and int8 translations, scores and alignments are those of torch whole."""
+    from nmt_cli.torch_import import OFF_SWITCH
+    run = _trained_copy(tiny_run, tmp_path)
+    lines = (run / "data" / "valid.src.txt").read_text(encoding="utf-8").split("\n")[:25]
+    source = ("\n".join(lines) + "\n").encode()
+    for options in (["--beam-size", 1], ["--beam-size", 3, "--scores", "--alignments"],
+                    ["--beam-size", 2, "--quantize", "int8"]):
+        lean = nmt("translate", "-m", run, *options, input=source, env={OFF_SWITCH: "0"})
+        whole = nmt("translate", "-m", run, *options, input=source, env={OFF_SWITCH: "1"})
+        assert lean.returncode == 0 and whole.returncode == 0, lean.stderr.decode() + whole.stderr.decode()
+        assert lean.stdout.decode().count("\n") == 25
+        assert lean.stdout == whole.stdout, options
+    probe = ("import sys; import nmt_cli.cli as cli; sys.argv = ['nmt'] + sys.argv[1:]\n"
+             "cli._exit_without_teardown = lambda: None\n"
+             "cli.main()\n"
+             "print(type(sys.modules['torch.export']).__name__, file=sys.stderr)")
+    src = tmp_path / "one.txt"
+    src.write_text(lines[0] + "\n", encoding="utf-8")
+    result = subprocess.run([sys.executable, "-c", probe, "translate", "-m", str(run), "-i", str(src)],
+                            capture_output=True, cwd=ROOT, env={k: v for k, v in os.environ.items() if k != OFF_SWITCH})
+    assert result.returncode == 0, result.stderr.decode()
+    import torch
+    from nmt_cli.torch_import import CHECKED_RELEASES
+    checked = ".".join(torch.__version__.split(".")[:2]) in CHECKED_RELEASES
+    want = "_Placeholder" if checked else "module"
+    assert result.stderr.decode().strip().splitlines()[-1] == want, result.stderr.decode()
+
+
 @pytest.mark.slow
 def test_end_to_end_on_real_multi30k(tmp_path):
     """preprocess -> train -> translate -> eval through the CLI on a slice of real data."""

@@ -1,0 +1,98 @@
+"""Leaving torch's tracing modules out of a translating process: which kernels stay, and when."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from nmt_cli import torch_import
+from nmt_cli.torch_import import (CHECKED_RELEASES, OFF_SWITCH, TRACING_MODULES, _Placeholder,
+                                  _PlaceholderFinder, installed_torch_release, skip_tracing_modules)
+
+ROOT = Path(__file__).resolve().parent.parent
+KEYS = ("CPU", "CompositeImplicitAutograd", "CompositeExplicitAutograd", "Autograd", "Meta")
+RELEASE = ".".join(torch.__version__.split(".")[:2])
+
+
+def _fresh_process(probe: str, full_import: bool) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != OFF_SWITCH}
+    if full_import:
+        env[OFF_SWITCH] = "1"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, cwd=ROOT, env=env, timeout=120)
+    assert result.returncode == 0, result.stderr.decode()
+    return json.loads(result.stdout.decode().strip().splitlines()[-1])
+
+
+def test_the_release_is_read_without_importing_torch():
+    probe = ("import json, sys\nfrom nmt_cli.torch_import import installed_torch_release\n"
+             "print(json.dumps([installed_torch_release(), 'torch' in sys.modules]))")
+    assert _fresh_process(probe, full_import=False) == [RELEASE, False]
+
+
+def test_every_aten_kernel_but_the_meta_ones_stays_registered():
+    """The dispatcher's tables with the placeholders differ from torch's whole import only in Meta
+    kernels and in the prims, rngprims and export namespaces: what eager decoding runs is all there."""
+    probe = ("import json, sys\nfrom nmt_cli.torch_import import skip_tracing_modules, _Placeholder\n"
+             "skipped = skip_tracing_modules()\nimport torch\n"
+             f"tables = {{k: torch._C._dispatch_get_registrations_for_dispatch_key(k) for k in {KEYS!r}}}\n"
+             "print(json.dumps({'skipped': skipped, 'tables': tables, 'placeholders': "
+             f"[isinstance(sys.modules[m], _Placeholder) for m in {TRACING_MODULES!r}]}}))")
+    lean = _fresh_process(probe, full_import=False)
+    whole = _fresh_process(probe, full_import=True)
+    assert whole["skipped"] is False and whole["placeholders"] == [False, False]
+    if RELEASE not in CHECKED_RELEASES:
+        assert lean["skipped"] is False and lean["tables"] == whole["tables"]
+        return
+    assert lean["skipped"] is True and lean["placeholders"] == [True, True]
+    for key in ("CPU", "CompositeImplicitAutograd"):
+        assert sorted(lean["tables"][key]) == sorted(whole["tables"][key]), key
+    for key in ("CompositeExplicitAutograd", "Autograd"):
+        lean_ops, whole_ops = set(lean["tables"][key]), set(whole["tables"][key])
+        assert lean_ops <= whole_ops, key
+        assert {op.split("::")[0] for op in whole_ops - lean_ops} <= {"prims", "rngprims", "export"}, key
+        assert any(op.startswith("aten::") for op in lean_ops), key
+    assert len(lean["tables"]["Meta"]) < len(whole["tables"]["Meta"])
+
+
+def test_a_placeholder_names_what_is_missing_and_the_switch():
+    placeholder = _Placeholder("torch.export")
+    with pytest.raises(AttributeError, match=f"does not load torch.export.*{OFF_SWITCH}=1"):
+        placeholder.export
+    assert not hasattr(placeholder, "__wrapped__")
+
+
+@pytest.fixture
+def torch_not_yet_imported(monkeypatch):
+    """skip_tracing_modules() as a fresh process meets it; sys.meta_path is restored afterwards."""
+    monkeypatch.delitem(sys.modules, "torch")
+    monkeypatch.setattr(sys, "meta_path", list(sys.meta_path))
+    monkeypatch.delenv(OFF_SWITCH, raising=False)
+
+
+def _finders() -> int:
+    return sum(isinstance(finder, _PlaceholderFinder) for finder in sys.meta_path)
+
+
+def test_it_installs_one_finder_on_a_checked_release(torch_not_yet_imported, monkeypatch):
+    monkeypatch.setattr(torch_import, "CHECKED_RELEASES", (RELEASE,))
+    assert skip_tracing_modules() is True
+    assert skip_tracing_modules() is True
+    assert _finders() == 1
+    assert _PlaceholderFinder().find_spec("torch.nn", None) is None
+
+
+@pytest.mark.parametrize("case", ["unchecked release", "switched off", "torch already imported"])
+def test_it_leaves_the_import_alone(torch_not_yet_imported, monkeypatch, case):
+    monkeypatch.setattr(torch_import, "CHECKED_RELEASES", (RELEASE,))
+    if case == "unchecked release":
+        monkeypatch.setattr(torch_import, "CHECKED_RELEASES", ("0.1",))
+    elif case == "switched off":
+        monkeypatch.setenv(OFF_SWITCH, "1")
+    else:
+        monkeypatch.setitem(sys.modules, "torch", torch)
+    assert skip_tracing_modules() is False
+    assert _finders() == 0
