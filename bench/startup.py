@@ -3,12 +3,13 @@ line, timed in fresh processes (wall and CPU seconds, min and median over --repe
 
     python bench/startup.py -m runs/en-fr [--repeat 5] [--threads 2]
 
-Phases, in the order `nmt translate` meets them: the interpreter alone; `import torch`; the CLI
-(typer, with pydantic where typer is 0.29 or later); the translation modules; the checkpoint file
-(mapped, as decoding loads it, and read whole, the plain path); building the model; loading its
-weights; the tokenizer and shortlist; the first line. Then the whole `nmt translate` process on one
-line, with --threads' count and without it (the default, which measures the cores' load). CPU
-seconds are the steadier figure on a shared machine.
+Phases, in the order `nmt translate` meets them: the interpreter alone; `import torch` (without
+its tracing modules, as `nmt translate` imports it; `NMT_FULL_TORCH_IMPORT=1` for the whole
+import); the CLI (typer, with pydantic where typer is 0.29 or later); the translation modules; the
+checkpoint file (mapped, as decoding loads it, and read whole, the plain path); building the model;
+loading its weights; the tokenizer and shortlist; the first line. Then the whole `nmt translate`
+process on one line, with --threads' count and without it (the default, which measures the cores'
+load). CPU seconds are the steadier figure on a shared machine.
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ def mark(name, _last=[time.perf_counter(), time.process_time()]):
     wall, cpu = time.perf_counter(), time.process_time()
     marks.append((name, wall - _last[0], cpu - _last[1]))
     _last[0], _last[1] = wall, cpu
+from nmt_cli.torch_import import skip_tracing_modules
+skip_tracing_modules()  # as nmt translate does; NMT_FULL_TORCH_IMPORT=1 times torch's whole import
 import torch; mark("import torch")
 import nmt_cli.cli
 try:
