@@ -5,9 +5,10 @@
 `torch.export` (graph export, and with it torch's primitive ops for tracers). Together they were
 0.4-0.5 s of each `nmt translate` process's 1.5-2 s start-up on a 2-core Zen 3
 (docs/lab/beam-step.md). `skip_tracing_modules()` has the import put empty placeholders in their
-place. Every CPU, CUDA and composite kernel of torch's ATen operators is still registered: the
+place. Every CPU and composite kernel of torch's ATen operators is still registered: the
 dispatcher's tables differ only in Meta kernels and in the `prims`, `rngprims` and `export`
 namespaces (checked by tests/test_torch_import.py), so translations are bit for bit the same.
+(CUDA's kernels are registered by torch's C++ library as the CPU's are; no GPU run has checked it.)
 
 Only `nmt translate` asks for it, before torch is first imported, and only on the torch releases
 it was checked against: another release may touch these modules while importing. Library callers
