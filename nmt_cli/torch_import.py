@@ -8,11 +8,13 @@
 place. Every CPU and composite kernel of torch's ATen operators is still registered: the
 dispatcher's tables differ only in Meta kernels and in the `prims`, `rngprims` and `export`
 namespaces (checked by tests/test_torch_import.py), so translations are bit for bit the same.
-(CUDA's kernels are registered by torch's C++ library as the CPU's are; no GPU run has checked it.)
 
-Only `nmt translate` asks for it, before torch is first imported, and only on the torch releases
-it was checked against: another release may touch these modules while importing. Library callers
-and `nmt serve` import torch whole. NMT_FULL_TORCH_IMPORT=1 turns it off.
+Only `nmt translate` asks for it, before torch is first imported, and only on the CPU builds of
+the torch releases it was checked against: another release may touch these modules while
+importing, and no GPU build was checked. Library callers and `nmt serve` import torch whole.
+NMT_FULL_TORCH_IMPORT set to anything but empty or 0 turns it off. The finder stays on
+sys.meta_path for the rest of the process, so that a late import of either module, or of one of
+their submodules, fails with a message that names the switch rather than loading half of it.
 """
 
 from __future__ import annotations
@@ -43,20 +45,27 @@ class _Placeholder(types.ModuleType):
 
 
 class _PlaceholderFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Answers TRACING_MODULES with empty placeholder packages, and their submodules with an error."""
+
     def find_spec(self, name, path, target=None):
         if name in TRACING_MODULES:
             return importlib.machinery.ModuleSpec(name, self, is_package=True)
+        if name.startswith(tuple(module + "." for module in TRACING_MODULES)):
+            raise ModuleNotFoundError(f"{name}: nmt translate does not load it "
+                                      f"(set {OFF_SWITCH}=1 to load torch whole)", name=name)
         return None
 
     def create_module(self, spec):
         return _Placeholder(spec.name)
 
     def exec_module(self, module) -> None:
-        module.__path__ = []  # a package without submodules: `import torch.export.x` fails plainly
+        pass  # a placeholder has nothing to run
 
 
 def installed_torch_release() -> str | None:
-    """torch's major.minor as installed, read from torch/version.py without importing torch."""
+    """torch's major.minor as installed, read from torch/version.py without importing torch; None
+    where torch is missing, unreadable, or a GPU build (its version.py names a CUDA or ROCm
+    version)."""
     spec = importlib.util.find_spec("torch")
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -66,15 +75,16 @@ def installed_torch_release() -> str | None:
                 text = handle.read()
         except OSError:
             continue
-        found = re.search(r"""^__version__\s*=\s*['"](\d+)\.(\d+)""", text, re.MULTILINE)
-        if found:
+        found = re.search(r"""^__version__\s*(?::[^=]*)?=\s*['"](\d+)\.(\d+)""", text, re.MULTILINE)
+        gpu_build = re.search(r"""^(cuda|hip)\s*(?::[^=]*)?=\s*['"]""", text, re.MULTILINE)
+        if found and not gpu_build:
             return f"{found.group(1)}.{found.group(2)}"
     return None
 
 
 def skip_tracing_modules() -> bool:
     """Have the coming `import torch` leave out TRACING_MODULES; True if it will. A no-op once
-    torch is imported, on unchecked releases, and with NMT_FULL_TORCH_IMPORT=1."""
+    torch is imported, on unchecked releases and GPU builds, and with NMT_FULL_TORCH_IMPORT=1."""
     if "torch" in sys.modules or os.environ.get(OFF_SWITCH, "") not in ("", "0"):
         return False
     if installed_torch_release() not in CHECKED_RELEASES:
