@@ -162,7 +162,7 @@ def translate(model: ModelOption = [],
     progress (lines, lines/s, and with -i the total and time left) is shown on stderr.
     """
     from nmt_cli.torch_import import skip_tracing_modules
-    skip_tracing_modules()  # before torch's import: 0.4-0.5 s of each start (nmt_cli/torch_import.py)
+    skip_tracing_modules()  # before torch's import: about 0.4 s of each start (nmt_cli/torch_import.py)
     from nmt_cli.interrupts import command, task
     command(f"translation stopped before it began; {'nothing was written' if output is None else f'{output} was not written'}")
     from nmt_cli.output_file import atomic_text_output

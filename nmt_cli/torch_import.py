@@ -3,7 +3,7 @@
 `import torch` executes two packages that eager decoding never calls: `torch._meta_registrations`
 (the Python kernels of the Meta device, which tracing and torch.compile run shapes through) and
 `torch.export` (graph export, and with it torch's primitive ops for tracers). Together they were
-0.4-0.5 s of each `nmt translate` process's 1.5-2 s start-up on a 2-core Zen 3
+about 0.4 s of each `nmt translate` process's 1.2-2 s start-up on a 2-core Zen 3
 (docs/lab/beam-step.md). `skip_tracing_modules()` has the import put empty placeholders in their
 place. Every CPU and composite kernel of torch's ATen operators is still registered: the
 dispatcher's tables differ only in Meta kernels and in the `prims`, `rngprims` and `export`
@@ -34,14 +34,17 @@ CHECKED_RELEASES = ("2.13",)
 OFF_SWITCH = "NMT_FULL_TORCH_IMPORT"
 
 
+def _not_loaded(name: str) -> str:
+    return f"{name}: nmt translate does not load it (set {OFF_SWITCH}=1 to load torch whole)"
+
+
 class _Placeholder(types.ModuleType):
     """An empty stand-in that says why, should anything in the process reach for it after all."""
 
     def __getattr__(self, name: str):
         if name.startswith("__"):
             raise AttributeError(name)
-        raise AttributeError(f"{self.__name__}.{name}: nmt translate does not load {self.__name__} "
-                             f"(set {OFF_SWITCH}=1 to load torch whole)")
+        raise AttributeError(_not_loaded(f"{self.__name__}.{name}"))
 
 
 class _PlaceholderFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
@@ -51,8 +54,7 @@ class _PlaceholderFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         if name in TRACING_MODULES:
             return importlib.machinery.ModuleSpec(name, self, is_package=True)
         if name.startswith(tuple(module + "." for module in TRACING_MODULES)):
-            raise ModuleNotFoundError(f"{name}: nmt translate does not load it "
-                                      f"(set {OFF_SWITCH}=1 to load torch whole)", name=name)
+            raise ModuleNotFoundError(_not_loaded(name), name=name)
         return None
 
     def create_module(self, spec):
@@ -62,10 +64,10 @@ class _PlaceholderFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         pass  # a placeholder has nothing to run
 
 
-def installed_torch_release() -> str | None:
-    """torch's major.minor as installed, read from torch/version.py without importing torch; None
-    where torch is missing, unreadable, or a GPU build (its version.py names a CUDA or ROCm
-    version)."""
+def installed_cpu_torch_release() -> str | None:
+    """The installed torch's major.minor where it is a CPU build, read from torch/version.py
+    without importing torch; None where torch is missing or unreadable, or where its version.py
+    names a CUDA or ROCm version (a GPU build)."""
     spec = importlib.util.find_spec("torch")
     if spec is None or not spec.submodule_search_locations:
         return None
@@ -87,7 +89,7 @@ def skip_tracing_modules() -> bool:
     torch is imported, on unchecked releases and GPU builds, and with NMT_FULL_TORCH_IMPORT=1."""
     if "torch" in sys.modules or os.environ.get(OFF_SWITCH, "") not in ("", "0"):
         return False
-    if installed_torch_release() not in CHECKED_RELEASES:
+    if installed_cpu_torch_release() not in CHECKED_RELEASES:
         return False
     if not any(isinstance(finder, _PlaceholderFinder) for finder in sys.meta_path):
         sys.meta_path.insert(0, _PlaceholderFinder())

@@ -216,10 +216,8 @@ def test_translate_without_torchs_tracing_modules_gives_the_same_output(tiny_run
     result = subprocess.run([sys.executable, "-c", probe, "translate", "-m", str(run), "-i", str(src)],
                             capture_output=True, cwd=ROOT, env={k: v for k, v in os.environ.items() if k != OFF_SWITCH})
     assert result.returncode == 0, result.stderr.decode()
-    import torch
-    from nmt_cli.torch_import import CHECKED_RELEASES
-    checked = ".".join(torch.__version__.split(".")[:2]) in CHECKED_RELEASES
-    want = "_Placeholder" if checked else "module"
+    from nmt_cli.torch_import import CHECKED_RELEASES, installed_cpu_torch_release
+    want = "_Placeholder" if installed_cpu_torch_release() in CHECKED_RELEASES else "module"
     assert result.stderr.decode().strip().splitlines()[-1] == want, result.stderr.decode()
 
 

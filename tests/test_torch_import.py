@@ -13,12 +13,14 @@ import torch
 
 from nmt_cli import torch_import
 from nmt_cli.torch_import import (CHECKED_RELEASES, OFF_SWITCH, TRACING_MODULES, _Placeholder,
-                                  _PlaceholderFinder, installed_torch_release, skip_tracing_modules)
+                                  _PlaceholderFinder, installed_cpu_torch_release, skip_tracing_modules)
 
 ROOT = Path(__file__).resolve().parent.parent
 KEYS = ("CPU", "QuantizedCPU", "AutogradCPU", "CompositeImplicitAutograd", "CompositeExplicitAutograd",
         "Autograd", "Meta")
 RELEASE = ".".join(torch.__version__.split(".")[:2])
+# what the gate should read here: a GPU build of torch reads as no release, and imports it whole
+CPU_RELEASE = RELEASE if torch.version.cuda is None and getattr(torch.version, "hip", None) is None else None
 
 
 def _fresh_process(probe: str, full_import: bool) -> dict:
@@ -32,9 +34,9 @@ def _fresh_process(probe: str, full_import: bool) -> dict:
 
 def test_the_release_is_read_without_importing_torch():
     """The gate costs no torch import: it reads torch/version.py."""
-    probe = ("import json, sys\nfrom nmt_cli.torch_import import installed_torch_release\n"
-             "print(json.dumps([installed_torch_release(), 'torch' in sys.modules]))")
-    assert _fresh_process(probe, full_import=False) == [RELEASE, False]
+    probe = ("import json, sys\nfrom nmt_cli.torch_import import installed_cpu_torch_release\n"
+             "print(json.dumps([installed_cpu_torch_release(), 'torch' in sys.modules]))")
+    assert _fresh_process(probe, full_import=False) == [CPU_RELEASE, False]
 
 
 def test_every_aten_kernel_but_the_meta_ones_stays_registered():
@@ -49,7 +51,7 @@ def test_every_aten_kernel_but_the_meta_ones_stays_registered():
     lean = _fresh_process(probe, full_import=False)
     whole = _fresh_process(probe, full_import=True)
     assert whole["skipped"] is False and whole["placeholders"] == [False, False]
-    if RELEASE not in CHECKED_RELEASES:
+    if CPU_RELEASE not in CHECKED_RELEASES:
         assert lean["skipped"] is False and lean["tables"] == whole["tables"]
         return
     assert lean["skipped"] is True and lean["placeholders"] == [True, True]
@@ -67,7 +69,7 @@ def test_a_placeholder_names_what_is_missing_and_the_switch():
     """Code that reaches for a left-out module after all learns why and how to load it; dunder
     probes (copy, pickle, inspect) get a plain AttributeError."""
     placeholder = _Placeholder("torch.export")
-    with pytest.raises(AttributeError, match=f"does not load torch.export.*{OFF_SWITCH}=1"):
+    with pytest.raises(AttributeError, match=f"torch.export.export: nmt translate does not load it .*{OFF_SWITCH}=1"):
         placeholder.export
     with pytest.raises(AttributeError) as dunder:
         placeholder.__wrapped__
@@ -102,7 +104,7 @@ def test_the_release_and_build_are_read_from_version_py(tmp_path, monkeypatch, t
     spec = importlib.machinery.ModuleSpec("torch", None, is_package=True)
     spec.submodule_search_locations = [str(tmp_path)]
     monkeypatch.setattr(importlib.util, "find_spec", lambda name: spec)
-    assert installed_torch_release() == release
+    assert installed_cpu_torch_release() == release
 
 
 @pytest.fixture
@@ -117,9 +119,10 @@ def _finders() -> int:
     return sum(isinstance(finder, _PlaceholderFinder) for finder in sys.meta_path)
 
 
+@pytest.mark.skipif(CPU_RELEASE is None, reason="a GPU build of torch is imported whole")
 def test_it_installs_one_finder_on_a_checked_release(torch_not_yet_imported, monkeypatch):
     """Asking twice (two commands in one process) leaves one finder."""
-    monkeypatch.setattr(torch_import, "CHECKED_RELEASES", (RELEASE,))
+    monkeypatch.setattr(torch_import, "CHECKED_RELEASES", (CPU_RELEASE,))
     assert skip_tracing_modules() is True
     assert skip_tracing_modules() is True
     assert _finders() == 1
@@ -128,12 +131,11 @@ def test_it_installs_one_finder_on_a_checked_release(torch_not_yet_imported, mon
 @pytest.mark.parametrize("case", ["unchecked release", "switched off", "torch already imported"])
 def test_it_leaves_the_import_alone(torch_not_yet_imported, monkeypatch, case):
     """Unchecked releases, the switch, and a torch already imported all mean torch whole."""
-    monkeypatch.setattr(torch_import, "CHECKED_RELEASES", (RELEASE,))
-    if case == "unchecked release":
-        monkeypatch.setattr(torch_import, "CHECKED_RELEASES", ("0.1",))
-    elif case == "switched off":
+    checked = ("0.1",) if case == "unchecked release" else (CPU_RELEASE,)
+    monkeypatch.setattr(torch_import, "CHECKED_RELEASES", checked)
+    if case == "switched off":
         monkeypatch.setenv(OFF_SWITCH, "1")
-    else:
+    elif case == "torch already imported":
         monkeypatch.setitem(sys.modules, "torch", torch)
     assert skip_tracing_modules() is False
     assert _finders() == 0
