@@ -49,7 +49,7 @@ def main() -> None:
     elements = b * k * s * a
 
     with torch.no_grad():
-        raw_keys = score.W1(memory).unsqueeze(1)                        # (B, 1, S, A), as before
+        raw_keys = score.W1(memory).unsqueeze(1)  # (B, 1, S, A), as before
         keys = score.keys(memory)
 
         def plain() -> torch.Tensor:
@@ -68,23 +68,36 @@ def main() -> None:
                 attention.CHUNK_ELEMENTS = chunk
 
         x = torch.randn(elements)
-        rows = [("torch.tanh_, per element", _best_ms(lambda: x.tanh_(), args.repeat), True),
-                ("torch.sigmoid_, per element", _best_ms(lambda: x.sigmoid_(), args.repeat), True),
-                ("v^T tanh(W1 h + W2 s), plain", _best_ms(plain, args.repeat), False),
-                ("ConcatScore.scores, whole batch", _best_ms(whole_batch, args.repeat), False),
-                ("ConcatScore.scores (as decoding)", _best_ms(shipped, args.repeat), False)]
+        rows = [
+            ("torch.tanh_, per element", _best_ms(lambda: x.tanh_(), args.repeat), True),
+            ("torch.sigmoid_, per element", _best_ms(lambda: x.sigmoid_(), args.repeat), True),
+            ("v^T tanh(W1 h + W2 s), plain", _best_ms(plain, args.repeat), False),
+            ("ConcatScore.scores, whole batch", _best_ms(whole_batch, args.repeat), False),
+            ("ConcatScore.scores (as decoding)", _best_ms(shipped, args.repeat), False),
+        ]
         d = {n: p.double() for n, p in score.named_parameters()}
-        exact = torch.einsum("bktsa,ka->bkts", (
-            (memory.double() @ d["W1.weight"].T)[:, None, None]
-            + (query.double() @ d["W2.weight"].T + d["W2.bias"])[:, None, :, None]).tanh(), d["v"])
-        errors = {"plain": (plain().double() - exact).abs().max().item(),
-                  "shipped": (shipped().double() - exact).abs().max().item()}
-    print(f"B={b} sentences x K={k} queries x S={s} x A={a} = {elements / 1e6:.2f}M elements, "
-          f"{args.threads} thread(s), torch {torch.__version__} ({torch.backends.cpu.get_cpu_capability()})")
+        exact = torch.einsum(
+            "bktsa,ka->bkts",
+            (
+                (memory.double() @ d["W1.weight"].T)[:, None, None]
+                + (query.double() @ d["W2.weight"].T + d["W2.bias"])[:, None, :, None]
+            ).tanh(),
+            d["v"],
+        )
+        errors = {
+            "plain": (plain().double() - exact).abs().max().item(),
+            "shipped": (shipped().double() - exact).abs().max().item(),
+        }
+    print(
+        f"B={b} sentences x K={k} queries x S={s} x A={a} = {elements / 1e6:.2f}M elements, "
+        f"{args.threads} thread(s), torch {torch.__version__} ({torch.backends.cpu.get_cpu_capability()})"
+    )
     for name, ms, per_element in rows:
         extra = f"  {ms * 1e6 / elements:.2f} ns/element" if per_element else ""
         print(f"{name:36s} {ms:8.2f} ms{extra}")
-    print(f"largest difference from float64: plain {errors['plain']:.1e}, ConcatScore {errors['shipped']:.1e}")
+    print(
+        f"largest difference from float64: plain {errors['plain']:.1e}, ConcatScore {errors['shipped']:.1e}"
+    )
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from nmt_cli.tokenizer import Tokenizer
 
 def first_lines(raw: bytes, n: int) -> bytes:
     ends = np.flatnonzero(np.frombuffer(raw, dtype=np.uint8) == 10)
-    return raw[:ends[n - 1] + 1]
+    return raw[: ends[n - 1] + 1]
 
 
 def main() -> None:
@@ -36,14 +36,23 @@ def main() -> None:
     args = ap.parse_args()
     tok = Tokenizer.load(args.run_dir)
     encoders = BlockEncoder(tok.src_proto, np.uint16), BlockEncoder(tok.tgt_proto, np.uint16)
-    block = tuple(first_lines(gzip.open(fetch("multi30k", f"train.{lang}.gz")).read(), args.pairs)
-                  for lang in ("en", "fr"))
+    block = tuple(
+        first_lines(gzip.open(fetch("multi30k", f"train.{lang}.gz")).read(), args.pairs)
+        for lang in ("en", "fr")
+    )
     cleaning = pairs.Cleaning(False, 80, 3.0)
     bytes_path = pairs._normal_side
-    times: dict[str, list[float]] = {"clean, bytes path": [], "clean, str path": [], "encode both sides": []}
+    times: dict[str, list[float]] = {
+        "clean, bytes path": [],
+        "clean, str path": [],
+        "encode both sides": [],
+    }
     try:
         for _ in range(args.repeat):
-            for name, side in (("clean, bytes path", bytes_path), ("clean, str path", lambda raw: None)):
+            for name, side in (
+                ("clean, bytes path", bytes_path),
+                ("clean, str path", lambda raw: None),
+            ):
                 pairs._normal_side = side
                 start = time.process_time()
                 chunk = cleaning(block)
@@ -56,8 +65,10 @@ def main() -> None:
         pairs._normal_side = bytes_path
     for name, values in times.items():
         values.sort()
-        print(f"{name:20s} min {1000 * values[0]:6.1f} ms  median {1000 * values[len(values) // 2]:6.1f} ms "
-              f"CPU per {args.pairs} pairs")
+        print(
+            f"{name:20s} min {1000 * values[0]:6.1f} ms  median {1000 * values[len(values) // 2]:6.1f} ms "
+            f"CPU per {args.pairs} pairs"
+        )
 
 
 if __name__ == "__main__":

@@ -25,8 +25,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-m", "--model", required=True, help="run dir or checkpoint")
     ap.add_argument("--src", type=Path, required=True, help="one sentence per line")
-    ap.add_argument("--set", required=True, metavar="MODULE.NAME=V1,V2,...",
-                    help="an integer or float constant and the values to compare, the first the baseline")
+    ap.add_argument(
+        "--set",
+        required=True,
+        metavar="MODULE.NAME=V1,V2,...",
+        help="an integer or float constant and the values to compare, the first the baseline",
+    )
     ap.add_argument("--beam-size", type=int, default=5)
     ap.add_argument("--threads", type=int, default=2, help="torch threads, and decoding workers")
     ap.add_argument("--chunk", type=int, default=250, help="lines per turn")
@@ -37,8 +41,10 @@ def main() -> None:
     module = importlib.import_module(module_name)
     kind = type(getattr(module, name))
     settings = [kind(v) for v in values.split(",")]
-    translator, lines = translator_and_lines(args.model, args.src, args.beam_size, args.threads, None)
-    chunks = [lines[i:i + args.chunk] for i in range(0, len(lines), args.chunk)]
+    translator, lines = translator_and_lines(
+        args.model, args.src, args.beam_size, args.threads, None
+    )
+    chunks = [lines[i : i + args.chunk] for i in range(0, len(lines), args.chunk)]
     seconds: dict = {s: [] for s in settings}
     texts: dict = {s: [] for s in settings}
     deadline = time.monotonic() + args.seconds
@@ -54,13 +60,17 @@ def main() -> None:
                     texts[setting].extend(t.text for t in out)
         first_round = False
     base = settings[0]
-    print(f"# {target}, beam {args.beam_size}, {args.threads} thread(s), {len(lines)} lines in chunks of "
-          f"{args.chunk}, {len(seconds[base]) // len(chunks)} rounds")
+    print(
+        f"# {target}, beam {args.beam_size}, {args.threads} thread(s), {len(lines)} lines in chunks of "
+        f"{args.chunk}, {len(seconds[base]) // len(chunks)} rounds"
+    )
     for setting in settings:
         ratio = statistics.median(b / a for a, b in zip(seconds[base], seconds[setting]))
         same = sum(a == b for a, b in zip(texts[base], texts[setting]))
-        print(f"{name}={setting}: {sum(seconds[setting]):.2f} s in all, median ratio to {name}={base} "
-              f"{ratio:.3f}, {same}/{len(lines)} translations the same")
+        print(
+            f"{name}={setting}: {sum(seconds[setting]):.2f} s in all, median ratio to {name}={base} "
+            f"{ratio:.3f}, {same}/{len(lines)} translations the same"
+        )
 
 
 if __name__ == "__main__":

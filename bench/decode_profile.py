@@ -30,12 +30,16 @@ def main() -> None:
     ap.add_argument("--beam-size", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1, help="torch threads, and decoding workers")
     ap.add_argument("--rows", type=int, default=15, help="operators to list")
-    ap.add_argument("--batch-size", type=int, default=None, help="sentences per batch (default: the recipe's)")
+    ap.add_argument(
+        "--batch-size", type=int, default=None, help="sentences per batch (default: the recipe's)"
+    )
     ap.add_argument("--repeat", type=int, default=1, help="unprofiled rounds")
     ap.add_argument("--skip-profile", action="store_true", help="time only")
     ap.add_argument("--shapes", action="store_true", help="also the matrix products by shape")
     args = ap.parse_args()
-    translator, lines = translator_and_lines(args.model, args.src, args.beam_size, args.threads, args.batch_size)
+    translator, lines = translator_and_lines(
+        args.model, args.src, args.beam_size, args.threads, args.batch_size
+    )
     if not args.skip_profile:
         selected, distinct = _count_parents(translator, lines)
         with profile(activities=[ProfilerActivity.CPU], record_shapes=args.shapes) as prof:
@@ -43,19 +47,24 @@ def main() -> None:
         print(prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=args.rows))
         if args.shapes:
             _print_products(prof.events(), args.rows)
-        print(f"decoder rows selected by search: {selected}, with {distinct} distinct parent states")
+        print(
+            f"decoder rows selected by search: {selected}, with {distinct} distinct parent states"
+        )
     rounds = []
     for _ in range(args.repeat):
         start = time.perf_counter()
         translator.translate(lines)
         rounds.append(time.perf_counter() - start)
     seconds = min(rounds)
-    print(f"{len(lines)} lines, beam {args.beam_size}, {args.threads} thread(s): {seconds:.2f} s unprofiled "
-          f"(min of {', '.join(f'{r:.2f}' for r in rounds)}), {len(lines) / seconds:.1f} sentences/s")
+    print(
+        f"{len(lines)} lines, beam {args.beam_size}, {args.threads} thread(s): {seconds:.2f} s unprofiled "
+        f"(min of {', '.join(f'{r:.2f}' for r in rounds)}), {len(lines) / seconds:.1f} sentences/s"
+    )
 
 
-def translator_and_lines(model: str, src: Path, beam_size: int, workers: int, batch_size: int | None,
-                         warm: bool = True) -> tuple[Translator, list[str]]:
+def translator_and_lines(
+    model: str, src: Path, beam_size: int, workers: int, batch_size: int | None, warm: bool = True
+) -> tuple[Translator, list[str]]:
     """A Translator on ``workers`` threads (and as many decoding workers) and the lines of ``src``;
     ``warm``: after one translation of 32 lines (the input-projection table, the allocator)."""
     torch.set_num_threads(workers)
@@ -96,13 +105,18 @@ def _print_products(events, rows: int) -> None:
         for i, value in enumerate((calls, seconds, gflop)):
             entry[i] += value
     print(f"{'product (inner x columns)':<34}{'calls':>7}{'seconds':>9}{'GFLOP':>8}{'GFLOP/s':>9}")
-    for (name, k, n), (calls, seconds, gflop) in sorted(merged.items(), key=lambda kv: -kv[1][1])[:rows]:
-        print(f"{name + f' {k} x {n}':<34}{calls:>7}{seconds:>9.3f}{gflop:>8.2f}{gflop / max(seconds, 1e-9):>9.1f}")
+    for (name, k, n), (calls, seconds, gflop) in sorted(merged.items(), key=lambda kv: -kv[1][1])[
+        :rows
+    ]:
+        print(
+            f"{name + f' {k} x {n}':<34}{calls:>7}{seconds:>9.3f}{gflop:>8.2f}{gflop / max(seconds, 1e-9):>9.1f}"
+        )
 
 
 def _count_parents(translator, lines: list[str]) -> tuple[int, int]:
     """Rows selected by DecoderState.select in one translation, and their distinct sources."""
     from nmt_cli.model.decoder import DecoderState
+
     counts = [0, 0]
     plain = DecoderState.select
 

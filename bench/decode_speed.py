@@ -23,7 +23,19 @@ from pathlib import Path
 
 
 def run(model: str, src: Path, beam: int, extra: list[str], env: dict) -> tuple[float, list[str]]:
-    cmd = [sys.executable, "-m", "nmt_cli", "translate", "-m", model, "-i", str(src), "--beam-size", str(beam), *extra]
+    cmd = [
+        sys.executable,
+        "-m",
+        "nmt_cli",
+        "translate",
+        "-m",
+        model,
+        "-i",
+        str(src),
+        "--beam-size",
+        str(beam),
+        *extra,
+    ]
     start = time.perf_counter()
     out = subprocess.run(cmd, capture_output=True, env=env, check=True)
     return time.perf_counter() - start, out.stdout.decode().split("\n")[:-1]
@@ -41,20 +53,30 @@ def main() -> None:
     args = ap.parse_args()
 
     import sacrebleu
+
     from nmt_cli.checkpoint import load_model
+
     _, _, tokenizer, path = load_model(args.model)
     env = dict(os.environ)
     if args.threads:
         env["OMP_NUM_THREADS"] = str(args.threads)
     refs = args.ref.read_text(encoding="utf-8").split("\n")[:-1] if args.ref else None
     n = len(args.src.read_text(encoding="utf-8").split("\n")) - 1
-    print(f"# {path} on {n} sentences; {platform.processor() or platform.machine()}, "
-          f"{os.cpu_count()} CPUs, python {platform.python_version()}")
+    print(
+        f"# {path} on {n} sentences; {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} CPUs, python {platform.python_version()}"
+    )
     configs = [("greedy", 1, []), ("beam 5", 5, []), ("beam 5 full vocab", 5, ["--no-shortlist"])]
     if args.fp32:
-        configs += [("greedy fp32", 1, ["--precision", "fp32"]), ("beam 5 fp32", 5, ["--precision", "fp32"])]
+        configs += [
+            ("greedy fp32", 1, ["--precision", "fp32"]),
+            ("beam 5 fp32", 5, ["--precision", "fp32"]),
+        ]
     if args.quantize:
-        configs += [("greedy int8", 1, ["--quantize", "int8"]), ("beam 5 int8", 5, ["--quantize", "int8"])]
+        configs += [
+            ("greedy int8", 1, ["--quantize", "int8"]),
+            ("beam 5 int8", 5, ["--quantize", "int8"]),
+        ]
     results = []
     for name, beam, extra in configs:
         best = None
@@ -63,10 +85,19 @@ def main() -> None:
             best = seconds if best is None else min(best, seconds)
         tokens = sum(len(x) + 1 for x in tokenizer.encode_tgt(hyps))
         bleu = f"{sacrebleu.corpus_bleu(hyps, [refs]).score:.2f}" if refs else "-"
-        print(f"{name:<18} {best:7.2f} s  {n / best:8.1f} sent/s  {tokens / best:9.0f} tok/s  BLEU {bleu}",
-              flush=True)
-        results.append({"config": name, "seconds": round(best, 2), "sentences_per_s": round(n / best, 1),
-                        "tokens_per_s": round(tokens / best), "bleu": bleu})
+        print(
+            f"{name:<18} {best:7.2f} s  {n / best:8.1f} sent/s  {tokens / best:9.0f} tok/s  BLEU {bleu}",
+            flush=True,
+        )
+        results.append(
+            {
+                "config": name,
+                "seconds": round(best, 2),
+                "sentences_per_s": round(n / best, 1),
+                "tokens_per_s": round(tokens / best),
+                "bleu": bleu,
+            }
+        )
     print(json.dumps(results))
 
 

@@ -19,8 +19,9 @@ import threading
 import time
 from pathlib import Path
 
-import nmt_cli.translate as translate_module
 from decode_profile import translator_and_lines  # bench/, the folder this script runs from
+
+import nmt_cli.translate as translate_module
 
 
 def main() -> None:
@@ -29,12 +30,17 @@ def main() -> None:
     ap.add_argument("--src", type=Path, required=True, help="one sentence per line")
     ap.add_argument("--beam-size", type=int, default=1)
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--batch-size", type=int, default=None, help="sentences per batch (default: the recipe's)")
+    ap.add_argument(
+        "--batch-size", type=int, default=None, help="sentences per batch (default: the recipe's)"
+    )
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--cold", action="store_true", help="no warm-up: time the process's first translation")
+    ap.add_argument(
+        "--cold", action="store_true", help="no warm-up: time the process's first translation"
+    )
     args = ap.parse_args()
-    translator, lines = translator_and_lines(args.model, args.src, args.beam_size, args.workers,
-                                             args.batch_size, warm=not args.cold)
+    translator, lines = translator_and_lines(
+        args.model, args.src, args.beam_size, args.workers, args.batch_size, warm=not args.cold
+    )
 
     spans: list[tuple[int, tuple[int, int], float, float]] = []
     plain = translate_module.search
@@ -62,12 +68,16 @@ def main() -> None:
             idle = args.workers * wall - sum(busy)
             if round_ == args.repeat - 1:
                 for tid, shape, start, end in sorted(spans, key=lambda s: s[2]):
-                    print(f"worker {workers[tid]}  batch {shape[0]:4d} x {shape[1]:3d}  "
-                          f"{start - began:6.3f} - {end - began:6.3f} s")
-            print(f"round {round_ + 1}: {wall:.3f} s wall; busy per worker "
-                  f"{', '.join(f'{b:.3f}' for b in busy)} s; idle {idle:.3f} core-s "
-                  f"({idle / (args.workers * wall):.0%}); {after.ru_minflt - usage.ru_minflt} minor faults, "
-                  f"{after.ru_stime - usage.ru_stime:.2f} s system")
+                    print(
+                        f"worker {workers[tid]}  batch {shape[0]:4d} x {shape[1]:3d}  "
+                        f"{start - began:6.3f} - {end - began:6.3f} s"
+                    )
+            print(
+                f"round {round_ + 1}: {wall:.3f} s wall; busy per worker "
+                f"{', '.join(f'{b:.3f}' for b in busy)} s; idle {idle:.3f} core-s "
+                f"({idle / (args.workers * wall):.0%}); {after.ru_minflt - usage.ru_minflt} minor faults, "
+                f"{after.ru_stime - usage.ru_stime:.2f} s system"
+            )
     finally:
         translate_module.search = plain
 

@@ -35,15 +35,21 @@ def main() -> None:
     ap.add_argument("--label", default="", help="name of the code version measured, for the table")
     ap.add_argument("--quantize", default="none")
     ap.add_argument("--beams", default="1,5", help="beam sizes to measure")
-    ap.add_argument("--alone", type=int, default=200, help="lines translated one at a time (0 = skip)")
-    ap.add_argument("--repeat", type=int, default=3, help="timed runs per beam size; the minimum is reported")
+    ap.add_argument(
+        "--alone", type=int, default=200, help="lines translated one at a time (0 = skip)"
+    )
+    ap.add_argument(
+        "--repeat", type=int, default=3, help="timed runs per beam size; the minimum is reported"
+    )
     args = ap.parse_args()
 
     import torch
+
     import nmt_cli
     import nmt_cli.translate as translate
     from nmt_cli.scoring import score
     from nmt_cli.search import beam_search
+
     sources, refs = read(args.src), read(args.ref)
     translator = translate.load_translator([args.model], quantize=args.quantize)
     rows = []
@@ -61,17 +67,27 @@ def main() -> None:
         changed_shuffled = sum(shuffled[j] != hyps[i] for j, i in enumerate(order))
         changed_alone = None
         if args.alone:
-            changed_alone = sum(translator.translate([sources[i]])[0].text != hyps[i] for i in range(args.alone))
-        row = {"code": args.label or str(Path(nmt_cli.__file__).parent), "quantize": args.quantize,
-               "beam": beam, "bleu": round(bleu, 2), "seconds": round(min(seconds), 2),
-               "threads": torch.get_num_threads(), "changed_shuffled": changed_shuffled,
-               "changed_alone": changed_alone, "alone_of": args.alone}
+            changed_alone = sum(
+                translator.translate([sources[i]])[0].text != hyps[i] for i in range(args.alone)
+            )
+        row = {
+            "code": args.label or str(Path(nmt_cli.__file__).parent),
+            "quantize": args.quantize,
+            "beam": beam,
+            "bleu": round(bleu, 2),
+            "seconds": round(min(seconds), 2),
+            "threads": torch.get_num_threads(),
+            "changed_shuffled": changed_shuffled,
+            "changed_alone": changed_alone,
+            "alone_of": args.alone,
+        }
         if beam == 1:
             plain = translate.search
 
             def beam_of_one(model, src, src_lengths, **kw):
                 kw.pop("beam_size")
                 return beam_search(model, src, src_lengths, beam_size=1, **kw)
+
             translate.search = beam_of_one
             try:
                 beam1 = [t.text for t in translator.translate(sources)]
@@ -80,11 +96,15 @@ def main() -> None:
             row["beam1_vs_greedy"] = sum(a != b for a, b in zip(beam1, hyps))
         print(json.dumps(row), flush=True)
         rows.append(row)
-    print("| code | int8 | beam | BLEU | seconds | changed, shuffled | changed, alone | beam 1 ≠ greedy |")
+    print(
+        "| code | int8 | beam | BLEU | seconds | changed, shuffled | changed, alone | beam 1 ≠ greedy |"
+    )
     print("|---|---|---|---|---|---|---|---|")
     for r in rows:
-        print(f"| {r['code']} | {r['quantize']} | {r['beam']} | {r['bleu']:.2f} | {r['seconds']:.2f} | "
-              f"{r['changed_shuffled']} | {r['changed_alone']}/{r['alone_of']} | {r.get('beam1_vs_greedy', '')} |")
+        print(
+            f"| {r['code']} | {r['quantize']} | {r['beam']} | {r['bleu']:.2f} | {r['seconds']:.2f} | "
+            f"{r['changed_shuffled']} | {r['changed_alone']}/{r['alone_of']} | {r.get('beam1_vs_greedy', '')} |"
+        )
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ def gflops(n: int, dtype: torch.dtype, device: str, seconds: float) -> float:
             sync()
     sync()
     elapsed = time.perf_counter() - start
-    return 2 * n ** 3 * count / elapsed / 1e9
+    return 2 * n**3 * count / elapsed / 1e9
 
 
 def main() -> None:
@@ -45,12 +45,18 @@ def main() -> None:
     dtypes = {"fp32": torch.float32, "bf16": torch.bfloat16}
     if args.device == "cuda":
         dtypes["fp16"] = torch.float16
-    result = {"device": args.device, "threads": torch.get_num_threads(), "size": args.size,
-              "torch": torch.__version__}
+    result = {
+        "device": args.device,
+        "threads": torch.get_num_threads(),
+        "size": args.size,
+        "torch": torch.__version__,
+    }
     for name, dtype in dtypes.items():
         result[f"{name}_gflops"] = round(gflops(args.size, dtype, args.device, args.seconds), 1)
     print(json.dumps(result))
-    print("  ".join(f"{k[:-7]} {v:.0f} GFLOP/s" for k, v in result.items() if k.endswith("_gflops")))
+    print(
+        "  ".join(f"{k[:-7]} {v:.0f} GFLOP/s" for k, v in result.items() if k.endswith("_gflops"))
+    )
 
 
 if __name__ == "__main__":

@@ -38,12 +38,27 @@ RECIPE = ROOT / "recipes" / "en-fr.yaml"
 # the 256-dim target embeddings: 5.1M parameters against OpenNMT-py's 9.2M). And OpenNMT-py's
 # initialisation, every parameter U(-0.1, 0.1) (its param_init 0.1): with nmt's default (N(0, 1)
 # embeddings) the same model reached a valid perplexity of 6.71 at step 500 against 5.98 (lab notes).
-NMT_SET = ["model.attention=concat", "model.input_feeding=false", "model.tie_embeddings=false",
-           "model.init=uniform"]
+NMT_SET = [
+    "model.attention=concat",
+    "model.input_feeding=false",
+    "model.tie_embeddings=false",
+    "model.init=uniform",
+]
 # The packages OpenNMT-py 3.5's training and translation entry points import (its transforms
 # package imports every transform module, spacy and fasttext included).
-ONMT_IMPORTS = ["configargparse", "pyyaml", "numpy", "sacrebleu", "pyonmttok>=1.37,<2", "regex",
-                "pyahocorasick", "spacy", "fasttext-wheel", "rapidfuzz", "six"]
+ONMT_IMPORTS = [
+    "configargparse",
+    "pyyaml",
+    "numpy",
+    "sacrebleu",
+    "pyonmttok>=1.37,<2",
+    "regex",
+    "pyahocorasick",
+    "spacy",
+    "fasttext-wheel",
+    "rapidfuzz",
+    "six",
+]
 
 # OpenNMT-py's sentences per batch (its default is 30), as nmt's defaults: 64 for beam search, 128
 # for greedy search, where a larger batch is faster for it too (test_2016, greedy: 10.7-15.3 s at
@@ -60,6 +75,7 @@ ONMT_TORCH_SHIM = {"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}
 
 def _torch_version() -> str:
     import torch
+
     return torch.__version__.split("+")[0]
 
 
@@ -71,7 +87,10 @@ def setup(args) -> None:
     subprocess.run(pip + [f"torch=={_torch_version()}"], check=True)
     subprocess.run(pip + ["--no-deps", "OpenNMT-py==3.5.*"], check=True)
     subprocess.run(pip + ONMT_IMPORTS, check=True)
-    subprocess.run([str(venv / "bin" / "python"), "-c", "import onmt.bin.train, onmt.bin.translate"], check=True)
+    subprocess.run(
+        [str(venv / "bin" / "python"), "-c", "import onmt.bin.train, onmt.bin.translate"],
+        check=True,
+    )
 
 
 def _paths(args) -> dict[str, Path]:
@@ -81,17 +100,32 @@ def _paths(args) -> dict[str, Path]:
 
 def _pieces(tokenizer, ids, offsets) -> list[str]:
     sp = tokenizer.src  # joint model: one vocabulary for both sides
-    return [" ".join(sp.id_to_piece(int(i)) for i in ids[offsets[k]:offsets[k + 1]])
-            for k in range(len(offsets) - 1)]
+    return [
+        " ".join(sp.id_to_piece(int(i)) for i in ids[offsets[k] : offsets[k + 1]])
+        for k in range(len(offsets) - 1)
+    ]
 
 
 def prepare(args) -> None:
     import numpy as np
+
     from nmt_cli.tokenizer import Tokenizer
+
     p = _paths(args)
     if not (p["nmt"] / "data" / "meta.json").exists():
-        subprocess.run([sys.executable, "-m", "nmt_cli", "preprocess", str(RECIPE), "--run-dir", str(p["nmt"]),
-                        *[x for kv in NMT_SET for x in ("--set", kv)]], check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "nmt_cli",
+                "preprocess",
+                str(RECIPE),
+                "--run-dir",
+                str(p["nmt"]),
+                *[x for kv in NMT_SET for x in ("--set", kv)],
+            ],
+            check=True,
+        )
     tok = Tokenizer.load(p["nmt"])
     onmt = p["onmt"]
     onmt.mkdir(parents=True, exist_ok=True)
@@ -101,30 +135,64 @@ def prepare(args) -> None:
             ids = np.load(data / f"{split}.{side}.ids.npy")
             offsets = np.load(data / f"{split}.{side}.offsets.npy")
             lines = _pieces(tok, ids, offsets)
-            (onmt / f"{split}.{side}.sp").write_text("".join(x + "\n" for x in lines), encoding="utf-8")
+            (onmt / f"{split}.{side}.sp").write_text(
+                "".join(x + "\n" for x in lines), encoding="utf-8"
+            )
     sp = tok.src
-    vocab = [sp.id_to_piece(i) for i in range(sp.get_piece_size())
-             if not (sp.is_control(i) or sp.is_unknown(i))]
+    vocab = [
+        sp.id_to_piece(i)
+        for i in range(sp.get_piece_size())
+        if not (sp.is_control(i) or sp.is_unknown(i))
+    ]
     (onmt / "vocab.txt").write_text("".join(f"{v}\t1\n" for v in vocab), encoding="utf-8")
     config = {
-        "src_vocab": str(onmt / "vocab.txt"), "share_vocab": True, "src_vocab_size": len(vocab) + 10,
+        "src_vocab": str(onmt / "vocab.txt"),
+        "share_vocab": True,
+        "src_vocab_size": len(vocab) + 10,
         "tgt_vocab_size": len(vocab) + 10,
-        "data": {"corpus_1": {"path_src": str(onmt / "train.src.sp"), "path_tgt": str(onmt / "train.tgt.sp")},
-                 "valid": {"path_src": str(onmt / "valid.src.sp"), "path_tgt": str(onmt / "valid.tgt.sp")}},
-        "save_model": str(onmt / "model"), "save_checkpoint_steps": 50, "keep_checkpoint": 2,
-        "train_steps": 1_000_000, "valid_steps": 500, "report_every": 100, "seed": args.seed,
+        "data": {
+            "corpus_1": {
+                "path_src": str(onmt / "train.src.sp"),
+                "path_tgt": str(onmt / "train.tgt.sp"),
+            },
+            "valid": {
+                "path_src": str(onmt / "valid.src.sp"),
+                "path_tgt": str(onmt / "valid.tgt.sp"),
+            },
+        },
+        "save_model": str(onmt / "model"),
+        "save_checkpoint_steps": 50,
+        "keep_checkpoint": 2,
+        "train_steps": 1_000_000,
+        "valid_steps": 500,
+        "report_every": 100,
+        "seed": args.seed,
         # no loader processes (one thread means one thread); a bucket a little larger than the
         # corpus instead of the default 262,144 examples, which reads the 29k pairs nine times
         # before the first step
-        "num_workers": 0, "bucket_size": 32768,
+        "num_workers": 0,
+        "bucket_size": 32768,
         # the model: the reference shape (brnn splits enc_hid_size over the two directions)
-        "encoder_type": "brnn", "decoder_type": "rnn", "rnn_type": "GRU", "layers": 1,
-        "word_vec_size": 256, "enc_hid_size": 512, "dec_hid_size": 512, "bridge": True,
-        "global_attention": "mlp", "share_embeddings": True,
+        "encoder_type": "brnn",
+        "decoder_type": "rnn",
+        "rnn_type": "GRU",
+        "layers": 1,
+        "word_vec_size": 256,
+        "enc_hid_size": 512,
+        "dec_hid_size": 512,
+        "bridge": True,
+        "global_attention": "mlp",
+        "share_embeddings": True,
         # the settings that train well in 15 minutes (its defaults, SGD lr 1 with input feeding,
         # reach far lower BLEU in that time): Adam lr 1e-3, no input feeding, dropout as nmt's recipe
-        "input_feed": 0, "optim": "adam", "learning_rate": 0.001, "max_grad_norm": 1.0,
-        "dropout": [0.1], "batch_type": "tokens", "batch_size": 1000, "normalization": "tokens",
+        "input_feed": 0,
+        "optim": "adam",
+        "learning_rate": 0.001,
+        "max_grad_norm": 1.0,
+        "dropout": [0.1],
+        "batch_type": "tokens",
+        "batch_size": 1000,
+        "normalization": "tokens",
         "valid_batch_size": 64,
     }
     (onmt / "train.yaml").write_text(json.dumps(config, indent=1), encoding="utf-8")  # JSON is YAML
@@ -136,21 +204,49 @@ def train(args) -> None:
     p = _paths(args)
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
     seconds = int(args.minutes * 60)
-    nmt = [sys.executable, "-m", "nmt_cli", "train", str(RECIPE), "--run-dir", str(p["nmt"]),
-           "--max-minutes", str(args.minutes), "--set", f"train.seed={args.seed}",
-           *[x for kv in NMT_SET for x in ("--set", kv)]]
-    onmt = ["timeout", str(seconds), str(p["bin"] / "onmt_train"), "-config", str(p["onmt"] / "train.yaml")]
+    nmt = [
+        sys.executable,
+        "-m",
+        "nmt_cli",
+        "train",
+        str(RECIPE),
+        "--run-dir",
+        str(p["nmt"]),
+        "--max-minutes",
+        str(args.minutes),
+        "--set",
+        f"train.seed={args.seed}",
+        *[x for kv in NMT_SET for x in ("--set", kv)],
+    ]
+    onmt = [
+        "timeout",
+        str(seconds),
+        str(p["bin"] / "onmt_train"),
+        "-config",
+        str(p["onmt"] / "train.yaml"),
+    ]
     start = time.time()
-    with open(p["nmt"].parent / "nmt.train.log", "w") as a, open(p["onmt"].parent / "onmt.train.log", "w") as b:
-        procs = [subprocess.Popen(["timeout", str(seconds + 300), *nmt], stdout=a, stderr=subprocess.STDOUT, env=env),
-                 subprocess.Popen(onmt, stdout=b, stderr=subprocess.STDOUT, env=env)]
+    with (
+        open(p["nmt"].parent / "nmt.train.log", "w") as a,
+        open(p["onmt"].parent / "onmt.train.log", "w") as b,
+    ):
+        procs = [
+            subprocess.Popen(
+                ["timeout", str(seconds + 300), *nmt], stdout=a, stderr=subprocess.STDOUT, env=env
+            ),
+            subprocess.Popen(onmt, stdout=b, stderr=subprocess.STDOUT, env=env),
+        ]
         done = {}
-        for proc in procs:  # wait4 gives each trainer's own CPU time: a check that both had a fair share
+        for (
+            proc
+        ) in procs:  # wait4 gives each trainer's own CPU time: a check that both had a fair share
             _, status, usage = os.wait4(proc.pid, 0)
             done[proc.pid] = (os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime)
     (code_nmt, cpu_nmt), (code_onmt, cpu_onmt) = done[procs[0].pid], done[procs[1].pid]
-    print(f"trained side by side for {(time.time() - start) / 60:.1f} min; CPU minutes nmt {cpu_nmt / 60:.1f}, "
-          f"OpenNMT-py {cpu_onmt / 60:.1f}; exit codes {code_nmt}, {code_onmt} (124 = stopped by its time limit)")
+    print(
+        f"trained side by side for {(time.time() - start) / 60:.1f} min; CPU minutes nmt {cpu_nmt / 60:.1f}, "
+        f"OpenNMT-py {cpu_onmt / 60:.1f}; exit codes {code_nmt}, {code_onmt} (124 = stopped by its time limit)"
+    )
 
 
 def _latest_onmt(onmt: Path) -> Path:
@@ -167,25 +263,64 @@ def _timed(cmd: list[str], env: dict) -> tuple[float, float]:
     subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wall = time.perf_counter() - start
     after = os.times()
-    return wall, after.children_user + after.children_system - before.children_user - before.children_system
+    return (
+        wall,
+        after.children_user + after.children_system - before.children_user - before.children_system,
+    )
 
 
-def _commands(p: dict, args, onmt_model: Path, beam: int, src_text: Path, src_sp: Path,
-              hyp_nmt: Path, hyp_onmt: Path) -> dict[str, list[str]]:
+def _commands(
+    p: dict,
+    args,
+    onmt_model: Path,
+    beam: int,
+    src_text: Path,
+    src_sp: Path,
+    hyp_nmt: Path,
+    hyp_onmt: Path,
+) -> dict[str, list[str]]:
     """Each toolkit's translate command: nmt on raw text, OpenNMT-py on its pieces."""
     return {
-        "nmt": [sys.executable, "-m", "nmt_cli", "translate", "-m", str(p["nmt"]), "-i", str(src_text),
-                "-o", str(hyp_nmt), "--beam-size", str(beam),
-                *(["--batch-size", str(args.nmt_greedy_batch)] if beam == 1 and args.nmt_greedy_batch else [])],
-        "OpenNMT-py": [str(p["bin"] / "onmt_translate"), "-model", str(onmt_model),
-                       "-src", str(src_sp), "-output", str(hyp_onmt),
-                       "-beam_size", str(beam), "-batch_size", str(ONMT_BATCH[beam == 1]),
-                       "-max_length", str(args.onmt_max_length)],
+        "nmt": [
+            sys.executable,
+            "-m",
+            "nmt_cli",
+            "translate",
+            "-m",
+            str(p["nmt"]),
+            "-i",
+            str(src_text),
+            "-o",
+            str(hyp_nmt),
+            "--beam-size",
+            str(beam),
+            *(
+                ["--batch-size", str(args.nmt_greedy_batch)]
+                if beam == 1 and args.nmt_greedy_batch
+                else []
+            ),
+        ],
+        "OpenNMT-py": [
+            str(p["bin"] / "onmt_translate"),
+            "-model",
+            str(onmt_model),
+            "-src",
+            str(src_sp),
+            "-output",
+            str(hyp_onmt),
+            "-beam_size",
+            str(beam),
+            "-batch_size",
+            str(ONMT_BATCH[beam == 1]),
+            "-max_length",
+            str(args.onmt_max_length),
+        ],
     }
 
 
-def _alternate(commands: dict[str, list[str]], envs: dict[str, dict], repeat: int,
-               label: str) -> dict[str, tuple[list[float], list[float]]]:
+def _alternate(
+    commands: dict[str, list[str]], envs: dict[str, dict], repeat: int, label: str
+) -> dict[str, tuple[list[float], list[float]]]:
     """Wall and CPU seconds of ``repeat`` whole processes per toolkit, taking turns so that drifts
     in the host's speed hit both alike."""
     runs: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in commands}
@@ -194,7 +329,9 @@ def _alternate(commands: dict[str, list[str]], envs: dict[str, dict], repeat: in
             wall, cpu = _timed(cmd, envs[name])
             runs[name][0].append(wall)
             runs[name][1].append(cpu)
-            print(f"{label} {name}: {wall:.2f} s wall, {cpu:.2f} s CPU", file=sys.stderr, flush=True)
+            print(
+                f"{label} {name}: {wall:.2f} s wall, {cpu:.2f} s CPU", file=sys.stderr, flush=True
+            )
     return runs
 
 
@@ -202,24 +339,35 @@ def _parameters(base: Path) -> dict[str, float | None]:
     """Each model's parameter count as its trainer logged it (millions; None without a log): the
     check that the two sides really have the same shape."""
     import re
+
     found = {}
-    for name, log, pattern, scale in (("nmt", "nmt.train.log", r"model: ([0-9.]+)M parameters", 1.0),
-                                      ("OpenNMT-py", "onmt.train.log", r"number of parameters: ([0-9]+)", 1e-6)):
-        match = re.search(pattern, (base / log).read_text(encoding="utf-8")) if (base / log).exists() else None
+    for name, log, pattern, scale in (
+        ("nmt", "nmt.train.log", r"model: ([0-9.]+)M parameters", 1.0),
+        ("OpenNMT-py", "onmt.train.log", r"number of parameters: ([0-9]+)", 1e-6),
+    ):
+        match = (
+            re.search(pattern, (base / log).read_text(encoding="utf-8"))
+            if (base / log).exists()
+            else None
+        )
         found[name] = round(float(match.group(1)) * scale, 2) if match else None
     return found
 
 
 def translate(args) -> None:
     import sacrebleu
+
     from nmt_cli.tokenizer import Tokenizer
+
     p = _paths(args)
     out = Path(args.dir) / "out"
     out.mkdir(exist_ok=True)
     # Both sides start from byte-compiled modules, as pip leaves an installed package: a checkout
     # installed in editable mode, under PYTHONDONTWRITEBYTECODE, would compile nmt_cli at each start.
     import compileall
+
     import nmt_cli
+
     compileall.compile_dir(str(Path(nmt_cli.__file__).parent), quiet=1)
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
     onmt_env = dict(env, **ONMT_TORCH_SHIM)
@@ -228,56 +376,105 @@ def translate(args) -> None:
     onmt_model = _latest_onmt(p["onmt"])
     sp = Tokenizer.load(p["nmt"]).tgt
     if not args.onmt_max_length:
-        longest = max(len(x.split()) for x in (p["onmt"] / "test.src.sp").read_text(encoding="utf-8").split("\n"))
+        longest = max(
+            len(x.split())
+            for x in (p["onmt"] / "test.src.sp").read_text(encoding="utf-8").split("\n")
+        )
         args.onmt_max_length = int(1.5 * longest + 10)
     # Each toolkit's start-up: the same command on the test set's first line, so that the
     # decoding itself (whole process minus start-up) can be compared as well as the whole
-    (out / "one.src.txt").write_text(src_text.read_text(encoding="utf-8").split("\n")[0] + "\n", encoding="utf-8")
-    (out / "one.src.sp").write_text((p["onmt"] / "test.src.sp").read_text(encoding="utf-8").split("\n")[0] + "\n",
-                                    encoding="utf-8")
+    (out / "one.src.txt").write_text(
+        src_text.read_text(encoding="utf-8").split("\n")[0] + "\n", encoding="utf-8"
+    )
+    (out / "one.src.sp").write_text(
+        (p["onmt"] / "test.src.sp").read_text(encoding="utf-8").split("\n")[0] + "\n",
+        encoding="utf-8",
+    )
     envs = {"nmt": env, "OpenNMT-py": onmt_env}
-    startup = _alternate(_commands(p, args, onmt_model, 1, out / "one.src.txt", out / "one.src.sp",
-                                   out / "nmt.one.txt", out / "onmt.one.txt"), envs, args.repeat, "start-up")
+    startup = _alternate(
+        _commands(
+            p,
+            args,
+            onmt_model,
+            1,
+            out / "one.src.txt",
+            out / "one.src.sp",
+            out / "nmt.one.txt",
+            out / "onmt.one.txt",
+        ),
+        envs,
+        args.repeat,
+        "start-up",
+    )
     rows = []
     for beam in args.beams:
         hyp_nmt, hyp_onmt = out / f"nmt.beam{beam}.txt", out / f"onmt.beam{beam}.txt"
-        commands = _commands(p, args, onmt_model, beam, src_text, p["onmt"] / "test.src.sp", hyp_nmt, hyp_onmt)
+        commands = _commands(
+            p, args, onmt_model, beam, src_text, p["onmt"] / "test.src.sp", hyp_nmt, hyp_onmt
+        )
         runs = _alternate(commands, envs, args.repeat, f"beam {beam}")
-        onmt_text = [sp.decode(line.split()) for line in hyp_onmt.read_text(encoding="utf-8").split("\n")[:-1]]
-        hyps = {"nmt": hyp_nmt.read_text(encoding="utf-8").split("\n")[:-1], "OpenNMT-py": onmt_text}
+        onmt_text = [
+            sp.decode(line.split())
+            for line in hyp_onmt.read_text(encoding="utf-8").split("\n")[:-1]
+        ]
+        hyps = {
+            "nmt": hyp_nmt.read_text(encoding="utf-8").split("\n")[:-1],
+            "OpenNMT-py": onmt_text,
+        }
         for name in commands:
             times, cpus = runs[name]
             bleu = sacrebleu.corpus_bleu(hyps[name], [refs]).score
-            rows.append({"toolkit": name, "beam": beam, "min_s": round(min(times), 2),
-                         "median_s": round(statistics.median(times), 2),
-                         "runs_s": [round(t, 2) for t in times],
-                         "cpu_s": [round(t, 2) for t in cpus], "bleu": round(bleu, 2),
-                         "startup_min_s": round(min(startup[name][0]), 2),
-                         "startup_median_s": round(statistics.median(startup[name][0]), 2)})
-    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, {args.threads} threads each, "
-          f"python {platform.python_version()}, torch {_torch_version()}; {len(refs)} sentences; "
-          f"OpenNMT-py model {onmt_model.name}")
-    from nmt_cli.device import resolve_decode_precision
+            rows.append(
+                {
+                    "toolkit": name,
+                    "beam": beam,
+                    "min_s": round(min(times), 2),
+                    "median_s": round(statistics.median(times), 2),
+                    "runs_s": [round(t, 2) for t in times],
+                    "cpu_s": [round(t, 2) for t in cpus],
+                    "bleu": round(bleu, 2),
+                    "startup_min_s": round(min(startup[name][0]), 2),
+                    "startup_median_s": round(statistics.median(startup[name][0]), 2),
+                }
+            )
+    print(
+        f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, {args.threads} threads each, "
+        f"python {platform.python_version()}, torch {_torch_version()}; {len(refs)} sentences; "
+        f"OpenNMT-py model {onmt_model.name}"
+    )
     import torch
-    print(f"# nmt decodes in {resolve_decode_precision('auto', torch.device('cpu'))} (decode.precision auto: "
-          "bf16 where the CPU has bf16 hardware); OpenNMT-py in fp32")
+
+    from nmt_cli.device import resolve_decode_precision
+
+    print(
+        f"# nmt decodes in {resolve_decode_precision('auto', torch.device('cpu'))} (decode.precision auto: "
+        "bf16 where the CPU has bf16 hardware); OpenNMT-py in fp32"
+    )
     sizes = _parameters(Path(args.dir))
     print(f"# parameters (millions, from the training logs): {sizes}")
     if None not in sizes.values() and abs(sizes["nmt"] / sizes["OpenNMT-py"] - 1) > 0.05:
         print("# WARNING: the two models differ in size by more than 5%: not the same shape")
     for name, (times, cpus) in startup.items():
-        print(f"start-up    {name:<11} min {min(times):6.2f} s  median {statistics.median(times):6.2f} s  "
-              f"CPU min {min(cpus):6.2f} s  (one line)")
+        print(
+            f"start-up    {name:<11} min {min(times):6.2f} s  median {statistics.median(times):6.2f} s  "
+            f"CPU min {min(cpus):6.2f} s  (one line)"
+        )
     for beam in args.beams:
         pair = {r["toolkit"]: r for r in rows if r["beam"] == beam}
         for name, r in pair.items():
-            print(f"beam {beam}  {name:<11} min {r['min_s']:6.2f} s  median {r['median_s']:6.2f} s  "
-                  f"CPU min {min(r['cpu_s']):6.2f} s  BLEU {r['bleu']:.2f}")
-        print(f"beam {beam}  ratio (OpenNMT-py / nmt): min {pair['OpenNMT-py']['min_s'] / pair['nmt']['min_s']:.2f}x  "
-              f"median {pair['OpenNMT-py']['median_s'] / pair['nmt']['median_s']:.2f}x")
+            print(
+                f"beam {beam}  {name:<11} min {r['min_s']:6.2f} s  median {r['median_s']:6.2f} s  "
+                f"CPU min {min(r['cpu_s']):6.2f} s  BLEU {r['bleu']:.2f}"
+            )
+        print(
+            f"beam {beam}  ratio (OpenNMT-py / nmt): min {pair['OpenNMT-py']['min_s'] / pair['nmt']['min_s']:.2f}x  "
+            f"median {pair['OpenNMT-py']['median_s'] / pair['nmt']['median_s']:.2f}x"
+        )
         decoding = {name: r["min_s"] - r["startup_min_s"] for name, r in pair.items()}
-        print(f"beam {beam}  without start-up (min - start-up min): nmt {decoding['nmt']:.2f} s, OpenNMT-py "
-              f"{decoding['OpenNMT-py']:.2f} s, ratio {decoding['OpenNMT-py'] / max(decoding['nmt'], 0.01):.2f}x")
+        print(
+            f"beam {beam}  without start-up (min - start-up min): nmt {decoding['nmt']:.2f} s, OpenNMT-py "
+            f"{decoding['OpenNMT-py']:.2f} s, ratio {decoding['OpenNMT-py'] / max(decoding['nmt'], 0.01):.2f}x"
+        )
     print(json.dumps(rows))
 
 
@@ -291,18 +488,30 @@ def main() -> None:
             s.add_argument("--dir", default="runs/sbs", help="where both runs live")
     sub.choices["train"].add_argument("--minutes", type=float, default=15.0)
     for name in ("prepare", "train"):  # a second draw of the pair: both sides with another seed
-        sub.choices[name].add_argument("--seed", type=int, default=1234,
-                                       help="both trainers' seed (give prepare and train the same)")
+        sub.choices[name].add_argument(
+            "--seed",
+            type=int,
+            default=1234,
+            help="both trainers' seed (give prepare and train the same)",
+        )
     t = sub.choices["translate"]
     t.add_argument("--repeat", type=int, default=5)
     t.add_argument("--threads", type=int, default=2)
     t.add_argument("--beams", type=int, nargs="+", default=[1, 5])
-    t.add_argument("--nmt-greedy-batch", type=int, default=0,
-                   help="nmt's sentences per batch for greedy search; 0 = its run's recipe (runs trained "
-                        "before decode.batch_size defaulted to 128 for greedy search store 64)")
-    t.add_argument("--onmt-max-length", type=int, default=0,
-                   help="OpenNMT-py's output cap; 0 = nmt's cap for the longest test source, 1.5 x its "
-                        "pieces + 10 (OpenNMT-py's default, 250, lets a weak model run on far longer)")
+    t.add_argument(
+        "--nmt-greedy-batch",
+        type=int,
+        default=0,
+        help="nmt's sentences per batch for greedy search; 0 = its run's recipe (runs trained "
+        "before decode.batch_size defaulted to 128 for greedy search store 64)",
+    )
+    t.add_argument(
+        "--onmt-max-length",
+        type=int,
+        default=0,
+        help="OpenNMT-py's output cap; 0 = nmt's cap for the longest test source, 1.5 x its "
+        "pieces + 10 (OpenNMT-py's default, 250, lets a weak model run on far longer)",
+    )
     args = ap.parse_args()
     {"setup": setup, "prepare": prepare, "train": train, "translate": translate}[args.step](args)
 

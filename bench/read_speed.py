@@ -32,17 +32,24 @@ def main() -> None:
     ap.add_argument("src", type=Path)
     ap.add_argument("tgt", type=Path)
     ap.add_argument("--rounds", type=int, default=2)
-    ap.add_argument("--lines", type=int, default=20_000, help="lines a block (preprocessing's TEXT_CHUNK)")
+    ap.add_argument(
+        "--lines", type=int, default=20_000, help="lines a block (preprocessing's TEXT_CHUNK)"
+    )
     args = ap.parse_args()
-    readers = {"side by side": lambda: PairSource("c", (args.src, args.tgt)).blocks(args.lines),
-               "one after the other": lambda: one_after_the_other(args.src, args.tgt, args.lines)}
+    readers = {
+        "side by side": lambda: PairSource("c", (args.src, args.tgt)).blocks(args.lines),
+        "one after the other": lambda: one_after_the_other(args.src, args.tgt, args.lines),
+    }
     for _ in range(args.rounds):
         for name, blocks in readers.items():
             wall, cpu, lines = time.perf_counter(), time.process_time(), 0
             for block in blocks():
                 lines += block[0].count(b"\n")
-            print(f"{name:20s} {time.perf_counter() - wall:5.1f} s wall, {time.process_time() - cpu:5.1f} s CPU, "
-                  f"{lines} lines a side", flush=True)
+            print(
+                f"{name:20s} {time.perf_counter() - wall:5.1f} s wall, {time.process_time() - cpu:5.1f} s CPU, "
+                f"{lines} lines a side",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":

@@ -48,9 +48,25 @@ def percentile(values: list[float], q: float) -> float:
 def start_server(model: str, threads: int, extra: list[str]) -> tuple[subprocess.Popen, int]:
     env = dict(os.environ, OMP_NUM_THREADS=str(threads))
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    proc = subprocess.Popen([sys.executable, "-m", "nmt_cli", "serve", "-m", model, "--port", "0",
-                             "--threads", str(threads), *extra],
-                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "nmt_cli",
+            "serve",
+            "-m",
+            model,
+            "--port",
+            "0",
+            "--threads",
+            str(threads),
+            *extra,
+        ],
+        stderr=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,
+        env=env,
+        text=True,
+    )
     line = proc.stderr.readline()
     if "http://127.0.0.1:" not in line:
         proc.kill()
@@ -96,8 +112,14 @@ def load(port: int, pair: tuple[str, str], lines: list[str], clients: int, secon
     for t in threads:
         t.join()
     wall = time.perf_counter() - start
-    return {"wall_s": wall, "requests": len(latencies), "errors": len(errors), "first_error": errors[:1],
-            "latencies": latencies, "answers": answers}
+    return {
+        "wall_s": wall,
+        "requests": len(latencies),
+        "errors": len(errors),
+        "first_error": errors[:1],
+        "latencies": latencies,
+        "answers": answers,
+    }
 
 
 def serve_mode(args, lines: list[str], pair, extra: list[str], threads: int | None = None) -> dict:
@@ -113,22 +135,44 @@ def serve_mode(args, lines: list[str], pair, extra: list[str], threads: int | No
 def file_process_mode(args, lines: list[str]) -> dict:
     """A whole `nmt translate -i FILE` process, as a user runs it."""
     import tempfile
+
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
     env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "src.txt"
         src.write_text("\n".join(lines) + "\n", encoding="utf-8")
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "nmt_cli", "translate", "-m", args.model, "-i", str(src),
-                        "-o", str(Path(tmp) / "out.txt")], env=env, check=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "nmt_cli",
+                "translate",
+                "-m",
+                args.model,
+                "-i",
+                str(src),
+                "-o",
+                str(Path(tmp) / "out.txt"),
+            ],
+            env=env,
+            check=True,
+        )
         wall = time.perf_counter() - start
-    return {"wall_s": wall, "requests": 1, "errors": 0, "first_error": [], "latencies": [wall],
-            "sentences": len(lines)}
+    return {
+        "wall_s": wall,
+        "requests": 1,
+        "errors": 0,
+        "first_error": [],
+        "latencies": [wall],
+        "sentences": len(lines),
+    }
 
 
 def file_mode(args, lines: list[str]) -> dict:
     """`nmt translate -i FILE`'s code path, timed without start-up and model loading."""
     from nmt_cli.translate import OutputOptions, Translator, translate_stream
+
     translator = Translator.load(args.model, device="cpu", threads=args.threads)
     translator.translate(lines[:8])
     data = ("\n".join(lines) + "\n").encode()
@@ -136,8 +180,15 @@ def file_mode(args, lines: list[str]) -> dict:
     start = time.perf_counter()
     translate_stream(translator, io.BytesIO(data), out, interactive=False, out=OutputOptions())
     wall = time.perf_counter() - start
-    return {"wall_s": wall, "requests": 1, "errors": 0, "first_error": [], "latencies": [wall],
-            "sentences": len(lines), "answers": out.getvalue().split("\n")[:-1]}
+    return {
+        "wall_s": wall,
+        "requests": 1,
+        "errors": 0,
+        "first_error": [],
+        "latencies": [wall],
+        "sentences": len(lines),
+        "answers": out.getvalue().split("\n")[:-1],
+    }
 
 
 def main() -> None:
@@ -146,9 +197,13 @@ def main() -> None:
     ap.add_argument("--src", type=Path, help="sentences, one per line (plain or .gz)")
     ap.add_argument("--sentence", help="send this one sentence instead of --src's lines")
     ap.add_argument("--clients", type=int, default=32)
-    ap.add_argument("--requests", type=int, default=0, help="requests at most (0: one per line of --src)")
+    ap.add_argument(
+        "--requests", type=int, default=0, help="requests at most (0: one per line of --src)"
+    )
     ap.add_argument("--seconds", type=float, default=300, help="stop sending after this long")
-    ap.add_argument("--threads", type=int, default=2, help="CPU threads of nmt translate and of the server")
+    ap.add_argument(
+        "--threads", type=int, default=2, help="CPU threads of nmt translate and of the server"
+    )
     ap.add_argument("--modes", default="file,file-inproc,serial,serial-1t,batched")
     ap.add_argument("--max-batch-tokens", type=int, default=1024)
     ap.add_argument("--max-wait-ms", type=float, default=5.0)
@@ -157,21 +212,34 @@ def main() -> None:
     sys.path.insert(0, str(ROOT))
     from nmt_cli.corpora import read_lines
     from nmt_cli.translate import Translator
+
     if args.sentence:
         lines = [args.sentence] * (args.requests or 200)
     elif args.src:
         lines = [line for line in read_lines(args.src) if line.strip()]
         if args.requests:
-            lines = (lines * (args.requests // max(len(lines), 1) + 1))[:args.requests]
+            lines = (lines * (args.requests // max(len(lines), 1) + 1))[: args.requests]
     else:
         sys.exit("give --src FILE or --sentence TEXT")
     recipe = Translator.load(args.model, device="cpu").recipe
     pair = (recipe.src, recipe.tgt)
-    cpu = next((line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
-               platform.processor()) if Path("/proc/cpuinfo").exists() else platform.processor()
-    print(f"# {args.model} ({recipe.name}, beam {recipe.decode.beam_size}); {len(lines)} sentences, "
-          f"{args.clients} clients, {args.threads} threads; {cpu}, {os.cpu_count()} CPUs; "
-          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    cpu = (
+        next(
+            (
+                line.split(":", 1)[1].strip()
+                for line in open("/proc/cpuinfo")
+                if line.startswith("model name")
+            ),
+            platform.processor(),
+        )
+        if Path("/proc/cpuinfo").exists()
+        else platform.processor()
+    )
+    print(
+        f"# {args.model} ({recipe.name}, beam {recipe.decode.beam_size}); {len(lines)} sentences, "
+        f"{args.clients} clients, {args.threads} threads; {cpu}, {os.cpu_count()} CPUs; "
+        f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
+    )
     results = {}
     for mode in args.modes.split(","):
         if mode == "file":
@@ -179,34 +247,56 @@ def main() -> None:
         elif mode == "file-inproc":
             r = file_mode(args, lines)
         elif mode in ("serial", "serial-1t"):
-            r = serve_mode(args, lines, pair, ["--max-batch-tokens", "0"],
-                           threads=1 if mode == "serial-1t" else args.threads)
+            r = serve_mode(
+                args,
+                lines,
+                pair,
+                ["--max-batch-tokens", "0"],
+                threads=1 if mode == "serial-1t" else args.threads,
+            )
         elif mode == "batched":
-            r = serve_mode(args, lines, pair, ["--max-batch-tokens", str(args.max_batch_tokens),
-                                               "--max-wait-ms", str(args.max_wait_ms)])
+            r = serve_mode(
+                args,
+                lines,
+                pair,
+                [
+                    "--max-batch-tokens",
+                    str(args.max_batch_tokens),
+                    "--max-wait-ms",
+                    str(args.max_wait_ms),
+                ],
+            )
         else:
-            sys.exit(f"--modes: unknown mode {mode!r} (file, file-inproc, serial, serial-1t, batched)")
+            sys.exit(
+                f"--modes: unknown mode {mode!r} (file, file-inproc, serial, serial-1t, batched)"
+            )
         sentences = r.get("sentences", r["requests"])
         r["sent_per_s"] = sentences / r["wall_s"]
         lat = [x * 1000 for x in r["latencies"]]
         where = "whole file" if mode.startswith("file") else "per request"
-        print(f"{mode:<8} {r['wall_s']:7.2f} s  {r['requests'] / r['wall_s']:8.1f} req/s  "
-              f"{r['sent_per_s']:8.1f} sent/s  latency ({where}) p50 {percentile(lat, 50):8.1f} ms  "
-              f"p95 {percentile(lat, 95):8.1f} ms  p99 {percentile(lat, 99):8.1f} ms  "
-              f"mean {statistics.fmean(lat):8.1f} ms  errors {r['errors']} {r['first_error'] or ''}",
-              flush=True)
+        print(
+            f"{mode:<8} {r['wall_s']:7.2f} s  {r['requests'] / r['wall_s']:8.1f} req/s  "
+            f"{r['sent_per_s']:8.1f} sent/s  latency ({where}) p50 {percentile(lat, 50):8.1f} ms  "
+            f"p95 {percentile(lat, 95):8.1f} ms  p99 {percentile(lat, 99):8.1f} ms  "
+            f"mean {statistics.fmean(lat):8.1f} ms  errors {r['errors']} {r['first_error'] or ''}",
+            flush=True,
+        )
         results[mode] = r
     if "file-inproc" in results:  # a sentence must not depend on what it was batched with
         written = results["file-inproc"]["answers"]
         for mode in ("serial", "serial-1t", "batched"):
             if mode in results:
                 got = [(a, w) for a, w in zip(results[mode]["answers"], written) if a is not None]
-                print(f"{mode}: {sum(a == w for a, w in got)} of {len(got)} answers equal nmt translate's")
+                print(
+                    f"{mode}: {sum(a == w for a, w in got)} of {len(got)} answers equal nmt translate's"
+                )
     if "batched" in results:
         for other in ("file", "file-inproc", "serial", "serial-1t"):
             if other in results:
-                print(f"batched / {other}: {results['batched']['sent_per_s'] / results[other]['sent_per_s']:.2f}x "
-                      "sentences/s")
+                print(
+                    f"batched / {other}: {results['batched']['sent_per_s'] / results[other]['sent_per_s']:.2f}x "
+                    "sentences/s"
+                )
 
 
 if __name__ == "__main__":

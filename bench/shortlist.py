@@ -25,12 +25,17 @@ import numpy as np
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-m", "--model", type=Path, required=True, help="run dir")
-    ap.add_argument("--frequent", default="300,1000,2000", help="comma-separated frequent-piece counts")
+    ap.add_argument(
+        "--frequent", default="300,1000,2000", help="comma-separated frequent-piece counts"
+    )
     ap.add_argument("--per-source", type=int, default=10, help="candidates per source piece")
-    ap.add_argument("--split", default="valid", help="stored split to decode (valid, test, test1, ...)")
+    ap.add_argument(
+        "--split", default="valid", help="stored split to decode (valid, test, test1, ...)"
+    )
     args = ap.parse_args()
 
     import torch
+
     from nmt_cli.scoring import score
     from nmt_cli.shortlist import learn_shortlist
     from nmt_cli.translate import load_translator
@@ -38,16 +43,25 @@ def main() -> None:
     data = args.model / "data"
     sources = (data / f"{args.split}.src.txt").read_text(encoding="utf-8").split("\n")[:-1]
     refs = (data / f"{args.split}.tgt.txt").read_text(encoding="utf-8").split("\n")[:-1]
-    train = [np.load(data / f"train.{side}.{part}.npy", mmap_mode="r")
-             for side in ("src", "tgt") for part in ("ids", "offsets")]
+    train = [
+        np.load(data / f"train.{side}.{part}.npy", mmap_mode="r")
+        for side in ("src", "tgt")
+        for part in ("ids", "offsets")
+    ]
     translator = load_translator([str(args.model)], shortlist_per_source=args.per_source)
     counts = [int(x) for x in args.frequent.split(",")]
-    shortlist = learn_shortlist(*train, translator.tokenizer.src_vocab_size,
-                                translator.tokenizer.tgt_vocab_size, frequent=max(counts))
+    shortlist = learn_shortlist(
+        *train,
+        translator.tokenizer.src_vocab_size,
+        translator.tokenizer.tgt_vocab_size,
+        frequent=max(counts),
+    )
     vocab_sizes: list[int] = []
     vocabulary = shortlist.vocabulary
 
-    def counting_vocabulary(src: torch.Tensor, per_source: int = 0, frequent: int = 0) -> torch.Tensor:
+    def counting_vocabulary(
+        src: torch.Tensor, per_source: int = 0, frequent: int = 0
+    ) -> torch.Tensor:
         ids = vocabulary(src, per_source, frequent)
         vocab_sizes.append(len(ids))
         return ids
@@ -64,10 +78,26 @@ def main() -> None:
         hyps = [t.text for t in translator.translate(sources)]
         seconds = time.perf_counter() - start
         bleu, chrf = (s.score for s in score(hyps, refs, ("bleu", "chrf")))
-        name = f"{frequent} frequent + {args.per_source} per source piece" if frequent else "full vocabulary"
-        pieces = round(float(np.mean(vocab_sizes))) if vocab_sizes else translator.tokenizer.tgt_vocab_size
-        rows.append({"frequent": frequent, "per_source": args.per_source, "bleu": round(bleu, 2),
-                     "chrf": round(chrf, 2), "seconds": round(seconds, 1), "pieces_per_batch": pieces})
+        name = (
+            f"{frequent} frequent + {args.per_source} per source piece"
+            if frequent
+            else "full vocabulary"
+        )
+        pieces = (
+            round(float(np.mean(vocab_sizes)))
+            if vocab_sizes
+            else translator.tokenizer.tgt_vocab_size
+        )
+        rows.append(
+            {
+                "frequent": frequent,
+                "per_source": args.per_source,
+                "bleu": round(bleu, 2),
+                "chrf": round(chrf, 2),
+                "seconds": round(seconds, 1),
+                "pieces_per_batch": pieces,
+            }
+        )
         print(f"| {name} | {bleu:.2f} | {chrf:.2f} | {seconds:.1f} | {pieces:,} |", flush=True)
     (args.model / "shortlist.json").write_text(json.dumps(rows, indent=1))
 

@@ -22,7 +22,7 @@ import subprocess
 import sys
 import time
 
-PHASES = r'''
+PHASES = r"""
 import sys, time, json
 marks = []
 def mark(name, _last=[time.perf_counter(), time.process_time()]):
@@ -51,7 +51,7 @@ translator = nmt_cli.translate.load_translator([sys.argv[1]]); mark("load_transl
 translator.translate(["A man is walking."]); mark("first line")
 translator.translate(["A woman is walking."]); mark("second line")
 print(json.dumps(marks))
-'''
+"""
 
 
 def main() -> None:
@@ -63,13 +63,21 @@ def main() -> None:
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
     runs = []
     for _ in range(args.repeat):
-        out = subprocess.run([sys.executable, "-c", PHASES, args.model], env=env, check=True,
-                             capture_output=True, text=True).stdout
+        out = subprocess.run(
+            [sys.executable, "-c", PHASES, args.model],
+            env=env,
+            check=True,
+            capture_output=True,
+            text=True,
+        ).stdout
         runs.append(json.loads(out.strip().splitlines()[-1]))
     names = [m[0] for m in runs[0]]
     translate = [sys.executable, "-m", "nmt_cli", "translate", "-m", args.model]
-    whole = {"python -c pass": [sys.executable, "-c", "pass"], "nmt translate, one line": translate,
-             "  the same, default threads": translate}
+    whole = {
+        "python -c pass": [sys.executable, "-c", "pass"],
+        "nmt translate, one line": translate,
+        "  the same, default threads": translate,
+    }
     # Without OMP_NUM_THREADS the command measures the cores' load to choose its threads
     no_threads_env = {k: v for k, v in env.items() if k not in ("OMP_NUM_THREADS", "NMT_THREADS")}
     totals = {}
@@ -78,22 +86,38 @@ def main() -> None:
         for _ in range(args.repeat):
             before = os.times()
             start = time.perf_counter()
-            subprocess.run(cmd, input=b"A man.\n", env=no_threads_env if "default threads" in label else env,
-                           check=True, capture_output=True)
+            subprocess.run(
+                cmd,
+                input=b"A man.\n",
+                env=no_threads_env if "default threads" in label else env,
+                check=True,
+                capture_output=True,
+            )
             walls.append(time.perf_counter() - start)
             after = os.times()
-            cpus.append(after.children_user + after.children_system - before.children_user - before.children_system)
+            cpus.append(
+                after.children_user
+                + after.children_system
+                - before.children_user
+                - before.children_system
+            )
         totals[label] = (walls, cpus)
-    print(f"# {args.model}, {args.threads} threads, {args.repeat} fresh processes; seconds min / median")
+    print(
+        f"# {args.model}, {args.threads} threads, {args.repeat} fresh processes; seconds min / median"
+    )
     print(f"{'phase':<42} {'wall':>15} {'cpu':>15}")
     for label, (walls, cpus) in totals.items():
-        print(f"{label:<42} {min(walls):6.3f} / {statistics.median(walls):6.3f} "
-              f"{min(cpus):6.3f} / {statistics.median(cpus):6.3f}")
+        print(
+            f"{label:<42} {min(walls):6.3f} / {statistics.median(walls):6.3f} "
+            f"{min(cpus):6.3f} / {statistics.median(cpus):6.3f}"
+        )
     for k, name in enumerate(names):
         walls = [r[k][1] for r in runs]
         cpus = [r[k][2] for r in runs]
-        print(f"{name:<42} {min(walls):6.3f} / {statistics.median(walls):6.3f} "
-              f"{min(cpus):6.3f} / {statistics.median(cpus):6.3f}")
+        print(
+            f"{name:<42} {min(walls):6.3f} / {statistics.median(walls):6.3f} "
+            f"{min(cpus):6.3f} / {statistics.median(cpus):6.3f}"
+        )
 
 
 if __name__ == "__main__":

@@ -37,18 +37,24 @@ def main() -> None:
     from nmt_cli.data import load_meta
     from nmt_cli.errors import DataError
     from nmt_cli.scoring import score
+
     meta = load_meta(args.model)
     data = load_recipe(args.model / "recipe.yaml").data
     rows = []
     # A data.lowercase run stored lowercased references, so its "cased" columns are not cased.
     case = "lowercased (data.lowercase)" if data.lowercase else "cased"
-    print(f"| test set | BLEU, {case} | chrF, {case} | BLEU, lc-tok (papers) | seconds to translate |")
+    print(
+        f"| test set | BLEU, {case} | chrF, {case} | BLEU, lc-tok (papers) | seconds to translate |"
+    )
     print("|---|---|---|---|---|")
     for split, (src_file, *_) in meta["files"].items():
         if not (split.startswith("test") or (args.valid and split == "valid")):
             continue
         name = Path(src_file).name.split(".")[0]
-        src, ref = args.model / "data" / f"{split}.src.txt", args.model / "data" / f"{split}.tgt.txt"
+        src, ref = (
+            args.model / "data" / f"{split}.src.txt",
+            args.model / "data" / f"{split}.tgt.txt",
+        )
         cmd = [sys.executable, "-m", "nmt_cli", "translate", "-m", str(args.model), "-i", str(src)]
         if args.beam_size:
             cmd += ["--beam-size", str(args.beam_size)]
@@ -57,23 +63,42 @@ def main() -> None:
         if args.no_shortlist:
             cmd.append("--no-shortlist")
         start = time.perf_counter()
-        hyps = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.split("\n")[:-1]
+        hyps = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout.split("\n")[
+            :-1
+        ]
         seconds = time.perf_counter() - start
         refs = ref.read_text(encoding="utf-8").split("\n")[:-1]
-        standard = {s.metric.lower(): round(s.score, 2) for s in score(hyps, refs, ("bleu", "chrf"))}
+        standard = {
+            s.metric.lower(): round(s.score, 2) for s in score(hyps, refs, ("bleu", "chrf"))
+        }
         tok_ref = args.model / "data" / f"{split}.ref.lc-tok.txt"
-        if not tok_ref.exists() and data.corpus:  # a run dir preprocessed before references were stored
+        if (
+            not tok_ref.exists() and data.corpus
+        ):  # a run dir preprocessed before references were stored
             try:
                 tok_ref = fetch_tok_reference(data.corpus, name, meta["tgt"])
             except DataError as exc:
                 print(f"note: {exc}", file=sys.stderr)
         lc_tok = None
         if tok_ref.exists():
-            lc_tok = round(score(hyps, read_lines(tok_ref), ("bleu",), lc_tok=meta["tgt"])[0].score, 2)
-        rows.append({"test": name, "bleu": standard["bleu"], "chrf": standard["chrf"], "bleu_lc_tok": lc_tok,
-                     "seconds": round(seconds, 1), "lowercased": data.lowercase})
-        print(f"| {name} | {standard['bleu']} | {standard['chrf']} | {lc_tok if lc_tok is not None else '-'} "
-              f"| {seconds:.1f} |", flush=True)
+            lc_tok = round(
+                score(hyps, read_lines(tok_ref), ("bleu",), lc_tok=meta["tgt"])[0].score, 2
+            )
+        rows.append(
+            {
+                "test": name,
+                "bleu": standard["bleu"],
+                "chrf": standard["chrf"],
+                "bleu_lc_tok": lc_tok,
+                "seconds": round(seconds, 1),
+                "lowercased": data.lowercase,
+            }
+        )
+        print(
+            f"| {name} | {standard['bleu']} | {standard['chrf']} | {lc_tok if lc_tok is not None else '-'} "
+            f"| {seconds:.1f} |",
+            flush=True,
+        )
     (args.model / "test_scores.json").write_text(json.dumps(rows, indent=1))
 
 

@@ -48,11 +48,23 @@ def main() -> None:
     ap.add_argument("--env", action="append", default=[], help="KEY=VALUE for the training process")
     ap.add_argument("--every", type=float, default=2.0)
     ap.add_argument("--label", default="")
-    ap.add_argument("--minutes", default="1,5,10", help="also print RSS at these minutes of the run")
+    ap.add_argument(
+        "--minutes", default="1,5,10", help="also print RSS at these minutes of the run"
+    )
     args = ap.parse_args()
     env = {**os.environ, **dict(item.split("=", 1) for item in args.env)}
-    cmd = [sys.executable, "-m", "nmt_cli", "train", str(args.recipe), "--run-dir", str(args.run_dir),
-           "--restart", "--device", "cpu"] + [x for kv in args.overrides for x in ("--set", kv)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "nmt_cli",
+        "train",
+        str(args.recipe),
+        "--run-dir",
+        str(args.run_dir),
+        "--restart",
+        "--device",
+        "cpu",
+    ] + [x for kv in args.overrides for x in ("--set", kv)]
     series_path = args.run_dir.with_name(args.run_dir.name + ".memory.jsonl")
     start = time.perf_counter()
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -60,25 +72,45 @@ def main() -> None:
     while proc.poll() is None:
         rss = status_kb(proc.pid, "VmRSS") / 1024
         if rss:
-            series.append({"s": round(time.perf_counter() - start, 1), "step": last_step(args.run_dir / "train.log"),
-                           "rss_mb": round(rss, 1), "hwm_mb": round(status_kb(proc.pid, "VmHWM") / 1024, 1),
-                           # file pages of the memory-mapped arrays count in RSS; the kernel can drop them
-                           "anon_mb": round(status_kb(proc.pid, "RssAnon") / 1024, 1),
-                           "file_mb": round(status_kb(proc.pid, "RssFile") / 1024, 1)})
+            series.append(
+                {
+                    "s": round(time.perf_counter() - start, 1),
+                    "step": last_step(args.run_dir / "train.log"),
+                    "rss_mb": round(rss, 1),
+                    "hwm_mb": round(status_kb(proc.pid, "VmHWM") / 1024, 1),
+                    # file pages of the memory-mapped arrays count in RSS; the kernel can drop them
+                    "anon_mb": round(status_kb(proc.pid, "RssAnon") / 1024, 1),
+                    "file_mb": round(status_kb(proc.pid, "RssFile") / 1024, 1),
+                }
+            )
         time.sleep(args.every)
     if proc.returncode != 0 or not series:
         sys.exit(f"nmt train failed (exit {proc.returncode}); see {args.run_dir / 'train.log'}")
     series_path.write_text("".join(json.dumps(r) + "\n" for r in series))
     summary = json.loads((args.run_dir / "summary.json").read_text())
     tenth = next(r for r in series if r["s"] >= series[-1]["s"] / 10)
-    at = {m: next((r for r in series if r["s"] >= 60 * float(m)), None) for m in args.minutes.split(",")}
-    print(json.dumps({"label": args.label, "env": args.env, "steps": summary["steps"],
-                      "seconds": round(series[-1]["s"]), "rss_mb_first_tenth": tenth["rss_mb"],
-                      "rss_mb_end": series[-1]["rss_mb"],
-                      "peak_anon_mb": max(r["anon_mb"] for r in series), "peak_file_mb": max(r["file_mb"] for r in series),
-                      "rss_mb_at_minute": {m: r["rss_mb"] for m, r in at.items() if r},
-                      "step_at_minute": {m: r["step"] for m, r in at.items() if r}, "peak_rss_mb": summary["peak_rss_mb"],
-                      "tgt_tokens_per_s": summary["tgt_tokens_per_s"]}))
+    at = {
+        m: next((r for r in series if r["s"] >= 60 * float(m)), None)
+        for m in args.minutes.split(",")
+    }
+    print(
+        json.dumps(
+            {
+                "label": args.label,
+                "env": args.env,
+                "steps": summary["steps"],
+                "seconds": round(series[-1]["s"]),
+                "rss_mb_first_tenth": tenth["rss_mb"],
+                "rss_mb_end": series[-1]["rss_mb"],
+                "peak_anon_mb": max(r["anon_mb"] for r in series),
+                "peak_file_mb": max(r["file_mb"] for r in series),
+                "rss_mb_at_minute": {m: r["rss_mb"] for m, r in at.items() if r},
+                "step_at_minute": {m: r["step"] for m, r in at.items() if r},
+                "peak_rss_mb": summary["peak_rss_mb"],
+                "tgt_tokens_per_s": summary["tgt_tokens_per_s"],
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -21,9 +21,9 @@ import torch
 
 from nmt_cli.config import load_recipe
 from nmt_cli.data import iterate_epoch, load_split
+from nmt_cli.device import autocast_context, configure_threads, pick_device, resolve_precision
 from nmt_cli.model import build_model
 from nmt_cli.tokenizer import Tokenizer
-from nmt_cli.device import autocast_context, configure_threads, pick_device, resolve_precision
 from nmt_cli.training import make_optimizer
 
 
@@ -40,11 +40,16 @@ def main() -> None:
     ap.add_argument("--steps", type=int, default=30)
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--set", dest="overrides", action="append", default=[])
-    ap.add_argument("--compile", action="store_true", help="torch.compile the model (dynamic shapes)")
+    ap.add_argument(
+        "--compile", action="store_true", help="torch.compile the model (dynamic shapes)"
+    )
     ap.add_argument("--device", default="auto", help="auto, cpu, cuda or mps")
-    ap.add_argument("--threads", default="default",
-                    help="torch CPU threads: a number, 'auto' (what nmt train picks: the cores not "
-                    "already busy) or 'default' (torch's own choice)")
+    ap.add_argument(
+        "--threads",
+        default="default",
+        help="torch CPU threads: a number, 'auto' (what nmt train picks: the cores not "
+        "already busy) or 'default' (torch's own choice)",
+    )
     args = ap.parse_args()
     if args.threads != "default":
         configure_threads(None if args.threads == "auto" else int(args.threads))
@@ -59,8 +64,11 @@ def main() -> None:
     precision = resolve_precision(recipe.train.precision, device)
     scaler = torch.amp.GradScaler("cuda") if precision == "fp16" else None
     # as many epochs as the steps need: large batches use up a small corpus in a few dozen steps
-    batches = (b for epoch in itertools.count()
-               for b in iterate_epoch(split, recipe.train.batch_tokens, 0, epoch))
+    batches = (
+        b
+        for epoch in itertools.count()
+        for b in iterate_epoch(split, recipe.train.batch_tokens, 0, epoch)
+    )
     tokens = sents = 0
     start = None
     began = time.perf_counter()
@@ -72,8 +80,13 @@ def main() -> None:
         _, b = next(batches)
         b = b.to(device)
         with autocast_context(device, precision):
-            summed, _ = forward(b.src, b.src_lengths, b.tgt_in, tgt_out=b.tgt_out,
-                                label_smoothing=recipe.train.label_smoothing)
+            summed, _ = forward(
+                b.src,
+                b.src_lengths,
+                b.tgt_in,
+                tgt_out=b.tgt_out,
+                label_smoothing=recipe.train.label_smoothing,
+            )
         loss = summed / b.tgt_tokens
         opt.zero_grad()
         if scaler is not None:
@@ -87,11 +100,13 @@ def main() -> None:
         sents += b.src.size(0)
     synchronize(device)
     dt = time.perf_counter() - start
-    print(f"{recipe.name}: {model.parameter_count() / 1e6:.2f}M params, {recipe.model.rnn} "
-          f"{recipe.model.attention}/{recipe.model.decoder}, {device.type} {precision}: "
-          f"{tokens / dt:.0f} tgt tok/s, {sents / dt:.1f} sent/s, {1000 * dt / args.steps:.0f} ms/step"
-          f"{', compiled' if args.compile else ''}, warm-up {warmup_s:.1f} s, "
-          f"{torch.get_num_threads()} threads")
+    print(
+        f"{recipe.name}: {model.parameter_count() / 1e6:.2f}M params, {recipe.model.rnn} "
+        f"{recipe.model.attention}/{recipe.model.decoder}, {device.type} {precision}: "
+        f"{tokens / dt:.0f} tgt tok/s, {sents / dt:.1f} sent/s, {1000 * dt / args.steps:.0f} ms/step"
+        f"{', compiled' if args.compile else ''}, warm-up {warmup_s:.1f} s, "
+        f"{torch.get_num_threads()} threads"
+    )
 
 
 if __name__ == "__main__":

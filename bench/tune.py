@@ -32,6 +32,7 @@ def parse_config(text: str) -> tuple[str, list[str]]:
 
 def batch_tokens(recipe: str, sets: list[str]) -> int:
     from nmt_cli.config import load_recipe
+
     return load_recipe(Path(recipe), overrides=sets).train.batch_tokens
 
 
@@ -40,28 +41,57 @@ def run_config(name: str, sets: list[str], args) -> dict:
     sets = args.common + sets  # a config's own overrides come last and win
     steps = max(1, round(args.tokens / batch_tokens(args.recipe, sets)))
     budget = [f"train.valid_every={steps}", "train.checkpoint_every=1000000", "train.patience=0"]
-    cmd = [sys.executable, "-m", "nmt_cli", "train", args.recipe, "--run-dir", str(run_dir),
-           "--max-steps", str(steps)] + [x for s in sets + budget for x in ("--set", s)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "nmt_cli",
+        "train",
+        args.recipe,
+        "--run-dir",
+        str(run_dir),
+        "--max-steps",
+        str(steps),
+    ] + [x for s in sets + budget for x in ("--set", s)]
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
     subprocess.run(cmd, capture_output=True, text=True, check=True, env=env)
     summary = json.loads((run_dir / "summary.json").read_text())
     last = summary["validations"][-1]
-    result = {"config": name, "sets": sets, "steps": steps, "tgt_tokens": summary["tgt_tokens"],
-              "valid_loss": last["valid_loss"], "valid_bleu": last["valid_bleu"],
-              "tgt_tokens_per_s": summary["tgt_tokens_per_s"], "threads": args.threads,
-              "command": " ".join(cmd[2:])}
-    print(f"{name:<24} {steps:>6} {summary['tgt_tokens']:>10,} {last['valid_loss']:>8.3f} "
-          f"{last['valid_bleu']:>8.2f}", flush=True)
+    result = {
+        "config": name,
+        "sets": sets,
+        "steps": steps,
+        "tgt_tokens": summary["tgt_tokens"],
+        "valid_loss": last["valid_loss"],
+        "valid_bleu": last["valid_bleu"],
+        "tgt_tokens_per_s": summary["tgt_tokens_per_s"],
+        "threads": args.threads,
+        "command": " ".join(cmd[2:]),
+    }
+    print(
+        f"{name:<24} {steps:>6} {summary['tgt_tokens']:>10,} {last['valid_loss']:>8.3f} "
+        f"{last['valid_bleu']:>8.2f}",
+        flush=True,
+    )
     return result
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     ap.add_argument("recipe")
     ap.add_argument("--base", required=True, help="a preprocessed run dir of the recipe")
-    ap.add_argument("--config", action="append", required=True, help="NAME=KEY=VALUE[,KEY=VALUE...]")
-    ap.add_argument("--set", dest="common", action="append", default=[], metavar="KEY=VALUE",
-                    help="an override applied to every config before its own (repeatable)")
+    ap.add_argument(
+        "--config", action="append", required=True, help="NAME=KEY=VALUE[,KEY=VALUE...]"
+    )
+    ap.add_argument(
+        "--set",
+        dest="common",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="an override applied to every config before its own (repeatable)",
+    )
     ap.add_argument("--tokens", type=int, default=1_000_000, help="target tokens per config")
     ap.add_argument("--jobs", type=int, default=1)
     ap.add_argument("--threads", type=int, default=0, help="threads per job (default: 2 // jobs)")
@@ -75,7 +105,9 @@ def main() -> None:
     out = Path(args.out) / "tune.json"
     previous = json.loads(out.read_text()) if out.exists() else []
     done = {r["config"] for r in results}
-    out.write_text(json.dumps([r for r in previous if r["config"] not in done] + results, indent=1) + "\n")
+    out.write_text(
+        json.dumps([r for r in previous if r["config"] not in done] + results, indent=1) + "\n"
+    )
 
 
 if __name__ == "__main__":

@@ -35,34 +35,50 @@ SAME_BUDGET = ["train.valid_every=1000000", "train.checkpoint_every=1000000"]
 
 
 def nmt(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "nmt_cli", *args], capture_output=True, text=True, check=True)
+    return subprocess.run(
+        [sys.executable, "-m", "nmt_cli", *args], capture_output=True, text=True, check=True
+    )
 
 
-def run_variant(name: str, recipe: str, base: Path, out: Path, minutes: float, split: str,
-                common: list[str]) -> dict:
+def run_variant(
+    name: str, recipe: str, base: Path, out: Path, minutes: float, split: str, common: list[str]
+) -> dict:
     from nmt_cli.scoring import bleu_by_length, score
+
     run_dir = fresh_run_dir(base, out / name)
     sets = [x for s in common + VARIANTS[name] + SAME_BUDGET for x in ("--set", s)]
     train_cmd = ["train", recipe, "--run-dir", str(run_dir), "--max-minutes", f"{minutes:g}", *sets]
     nmt(*train_cmd)
     summary = json.loads((run_dir / "summary.json").read_text())
-    src_file, ref_file = run_dir / "data" / f"{split}.src.txt", run_dir / "data" / f"{split}.tgt.txt"
+    src_file, ref_file = (
+        run_dir / "data" / f"{split}.src.txt",
+        run_dir / "data" / f"{split}.tgt.txt",
+    )
     start = time.perf_counter()
     hyps = nmt("translate", "-m", str(run_dir), "-i", str(src_file)).stdout.split("\n")[:-1]
     decode_s = time.perf_counter() - start
     sources = src_file.read_text(encoding="utf-8").split("\n")[:-1]
     refs = ref_file.read_text(encoding="utf-8").split("\n")[:-1]
     scores = {s.metric.lower(): round(s.score, 2) for s in score(hyps, refs, ("bleu", "chrf"))}
-    return {"variant": name, "sets": VARIANTS[name], "minutes": minutes,
-            "steps": summary["final_step"], "tgt_tokens_per_s": summary["tgt_tokens_per_s"],
-            "params_m": round(_params(run_dir) / 1e6, 2), "valid_bleu": summary.get("best_valid_bleu"),
-            "test_split": split, **{f"test_{k}": v for k, v in scores.items()},
-            "decode_s": round(decode_s, 1), "by_length": bleu_by_length(sources, hyps, refs),
-            "command": "nmt " + " ".join(train_cmd).replace(str(out), "OUT")}
+    return {
+        "variant": name,
+        "sets": VARIANTS[name],
+        "minutes": minutes,
+        "steps": summary["final_step"],
+        "tgt_tokens_per_s": summary["tgt_tokens_per_s"],
+        "params_m": round(_params(run_dir) / 1e6, 2),
+        "valid_bleu": summary.get("best_valid_bleu"),
+        "test_split": split,
+        **{f"test_{k}": v for k, v in scores.items()},
+        "decode_s": round(decode_s, 1),
+        "by_length": bleu_by_length(sources, hyps, refs),
+        "command": "nmt " + " ".join(train_cmd).replace(str(out), "OUT"),
+    }
 
 
 def _params(run_dir: Path) -> int:
     from nmt_cli.checkpoint import load_model
+
     model, *_ = load_model(run_dir)
     return model.parameter_count()
 
@@ -73,12 +89,24 @@ def main() -> None:
     ap.add_argument("--base", type=Path, required=True, help="preprocessed run dir of the recipe")
     ap.add_argument("--minutes", type=float, default=5.0, help="training budget per variant")
     ap.add_argument("--only", default="", help="comma-separated subset of: " + ", ".join(VARIANTS))
-    ap.add_argument("--split", default="test", help="test split of the run dir to score (test = first)")
+    ap.add_argument(
+        "--split", default="test", help="test split of the run dir to score (test = first)"
+    )
     ap.add_argument("--out", type=Path, default=Path("runs/variants"))
-    ap.add_argument("--plot", type=Path, help="draw BLEU by source length of these variants here (plot extra)")
-    ap.add_argument("--set", dest="common", action="append", default=[], metavar="KEY=VALUE",
-                    help="a recipe override applied to every variant (repeatable)")
-    ap.add_argument("--report-only", action="store_true", help="print and plot OUT/variants.json, train nothing")
+    ap.add_argument(
+        "--plot", type=Path, help="draw BLEU by source length of these variants here (plot extra)"
+    )
+    ap.add_argument(
+        "--set",
+        dest="common",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a recipe override applied to every variant (repeatable)",
+    )
+    ap.add_argument(
+        "--report-only", action="store_true", help="print and plot OUT/variants.json, train nothing"
+    )
     args = ap.parse_args()
     names = [n for n in args.only.split(",") if n] or list(VARIANTS)
     unknown = [n for n in names if n not in VARIANTS]
@@ -87,22 +115,32 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     results_path = args.out / "variants.json"
     results = json.loads(results_path.read_text()) if results_path.exists() else {}
-    print("| variant | params | steps | train tgt tok/s | valid BLEU (greedy) | test BLEU | test chrF |")
+    print(
+        "| variant | params | steps | train tgt tok/s | valid BLEU (greedy) | test BLEU | test chrF |"
+    )
     print("|---|---|---|---|---|---|---|")
     for name in names:
         if not args.report_only:
-            results[name] = run_variant(name, args.recipe, args.base, args.out, args.minutes, args.split,
-                                        args.common)
+            results[name] = run_variant(
+                name, args.recipe, args.base, args.out, args.minutes, args.split, args.common
+            )
             results_path.write_text(json.dumps(results, indent=1))
         r = results[name]
-        print(f"| {name} | {r['params_m']}M | {r['steps']} | {r['tgt_tokens_per_s']:.0f} | {r['valid_bleu']} "
-              f"| {r['test_bleu']} | {r['test_chrf']} |", flush=True)
+        print(
+            f"| {name} | {r['params_m']}M | {r['steps']} | {r['tgt_tokens_per_s']:.0f} | {r['valid_bleu']} "
+            f"| {r['test_bleu']} | {r['test_chrf']} |",
+            flush=True,
+        )
     print("\nBLEU by source length (words):")
     for name in names:
         r = results[name]
-        print(f"  {name:<24}" + "  ".join(f"{b['bucket']}: {b['bleu']} ({b['sentences']})" for b in r["by_length"]))
+        print(
+            f"  {name:<24}"
+            + "  ".join(f"{b['bucket']}: {b['bleu']} ({b['sentences']})" for b in r["by_length"])
+        )
     if args.plot:
         from nmt_cli.plots import bleu_by_length_chart
+
         bleu_by_length_chart({n: results[n] for n in names}, args.plot)
 
 

@@ -11,5 +11,6 @@ def __getattr__(name: str):
     # Lazy, so that `nmt --help` and `import nmt_cli` do not import torch.
     if name in ("Translator", "Translation", "Alternative"):
         from nmt_cli import translate
+
         return getattr(translate, name)
     raise AttributeError(f"module 'nmt_cli' has no attribute {name!r}")

@@ -33,9 +33,9 @@ class QueueFull(Exception):
 
 @dataclass
 class Job:
-    translator: object            # nmt_cli.translate.Translator
+    translator: object  # nmt_cli.translate.Translator
     sentences: list[str]
-    tokens: int                   # source subwords, for the batch budget
+    tokens: int  # source subwords, for the batch budget
     beam_size: int
     nbest: int
     alignments: bool
@@ -43,9 +43,12 @@ class Job:
     arrived: float = field(default_factory=time.monotonic)
     future: Future = field(default_factory=Future)
 
-    def shares_batch_with(self, other: "Job") -> bool:
-        return (self.translator is other.translator and self.beam_size == other.beam_size
-                and (self.attention or self.alignments) == (other.attention or other.alignments))
+    def shares_batch_with(self, other: Job) -> bool:
+        return (
+            self.translator is other.translator
+            and self.beam_size == other.beam_size
+            and (self.attention or self.alignments) == (other.attention or other.alignments)
+        )
 
 
 class Batcher:
@@ -62,10 +65,10 @@ class Batcher:
         self.torch_threads = 1 if self.workers > 1 else max(1, threads)
         self._queue: deque[Job] = deque()
         self._cond = threading.Condition()
-        self._pending = 0          # sentences queued or being decoded
-        self._decoding = 0         # threads decoding now
+        self._pending = 0  # sentences queued or being decoded
+        self._decoding = 0  # threads decoding now
         self._closing = False
-        self.batches = 0           # decoded so far, for /health
+        self.batches = 0  # decoded so far, for /health
         self.sentences = 0
         self._threads: list[threading.Thread] = []
 
@@ -81,8 +84,10 @@ class Batcher:
             if self._closing:
                 raise QueueFull("the server is shutting down")
             if self._pending + len(job.sentences) > self.capacity:
-                raise QueueFull(f"the queue is full ({self._pending} sentences waiting or decoding, "
-                                f"at most {self.capacity}); retry later")
+                raise QueueFull(
+                    f"the queue is full ({self._pending} sentences waiting or decoding, "
+                    f"at most {self.capacity}); retry later"
+                )
             self._pending += len(job.sentences)
             self._queue.append(job)
             self._cond.notify()
@@ -110,9 +115,12 @@ class Batcher:
                 self._cond.wait()
             if self.batching and self._decoding:
                 deadline = self._queue[0].arrived + self.max_wait
-                while (not self._closing and self._queue
-                       and sum(j.tokens for j in self._queue) < self.max_batch_tokens
-                       and (left := deadline - time.monotonic()) > 0):
+                while (
+                    not self._closing
+                    and self._queue
+                    and sum(j.tokens for j in self._queue) < self.max_batch_tokens
+                    and (left := deadline - time.monotonic()) > 0
+                ):
                     self._cond.wait(left)
                 if not self._queue:  # another thread took it meanwhile
                     return []
@@ -123,8 +131,11 @@ class Batcher:
                 rest = deque()
                 while self._queue:
                     job = self._queue.popleft()
-                    if (job.shares_batch_with(first) and tokens + job.tokens <= self.max_batch_tokens
-                            and sentences + len(job.sentences) <= share):
+                    if (
+                        job.shares_batch_with(first)
+                        and tokens + job.tokens <= self.max_batch_tokens
+                        and sentences + len(job.sentences) <= share
+                    ):
                         batch.append(job)
                         tokens += job.tokens
                         sentences += len(job.sentences)
@@ -151,12 +162,15 @@ class Batcher:
                 first = live[0]
                 sentences = [s for job in live for s in job.sentences]
                 results = first.translator.translate(
-                    sentences, beam_size=first.beam_size, nbest=max(job.nbest for job in live),
+                    sentences,
+                    beam_size=first.beam_size,
+                    nbest=max(job.nbest for job in live),
                     alignments=any(job.alignments for job in live),
-                    attention=any(job.attention for job in live))
+                    attention=any(job.attention for job in live),
+                )
                 start = 0
                 for job in live:
-                    job.future.set_result(results[start:start + len(job.sentences)])
+                    job.future.set_result(results[start : start + len(job.sentences)])
                     start += len(job.sentences)
                 self.batches += 1
                 self.sentences += len(sentences)

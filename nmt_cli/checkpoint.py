@@ -102,23 +102,37 @@ def load(path: Path, mmap: bool = False) -> dict:
         raise CheckpointError(f"{path}: checkpoint not found")
     kind = _not_torch_file(path)
     if kind:
-        raise CheckpointError(f"{path}: not a checkpoint ({kind}); give a run dir or a .pt file "
-                              "that nmt train or nmt average wrote")
+        raise CheckpointError(
+            f"{path}: not a checkpoint ({kind}); give a run dir or a .pt file "
+            "that nmt train or nmt average wrote"
+        )
     try:
         mmap = mmap and _is_zip(path)
-        with warnings.catch_warnings():  # torch's note on an unusual pickle protocol: the outcome says more
-            warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
+        with (
+            warnings.catch_warnings()
+        ):  # torch's note on an unusual pickle protocol: the outcome says more
+            warnings.filterwarnings(
+                "ignore", message="Detected pickle protocol", category=UserWarning
+            )
             payload = torch.load(path, map_location="cpu", weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as exc:
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else "unsafe content"
         if "weights_only" in str(exc) or "Unsupported" in str(exc) or "global" in str(exc).lower():
-            raise CheckpointError(f"{path}: refused: the file holds objects that could run code "
-                                  f"when loaded ({first[:120]})") from None
-        raise CheckpointError(f"{path}: corrupt checkpoint ({first[:120]}); use another checkpoint") from None
-    except Exception as exc:  # garbage bytes make the unpickler raise anything (IndexError, struct.error, ...)
+            raise CheckpointError(
+                f"{path}: refused: the file holds objects that could run code "
+                f"when loaded ({first[:120]})"
+            ) from None
+        raise CheckpointError(
+            f"{path}: corrupt checkpoint ({first[:120]}); use another checkpoint"
+        ) from None
+    except (
+        Exception
+    ) as exc:  # garbage bytes make the unpickler raise anything (IndexError, struct.error, ...)
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        raise CheckpointError(f"{path}: corrupt or truncated checkpoint ({first[:120]}); "
-                              "use another checkpoint or retrain") from None
+        raise CheckpointError(
+            f"{path}: corrupt or truncated checkpoint ({first[:120]}); "
+            "use another checkpoint or retrain"
+        ) from None
     if not isinstance(payload, dict) or payload.get("format") != FORMAT or "model" not in payload:
         raise CheckpointError(f"{path}: not an nmt checkpoint")
     return payload
@@ -152,7 +166,9 @@ def tokenizer_of(payload: dict, path: Path) -> Tokenizer:
     if "src" not in tok:
         raise CheckpointError(f"{path}: checkpoint carries no tokenizer")
     to_bytes = lambda t: bytes(t.numpy().tobytes())
-    return Tokenizer(to_bytes(tok["src"]), to_bytes(tok["tgt"]) if "tgt" in tok else None, what=str(path))
+    return Tokenizer(
+        to_bytes(tok["src"]), to_bytes(tok["tgt"]) if "tgt" in tok else None, what=str(path)
+    )
 
 
 def resolve(model_path: str | os.PathLike) -> Path:
@@ -185,7 +201,9 @@ def step_checkpoints(run_dir: Path) -> list[Path]:
     return [p for _, p in sorted(found)]
 
 
-def load_model(model_path: str | os.PathLike, device: torch.device | str = "cpu", fast: bool = True):
+def load_model(
+    model_path: str | os.PathLike, device: torch.device | str = "cpu", fast: bool = True
+):
     """-> (model in eval mode, recipe, tokenizer, checkpoint path) from a run dir or a file.
 
     ``fast`` maps the file rather than reading it whole (module docstring); the weights, and so
@@ -197,20 +215,26 @@ def load_model(model_path: str | os.PathLike, device: torch.device | str = "cpu"
     recipe = recipe_of(payload, path)
     tokenizer = tokenizer_of(payload, path)
     # initialise=False: every weight comes from the checkpoint (strict load), none need drawing
-    model = build_model(recipe.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, initialise=False)
+    model = build_model(
+        recipe.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, initialise=False
+    )
     try:
         model.load_state_dict(payload["model"])
     except (RuntimeError, KeyError, TypeError) as exc:
         first = (str(exc).strip().splitlines() or ["mismatch"])[0]
-        raise CheckpointError(f"{path}: weights do not fit the recipe's model ({first[:120]})") from None
+        raise CheckpointError(
+            f"{path}: weights do not fit the recipe's model ({first[:120]})"
+        ) from None
     model.shortlist = None  # learned at preprocess time; older checkpoints have none
     if "shortlist" in payload:
         try:
             model.shortlist = Shortlist.from_payload(payload["shortlist"])
             table = model.shortlist.table
-            fits = (table.size(0) == tokenizer.src_vocab_size and
-                    int(table.max()) < tokenizer.tgt_vocab_size and
-                    int(model.shortlist.frequent.max()) < tokenizer.tgt_vocab_size)
+            fits = (
+                table.size(0) == tokenizer.src_vocab_size
+                and int(table.max()) < tokenizer.tgt_vocab_size
+                and int(model.shortlist.frequent.max()) < tokenizer.tgt_vocab_size
+            )
         except (KeyError, TypeError, AttributeError, RuntimeError):
             fits = False
         if not fits:
@@ -235,18 +259,30 @@ def averaged_payload(paths: list[Path]) -> dict:
         if first is None:
             first = payload
         elif recipe_of(payload, path).model != recipe_of(first, paths[0]).model:
-            raise CheckpointError(f"{path}: a different model shape than {paths[0]}; cannot average")
+            raise CheckpointError(
+                f"{path}: a different model shape than {paths[0]}; cannot average"
+            )
         state = payload["model"]
         if total is None:
-            total = {k: v.double().clone() if v.is_floating_point() else v.clone() for k, v in state.items()}
+            total = {
+                k: v.double().clone() if v.is_floating_point() else v.clone()
+                for k, v in state.items()
+            }
         else:
             for k, v in state.items():
                 if v.is_floating_point():
                     total[k] += v.double()
-    averaged = {k: (v / len(paths)).to(first["model"][k].dtype) if v.is_floating_point() else v
-                for k, v in total.items()}
-    out = {"format": FORMAT, "model": averaged, "recipe": first["recipe"], "tokenizer": first["tokenizer"],
-           "averaged_from": [str(p) for p in paths]}
+    averaged = {
+        k: (v / len(paths)).to(first["model"][k].dtype) if v.is_floating_point() else v
+        for k, v in total.items()
+    }
+    out = {
+        "format": FORMAT,
+        "model": averaged,
+        "recipe": first["recipe"],
+        "tokenizer": first["tokenizer"],
+        "averaged_from": [str(p) for p in paths],
+    }
     if "shortlist" in first:
         out["shortlist"] = first["shortlist"]
     return out

@@ -12,8 +12,8 @@ recipe sets; it is removed once a later checkpoint is written.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from nmt_cli import checkpoint as ckpt
 from nmt_cli.config import TrainConfig
@@ -28,7 +28,9 @@ class CheckpointPolicy:
     Progress-like objects carry ``best_metric``, ``best_step`` and ``bad_validations``, so that the
     policy's state travels inside the checkpoints it writes."""
 
-    def __init__(self, run_dir: Path, cfg: TrainConfig, payload: Callable[[], dict], *, writes: bool = True):
+    def __init__(
+        self, run_dir: Path, cfg: TrainConfig, payload: Callable[[], dict], *, writes: bool = True
+    ):
         self.run_dir, self.cfg, self.payload, self.writes = Path(run_dir), cfg, payload, writes
         self.directory = self.run_dir / ckpt.CHECKPOINT_DIR
 
@@ -42,17 +44,21 @@ class CheckpointPolicy:
         if not self.writes:
             return None
         irregular = interrupted and not self.is_regular(step)
-        path = self.directory / (f"{INTERRUPTED_PREFIX}{step}.pt" if irregular else f"step-{step}.pt")
+        path = self.directory / (
+            f"{INTERRUPTED_PREFIX}{step}.pt" if irregular else f"step-{step}.pt"
+        )
         try:
             ckpt.save_atomic(self.payload(), path)
             ckpt.link_atomic(path, self.directory / "last.pt")
             if best:
                 ckpt.link_atomic(path, self.directory / "best.pt")
         except OSError as exc:
-            log.warning(f"warning: could not write checkpoint {path} ({exc.strerror or exc}); "
-                        "the previous checkpoint is kept and training goes on")
+            log.warning(
+                f"warning: could not write checkpoint {path} ({exc.strerror or exc}); "
+                "the previous checkpoint is kept and training goes on"
+            )
             return None
-        for old in ckpt.step_checkpoints(self.run_dir)[:-self.cfg.keep_checkpoints]:
+        for old in ckpt.step_checkpoints(self.run_dir)[: -self.cfg.keep_checkpoints]:
             old.unlink(missing_ok=True)
         for old in self.directory.glob(f"{INTERRUPTED_PREFIX}*.pt"):
             if old != path:
@@ -63,7 +69,11 @@ class CheckpointPolicy:
         """Record a validation's score (higher is better); True when it is the best so far."""
         improved = progress.best_metric is None or score > progress.best_metric
         if improved:
-            progress.best_metric, progress.best_step, progress.bad_validations = score, progress.step, 0
+            progress.best_metric, progress.best_step, progress.bad_validations = (
+                score,
+                progress.step,
+                0,
+            )
         else:
             progress.bad_validations += 1
         return improved
@@ -72,8 +82,9 @@ class CheckpointPolicy:
         """Early stopping: ``patience`` validations in a row without a new best."""
         return bool(self.cfg.patience) and progress.bad_validations >= self.cfg.patience
 
-    def average(self, progress, evaluate: Callable[[dict], dict],
-                score: Callable[[dict], float]) -> tuple[list[int], dict, bool] | None:
+    def average(
+        self, progress, evaluate: Callable[[dict], dict], score: Callable[[dict], float]
+    ) -> tuple[list[int], dict, bool] | None:
         """Average the newest ``average_last`` numbered checkpoints into averaged.pt and measure it
         with ``evaluate(state_dict)``; when it beats the best checkpoint it becomes best.pt.
         Averaging the weights of the last checkpoints smooths out the noise of training at a high
@@ -81,7 +92,7 @@ class CheckpointPolicy:
         -> (the averaged steps, the validation result, whether it is now best), or None."""
         if not self.writes:
             return None
-        paths = ckpt.step_checkpoints(self.run_dir)[-self.cfg.average_last:]
+        paths = ckpt.step_checkpoints(self.run_dir)[-self.cfg.average_last :]
         if len(paths) < 2:
             return None
         out = self.directory / "averaged.pt"
@@ -89,7 +100,9 @@ class CheckpointPolicy:
         try:
             ckpt.save_atomic(payload, out)
         except OSError as exc:
-            log.warning(f"warning: could not write {out} ({exc.strerror or exc}); no averaged model")
+            log.warning(
+                f"warning: could not write {out} ({exc.strerror or exc}); no averaged model"
+            )
             return None
         result = evaluate(payload["model"])
         metric = score(result)

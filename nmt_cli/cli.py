@@ -7,10 +7,9 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import List, Optional
+from typing import Annotated
 
 import typer
-from typing_extensions import Annotated
 
 try:  # typer vendors click from 0.2x on; older typer uses click itself
     from typer._click.exceptions import ClickException
@@ -21,32 +20,58 @@ from nmt_cli import __version__
 from nmt_cli.errors import UserError
 
 app = typer.Typer(
-    add_completion=False, no_args_is_help=True, rich_markup_mode=None, pretty_exceptions_enable=False,
+    add_completion=False,
+    no_args_is_help=True,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
     help="Attentional RNN encoder-decoder translation: preprocess, train, translate, evaluate.",
 )
 
-SetOption = Annotated[Optional[List[str]], typer.Option(
-    "--set", metavar="KEY=VALUE", help="Override a recipe key by dotted path, e.g. model.hidden_dim=128 "
-    "(repeatable; checked like the file).")]
-RunDirOption = Annotated[Optional[Path], typer.Option(
-    "--run-dir", help="Where the run's files go (default: runs/<recipe name>).")]
+SetOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--set",
+        metavar="KEY=VALUE",
+        help="Override a recipe key by dotted path, e.g. model.hidden_dim=128 "
+        "(repeatable; checked like the file).",
+    ),
+]
+RunDirOption = Annotated[
+    Path | None,
+    typer.Option("--run-dir", help="Where the run's files go (default: runs/<recipe name>)."),
+]
 # A finished `nmt translate` leaves without the interpreter's teardown (os._exit after flushing):
 # freeing torch's modules and objects one by one took half a second of CPU per process, a
 # quarter of a one-line translation's start-up (docs/lab/decoding-startup.md). Only main()
 # acts on it, so library callers and in-process tests never exit.
 _exit_when_done = False
 
-ModelOption = Annotated[List[str], typer.Option(
-    "-m", "--model", metavar="RUN", help="Run dir or checkpoint file; repeat to ensemble several models.")]
+ModelOption = Annotated[
+    list[str],
+    typer.Option(
+        "-m",
+        "--model",
+        metavar="RUN",
+        help="Run dir or checkpoint file; repeat to ensemble several models.",
+    ),
+]
 # How nmt_cli.device.resolve_threads decides; spelled out here so that --help does not import torch.
-ThreadsOption = Annotated[Optional[int], typer.Option(
-    "--threads", min=1, metavar="N", help="CPU threads for torch (also $NMT_THREADS). Default: the cores "
-    "not already busy with other processes, so that a busy machine does not slow nmt down many "
-    "times over; OMP_NUM_THREADS, when set, is used as given.")]
+ThreadsOption = Annotated[
+    int | None,
+    typer.Option(
+        "--threads",
+        min=1,
+        metavar="N",
+        help="CPU threads for torch (also $NMT_THREADS). Default: the cores "
+        "not already busy with other processes, so that a busy machine does not slow nmt down many "
+        "times over; OMP_NUM_THREADS, when set, is used as given.",
+    ),
+]
 
 
 def _threads(threads: int | None) -> int:
     from nmt_cli.device import configure_threads
+
     return configure_threads(threads)
 
 
@@ -66,13 +91,20 @@ def _version(value: bool) -> None:
 
 
 @app.callback()
-def main_options(version: Annotated[bool, typer.Option("--version", callback=_version, is_eager=True,
-                                                       help="Print the version and exit.")] = False) -> None:
+def main_options(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
     pass
 
 
 def _recipe(path: Path, overrides: list[str] | None, extra: list[str] = ()):
     from nmt_cli.config import load_recipe
+
     return load_recipe(path, list(overrides or []) + list(extra))
 
 
@@ -81,12 +113,17 @@ def _run_dir(recipe, run_dir: Path | None) -> Path:
 
 
 @app.command()
-def preprocess(recipe: Annotated[Path, typer.Argument(help="YAML recipe, e.g. recipes/en-fr.yaml")],
-               run_dir: RunDirOption = None, set_: SetOption = None) -> None:
+def preprocess(
+    recipe: Annotated[Path, typer.Argument(help="YAML recipe, e.g. recipes/en-fr.yaml")],
+    run_dir: RunDirOption = None,
+    set_: SetOption = None,
+) -> None:
     """Fetch the corpus, clean and filter it, learn SentencePiece, and store encoded splits in the run dir."""
     from nmt_cli.interrupts import command, task
+
     command("preprocessing stopped before it began; nothing was written")
     from nmt_cli.data import preprocess as run_preprocess
+
     r = _recipe(recipe, set_)
     out = _run_dir(r, run_dir)
     _started()
@@ -96,95 +133,220 @@ def preprocess(recipe: Annotated[Path, typer.Argument(help="YAML recipe, e.g. re
 
 
 @app.command()
-def train(recipe: Annotated[Path, typer.Argument(help="YAML recipe, e.g. recipes/en-fr.yaml")],
-          run_dir: RunDirOption = None,
-          max_steps: Annotated[Optional[int], typer.Option(help="Stop after this many steps (train.max_steps).")] = None,
-          max_minutes: Annotated[Optional[float], typer.Option(help="Stop after this much wall-clock time (train.max_minutes).")] = None,
-          device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto",
-          restart: Annotated[bool, typer.Option("--restart", help="Ignore existing checkpoints and start over.")] = False,
-          threads: ThreadsOption = None,
-          init_from: Annotated[Optional[str], typer.Option("--init-from", metavar="RUN|CHECKPOINT", help="Fine-tune: start from this model's weights and tokenizer, with a fresh optimiser and schedule (train.init_from).")] = None,
-          set_: SetOption = None) -> None:
+def train(
+    recipe: Annotated[Path, typer.Argument(help="YAML recipe, e.g. recipes/en-fr.yaml")],
+    run_dir: RunDirOption = None,
+    max_steps: Annotated[
+        int | None, typer.Option(help="Stop after this many steps (train.max_steps).")
+    ] = None,
+    max_minutes: Annotated[
+        float | None,
+        typer.Option(help="Stop after this much wall-clock time (train.max_minutes)."),
+    ] = None,
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto",
+    restart: Annotated[
+        bool, typer.Option("--restart", help="Ignore existing checkpoints and start over.")
+    ] = False,
+    threads: ThreadsOption = None,
+    init_from: Annotated[
+        str | None,
+        typer.Option(
+            "--init-from",
+            metavar="RUN|CHECKPOINT",
+            help="Fine-tune: start from this model's weights and tokenizer, with a fresh optimiser and schedule (train.init_from).",
+        ),
+    ] = None,
+    set_: SetOption = None,
+) -> None:
     """Train a model; resumes from the run dir's last checkpoint when there is one.
 
     Runs preprocessing first if the run dir has no data. Ctrl-C or SIGTERM writes a checkpoint and
     stops; running the same command again resumes exactly.
     """
     from nmt_cli.interrupts import command, task
+
     command("training stopped before its first step; the run dir's checkpoints are as they were")
     from nmt_cli.data import ensure_preprocessed
     from nmt_cli.device import pick_device, resolve_precision
     from nmt_cli.training import train as run_train
-    extra = ([f"train.max_steps={max_steps}"] if max_steps is not None else []) + \
-            ([f"train.max_minutes={max_minutes}"] if max_minutes is not None else []) + \
-            ([f"train.init_from={init_from}"] if init_from is not None else [])
+
+    extra = (
+        ([f"train.max_steps={max_steps}"] if max_steps is not None else [])
+        + ([f"train.max_minutes={max_minutes}"] if max_minutes is not None else [])
+        + ([f"train.init_from={init_from}"] if init_from is not None else [])
+    )
     r = _recipe(recipe, set_, extra)
     out = _run_dir(r, run_dir)
-    resolve_precision(r.train.precision, pick_device(device))  # a device mismatch fails before preprocessing
+    resolve_precision(
+        r.train.precision, pick_device(device)
+    )  # a device mismatch fails before preprocessing
     _threads(threads)
     if r.train.init_from:  # and so does an initial model that cannot be used
         from nmt_cli.finetune import initial_tokenizer
+
         initial_tokenizer(r)
     _started()
     with task(f"preprocessing into {out} did not finish; run the same command again"):
         ensure_preprocessed(r, out, log=lambda m: typer.echo(m, err=True))
     summary = run_train(r, out, device=device, restart=restart)
-    typer.echo(json.dumps({k: summary[k] for k in ("steps", "final_step", "wall_s", "tgt_tokens_per_s",
-                                                     "peak_rss_mb")}))
+    typer.echo(
+        json.dumps(
+            {
+                k: summary[k]
+                for k in ("steps", "final_step", "wall_s", "tgt_tokens_per_s", "peak_rss_mb")
+            }
+        )
+    )
 
 
 @app.command()
-def translate(model: ModelOption = [],
-              input: Annotated[Optional[Path], typer.Option("-i", "--input", help="Read this file instead of stdin.")] = None,
-              output: Annotated[Optional[Path], typer.Option("-o", "--output", help="Write here instead of stdout.")] = None,
-              beam_size: Annotated[Optional[int], typer.Option(min=1, help="Beam width; 1 = greedy (default: the recipe's decode.beam_size).")] = None,
-              length_penalty: Annotated[Optional[float], typer.Option(min=0.0, help="GNMT length penalty alpha (default: the recipe's decode.length_penalty).")] = None,
-              batch_size: Annotated[Optional[int], typer.Option(
-                  min=1, help="Sentences per batch (default: the recipe's decode.batch_size; 0 there = "
-                              "128 for greedy search, 192 decoding in bf16 on the CPU, 64 for beam search).")] = None,
-              batch_tokens: Annotated[Optional[int], typer.Option(min=1, help="Source tokens per batch (instead of --batch-size).")] = None,
-              nbest: Annotated[int, typer.Option(min=1, help="Print the K best as 'i ||| text ||| score ||| normalised score'.")] = 1,
-              scores: Annotated[bool, typer.Option("--scores", help="Append the log-probability after a tab.")] = False,
-              alignments: Annotated[bool, typer.Option("--alignments", help="Append hard word alignments (Pharaoh i-j) after a tab.")] = False,
-              attention_plot: Annotated[Optional[Path], typer.Option(help="Save a heatmap PNG of the attention per sentence here (needs the plot extra).")] = None,
-              show_attention: Annotated[bool, typer.Option("--show-attention", help="Print the attention as a Unicode heatmap on stderr.")] = False,
-              quantize: Annotated[str, typer.Option(help="none or int8 (dynamic int8 quantisation for CPU decoding).")] = "none",
-              precision: Annotated[Optional[str], typer.Option(help="auto, fp32 or bf16: the weights' and matrix products' precision; auto = bf16 on a CPU with bf16 hardware (AVX512-BF16/AMX), else fp32 (default: the recipe's decode.precision).")] = None,
-              shortlist: Annotated[Optional[bool], typer.Option("--shortlist/--no-shortlist", help="Decode over the vocabulary shortlist learned from the training data (faster on CPU; default: the recipe's decode.shortlist).")] = None,
-              shortlist_per_source: Annotated[Optional[int], typer.Option(min=0, help="Candidates per source piece the shortlist adds; 0 = all it learned (default: the recipe's decode.shortlist_per_source).")] = None,
-              shortlist_frequent: Annotated[Optional[int], typer.Option(min=0, help="Most common target pieces the shortlist adds; 0 = all it learned (default: the recipe's decode.shortlist_frequent).")] = None,
-              workers: Annotated[Optional[int], typer.Option(min=1, help="CPU: decode this many batches side by side, one core each (default: the recipe's decode.workers; 0 there = one per CPU thread, see --threads).")] = None,
-              threads: ThreadsOption = None,
-              device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto") -> None:
+def translate(
+    model: ModelOption = [],
+    input: Annotated[
+        Path | None, typer.Option("-i", "--input", help="Read this file instead of stdin.")
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="Write here instead of stdout.")
+    ] = None,
+    beam_size: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="Beam width; 1 = greedy (default: the recipe's decode.beam_size)."
+        ),
+    ] = None,
+    length_penalty: Annotated[
+        float | None,
+        typer.Option(
+            min=0.0, help="GNMT length penalty alpha (default: the recipe's decode.length_penalty)."
+        ),
+    ] = None,
+    batch_size: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="Sentences per batch (default: the recipe's decode.batch_size; 0 there = "
+            "128 for greedy search, 192 decoding in bf16 on the CPU, 64 for beam search).",
+        ),
+    ] = None,
+    batch_tokens: Annotated[
+        int | None,
+        typer.Option(min=1, help="Source tokens per batch (instead of --batch-size)."),
+    ] = None,
+    nbest: Annotated[
+        int,
+        typer.Option(
+            min=1, help="Print the K best as 'i ||| text ||| score ||| normalised score'."
+        ),
+    ] = 1,
+    scores: Annotated[
+        bool, typer.Option("--scores", help="Append the log-probability after a tab.")
+    ] = False,
+    alignments: Annotated[
+        bool,
+        typer.Option("--alignments", help="Append hard word alignments (Pharaoh i-j) after a tab."),
+    ] = False,
+    attention_plot: Annotated[
+        Path | None,
+        typer.Option(
+            help="Save a heatmap PNG of the attention per sentence here (needs the plot extra)."
+        ),
+    ] = None,
+    show_attention: Annotated[
+        bool,
+        typer.Option(
+            "--show-attention", help="Print the attention as a Unicode heatmap on stderr."
+        ),
+    ] = False,
+    quantize: Annotated[
+        str, typer.Option(help="none or int8 (dynamic int8 quantisation for CPU decoding).")
+    ] = "none",
+    precision: Annotated[
+        str | None,
+        typer.Option(
+            help="auto, fp32 or bf16: the weights' and matrix products' precision; auto = bf16 on a CPU with bf16 hardware (AVX512-BF16/AMX), else fp32 (default: the recipe's decode.precision)."
+        ),
+    ] = None,
+    shortlist: Annotated[
+        bool | None,
+        typer.Option(
+            "--shortlist/--no-shortlist",
+            help="Decode over the vocabulary shortlist learned from the training data (faster on CPU; default: the recipe's decode.shortlist).",
+        ),
+    ] = None,
+    shortlist_per_source: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="Candidates per source piece the shortlist adds; 0 = all it learned (default: the recipe's decode.shortlist_per_source).",
+        ),
+    ] = None,
+    shortlist_frequent: Annotated[
+        int | None,
+        typer.Option(
+            min=0,
+            help="Most common target pieces the shortlist adds; 0 = all it learned (default: the recipe's decode.shortlist_frequent).",
+        ),
+    ] = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help="CPU: decode this many batches side by side, one core each (default: the recipe's decode.workers; 0 there = one per CPU thread, see --threads).",
+        ),
+    ] = None,
+    threads: ThreadsOption = None,
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto",
+) -> None:
     """Translate lines from stdin (or -i) to stdout (or -o): one output line per input line, in order.
 
     With -o the translation goes to a temporary file renamed to FILE once complete. On a terminal,
     progress (lines, lines/s, and with -i the total and time left) is shown on stderr.
     """
     from nmt_cli.torch_import import skip_tracing_modules
+
     skip_tracing_modules()  # before torch's import: about 0.4 s of each start (nmt_cli/torch_import.py)
     from nmt_cli.interrupts import command, task
-    command(f"translation stopped before it began; {'nothing was written' if output is None else f'{output} was not written'}")
+
+    command(
+        f"translation stopped before it began; {'nothing was written' if output is None else f'{output} was not written'}"
+    )
     from nmt_cli.output_file import atomic_text_output
-    from nmt_cli.translate import OutputOptions, count_lines, Translator, translate_stream
+    from nmt_cli.translate import OutputOptions, Translator, count_lines, translate_stream
+
     if attention_plot is not None:
         try:
             import matplotlib  # noqa: F401
         except ImportError:
             raise UserError("--attention-plot needs matplotlib: pip install 'nmt[plot]'") from None
         from nmt_cli.plots import plot_dir
+
         plot_dir(attention_plot)  # before the model loads: a bad folder should not cost a load
     want_attention = alignments or attention_plot is not None or show_attention
     _threads(threads)
-    translator = Translator.load(model, device=device, quantize=quantize, beam_size=beam_size,
-                                 batch_size=batch_size, batch_tokens=batch_tokens, nbest=nbest,
-                                 attention=want_attention, shortlist=shortlist, length_penalty=length_penalty,
-                                 workers=workers, shortlist_per_source=shortlist_per_source,
-                                 shortlist_frequent=shortlist_frequent, precision=precision)
+    translator = Translator.load(
+        model,
+        device=device,
+        quantize=quantize,
+        beam_size=beam_size,
+        batch_size=batch_size,
+        batch_tokens=batch_tokens,
+        nbest=nbest,
+        attention=want_attention,
+        shortlist=shortlist,
+        length_penalty=length_penalty,
+        workers=workers,
+        shortlist_per_source=shortlist_per_source,
+        shortlist_frequent=shortlist_frequent,
+        precision=precision,
+    )
     _started()
-    out_opts = OutputOptions(scores=scores, alignments=alignments, nbest=nbest,
-                             attention_plot=str(attention_plot) if attention_plot else None,
-                             show_attention=show_attention)
+    out_opts = OutputOptions(
+        scores=scores,
+        alignments=alignments,
+        nbest=nbest,
+        attention_plot=str(attention_plot) if attention_plot else None,
+        show_attention=show_attention,
+    )
     try:
         in_stream = open(input, "rb") if input is not None else sys.stdin.buffer
     except OSError as exc:
@@ -193,19 +355,35 @@ def translate(model: ModelOption = [],
     progress = None
     if sys.stderr.isatty() and not interactive and not show_attention:
         from tqdm import tqdm
-        progress = tqdm(total=count_lines(input) if input is not None else None, unit="line",
-                        file=sys.stderr, dynamic_ncols=True)
+
+        progress = tqdm(
+            total=count_lines(input) if input is not None else None,
+            unit="line",
+            file=sys.stderr,
+            dynamic_ncols=True,
+        )
     done = [0]
 
     def left() -> str:
-        where = f"{output} was not written" if output is not None else "the lines before it are on stdout"
+        where = (
+            f"{output} was not written"
+            if output is not None
+            else "the lines before it are on stdout"
+        )
         return f"translation stopped after {done[0]} lines; {where}"
 
     try:
         with task(left), atomic_text_output(output) as out_stream:
-            translate_stream(translator, in_stream, out_stream or sys.stdout, interactive=interactive,
-                             out=out_opts, progress=progress, done=done,
-                             chunk_lines=256 if progress is not None else 2000)
+            translate_stream(
+                translator,
+                in_stream,
+                out_stream or sys.stdout,
+                interactive=interactive,
+                out=out_opts,
+                progress=progress,
+                done=done,
+                chunk_lines=256 if progress is not None else 2000,
+            )
     finally:
         if progress is not None:
             progress.close()
@@ -216,55 +394,160 @@ def translate(model: ModelOption = [],
 
 
 @app.command()
-def serve(model: Annotated[List[str], typer.Option(
-              "-m", "--model", metavar="RUN", help="Run dir or checkpoint file to serve; repeat to serve several models "
-              "(each its recipe's language pair).")] = [],
-          host: Annotated[str, typer.Option(help="Address to listen on; the default answers this machine only.")] = "127.0.0.1",
-          port: Annotated[int, typer.Option(min=0, max=65535, help="TCP port (0: any free one, printed at start).")] = 5000,
-          api_key: Annotated[Optional[str], typer.Option(help="Translation requests must carry this key (api_key in the body, or an X-API-Key header); others get 403.")] = None,
-          max_batch_tokens: Annotated[int, typer.Option(min=0, help="Source subwords decoded together at most; a full batch goes at once. 0: no batching, one request at a time.")] = 1024,
-          max_wait_ms: Annotated[float, typer.Option(min=0.0, help="How long a batch waits for more requests after its first one arrived.")] = 5.0,
-          max_chars: Annotated[int, typer.Option(min=1, help="Characters of text in one request at most (more: 413).")] = 5000,
-          max_queue: Annotated[int, typer.Option(min=1, help="Sentences waiting or decoding at most; a request that would pass it gets 503.")] = 1024,
-          timeout: Annotated[float, typer.Option(min=0.001, help="Seconds a request may wait for its translation (more: 504).")] = 30.0,
-          threads: Annotated[Optional[int], typer.Option(min=1, metavar="N", help="CPU threads for decoding (also $NMT_THREADS); with batching, one decoding thread per CPU thread. Default: the cores not already busy.")] = None,
-          shortlist: Annotated[Optional[bool], typer.Option("--shortlist/--no-shortlist", help="Decode over the vocabulary shortlist (default: the recipe's decode.shortlist); each sentence keeps its own candidates, so an answer never depends on its batch.")] = None,
-          device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto") -> None:
+def serve(
+    model: Annotated[
+        list[str],
+        typer.Option(
+            "-m",
+            "--model",
+            metavar="RUN",
+            help="Run dir or checkpoint file to serve; repeat to serve several models "
+            "(each its recipe's language pair).",
+        ),
+    ] = [],
+    host: Annotated[
+        str, typer.Option(help="Address to listen on; the default answers this machine only.")
+    ] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option(min=0, max=65535, help="TCP port (0: any free one, printed at start).")
+    ] = 5000,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            help="Translation requests must carry this key (api_key in the body, or an X-API-Key header); others get 403."
+        ),
+    ] = None,
+    max_batch_tokens: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Source subwords decoded together at most; a full batch goes at once. 0: no batching, one request at a time.",
+        ),
+    ] = 1024,
+    max_wait_ms: Annotated[
+        float,
+        typer.Option(
+            min=0.0, help="How long a batch waits for more requests after its first one arrived."
+        ),
+    ] = 5.0,
+    max_chars: Annotated[
+        int, typer.Option(min=1, help="Characters of text in one request at most (more: 413).")
+    ] = 5000,
+    max_queue: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Sentences waiting or decoding at most; a request that would pass it gets 503.",
+        ),
+    ] = 1024,
+    timeout: Annotated[
+        float,
+        typer.Option(min=0.001, help="Seconds a request may wait for its translation (more: 504)."),
+    ] = 30.0,
+    threads: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            metavar="N",
+            help="CPU threads for decoding (also $NMT_THREADS); with batching, one decoding thread per CPU thread. Default: the cores not already busy.",
+        ),
+    ] = None,
+    shortlist: Annotated[
+        bool | None,
+        typer.Option(
+            "--shortlist/--no-shortlist",
+            help="Decode over the vocabulary shortlist (default: the recipe's decode.shortlist); each sentence keeps its own candidates, so an answer never depends on its batch.",
+        ),
+    ] = None,
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto",
+) -> None:
     """Serve models over HTTP: a LibreTranslate-compatible API, a native one, and a web page at /.
 
     Each -m serves its recipe's language pair with its recipe's decoding settings. Concurrent
     requests are decoded together in batches. SIGTERM or Ctrl-C stops accepting requests, finishes
     those in flight and exits 0. Needs the serve extra (pip install 'nmt[serve]').
     """
-    from nmt_cli.serve import ServeSettings, serve as run_serve
+    from nmt_cli.serve import ServeSettings
+    from nmt_cli.serve import serve as run_serve
+
     threads = _threads(threads)
     _started()
-    run_serve(model, ServeSettings(host=host, port=port, api_key=api_key, max_batch_tokens=max_batch_tokens,
-                                   max_wait_ms=max_wait_ms, max_chars=max_chars, max_queue=max_queue,
-                                   timeout_s=timeout, threads=threads, shortlist=shortlist), device=device)
+    run_serve(
+        model,
+        ServeSettings(
+            host=host,
+            port=port,
+            api_key=api_key,
+            max_batch_tokens=max_batch_tokens,
+            max_wait_ms=max_wait_ms,
+            max_chars=max_chars,
+            max_queue=max_queue,
+            timeout_s=timeout,
+            threads=threads,
+            shortlist=shortlist,
+        ),
+        device=device,
+    )
 
 
 def _read(path: Path) -> list[str]:
     from nmt_cli.corpora import read_lines
+
     return read_lines(path)
 
 
 @app.command("eval")
-def evaluate(hyp: Annotated[Optional[Path], typer.Option(help="Hypotheses, one per line.")] = None,
-             ref: Annotated[Optional[Path], typer.Option(help="References, one per line (plain or .gz).")] = None,
-             model: Annotated[List[str], typer.Option(
-                 "-m", "--model", metavar="RUN", help="Run dir or checkpoint file; repeat to score several models side by side "
-                 "(to ensemble them, translate with nmt translate -m A -m B and score with --hyp).")] = [],
-             src: Annotated[Optional[Path], typer.Option(help="Source file: with -m, translate it first; with --by-length, bucket by it.")] = None,
-             metrics: Annotated[str, typer.Option(help="Comma-separated: bleu, chrf, ter.")] = "bleu,chrf,ter",
-             by_length: Annotated[bool, typer.Option("--by-length", help="BLEU per source-length bucket (0-10, 10-20, 20-30, 30+ words).")] = False,
-             lc_tok: Annotated[Optional[str], typer.Option(help="Score in the literature's condition: lowercase, normalise punctuation and Moses-tokenize the hypotheses for LANG; give the official tokenized references.")] = None,
-             beam_size: Annotated[Optional[int], typer.Option(min=1, help="Beam width when translating with -m.")] = None,
-             length_penalty: Annotated[Optional[float], typer.Option(min=0.0, help="GNMT length penalty alpha when translating with -m.")] = None,
-             plot: Annotated[Optional[Path], typer.Option(help="With --by-length: save the BLEU-by-length chart here (plot extra).")] = None,
-             json_out: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
-             threads: ThreadsOption = None,
-             device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto") -> None:
+def evaluate(
+    hyp: Annotated[Path | None, typer.Option(help="Hypotheses, one per line.")] = None,
+    ref: Annotated[
+        Path | None, typer.Option(help="References, one per line (plain or .gz).")
+    ] = None,
+    model: Annotated[
+        list[str],
+        typer.Option(
+            "-m",
+            "--model",
+            metavar="RUN",
+            help="Run dir or checkpoint file; repeat to score several models side by side "
+            "(to ensemble them, translate with nmt translate -m A -m B and score with --hyp).",
+        ),
+    ] = [],
+    src: Annotated[
+        Path | None,
+        typer.Option(
+            help="Source file: with -m, translate it first; with --by-length, bucket by it."
+        ),
+    ] = None,
+    metrics: Annotated[
+        str, typer.Option(help="Comma-separated: bleu, chrf, ter.")
+    ] = "bleu,chrf,ter",
+    by_length: Annotated[
+        bool,
+        typer.Option(
+            "--by-length", help="BLEU per source-length bucket (0-10, 10-20, 20-30, 30+ words)."
+        ),
+    ] = False,
+    lc_tok: Annotated[
+        str | None,
+        typer.Option(
+            help="Score in the literature's condition: lowercase, normalise punctuation and Moses-tokenize the hypotheses for LANG; give the official tokenized references."
+        ),
+    ] = None,
+    beam_size: Annotated[
+        int | None, typer.Option(min=1, help="Beam width when translating with -m.")
+    ] = None,
+    length_penalty: Annotated[
+        float | None,
+        typer.Option(min=0.0, help="GNMT length penalty alpha when translating with -m."),
+    ] = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option(help="With --by-length: save the BLEU-by-length chart here (plot extra)."),
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+    threads: ThreadsOption = None,
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto",
+) -> None:
     """Score hypotheses against references with sacreBLEU (BLEU, chrF, TER, with signatures).
 
     Either --hyp and --ref, or -m RUN --src FILE --ref FILE to translate and then score. Several
@@ -272,6 +555,7 @@ def evaluate(hyp: Annotated[Optional[Path], typer.Option(help="Hypotheses, one p
     """
     from nmt_cli import scoring
     from nmt_cli.interrupts import command
+
     command("evaluation stopped; nothing was scored")
     if ref is None:
         raise UserError("--ref: give the reference file")
@@ -290,16 +574,24 @@ def evaluate(hyp: Annotated[Optional[Path], typer.Option(help="Hypotheses, one p
             raise UserError("--src: give the source file to translate with -m")
         # Checked before translating: a mismatch found afterwards would waste the whole translation.
         if len(sources) != len(refs):
-            raise UserError(f"--src and --ref differ in length: {len(sources)} vs {len(refs)} lines")
+            raise UserError(
+                f"--src and --ref differ in length: {len(sources)} vs {len(refs)} lines"
+            )
         from nmt_cli.interrupts import task
         from nmt_cli.translate import load_translator  # torch is imported only to translate
+
         _threads(threads)
         _started()
         for m in model:
-            translator = load_translator([m], device=device, beam_size=beam_size, length_penalty=length_penalty)
+            translator = load_translator(
+                [m], device=device, beam_size=beam_size, length_penalty=length_penalty
+            )
             if translator.lowercase and not lc_tok:
-                typer.echo(f"note: {m} was trained with data.lowercase and writes lowercase; against cased "
-                           "references use --lc-tok LANG with the tokenized ones", err=True)
+                typer.echo(
+                    f"note: {m} was trained with data.lowercase and writes lowercase; against cased "
+                    "references use --lc-tok LANG with the tokenized ones",
+                    err=True,
+                )
             with task(f"stopped while translating {src} with {m}; nothing was scored"):
                 systems[m] = [t.text for t in translator.translate(sources)]
     elif hyp is not None:
@@ -315,6 +607,7 @@ def evaluate(hyp: Annotated[Optional[Path], typer.Option(help="Hypotheses, one p
         report[name] = entry
     if plot is not None and by_length:
         from nmt_cli.plots import bleu_by_length_chart
+
         bleu_by_length_chart(report, plot)
     if json_out:
         typer.echo(json.dumps(report if len(report) > 1 else next(iter(report.values())), indent=1))
@@ -323,7 +616,9 @@ def evaluate(hyp: Annotated[Optional[Path], typer.Option(help="Hypotheses, one p
         if len(report) > 1:
             typer.echo(f"== {name}")
         for s in entry["scores"]:
-            typer.echo(s["text"] if s["metric"] == "bleu" else f"{s['metric'].upper()} = {s['score']:.2f}")
+            typer.echo(
+                s["text"] if s["metric"] == "bleu" else f"{s['metric'].upper()} = {s['score']:.2f}"
+            )
         if s and entry["scores"]:
             typer.echo(f"signature: {entry['scores'][0]['signature']}")
     if by_length:
@@ -332,24 +627,34 @@ def evaluate(hyp: Annotated[Optional[Path], typer.Option(help="Hypotheses, one p
         typer.echo(header)
         buckets = next(iter(report.values()))["by_length"]
         for i, row in enumerate(buckets):
-            cells = "  ".join(f"{'-' if e['by_length'][i]['bleu'] is None else e['by_length'][i]['bleu']:>24}"
-                              for e in report.values())
+            cells = "  ".join(
+                f"{'-' if e['by_length'][i]['bleu'] is None else e['by_length'][i]['bleu']:>24}"
+                for e in report.values()
+            )
             typer.echo(f"{row['bucket']:<8} {row['sentences']:>5}  {cells}")
 
 
 @app.command()
-def score(model: Annotated[List[str], typer.Option(
-              "-m", "--model", metavar="RUN", help="Run dir or checkpoint file (one model).")] = [],
-          src: Annotated[Optional[Path], typer.Option(help="Source sentences.")] = None,
-          tgt: Annotated[Optional[Path], typer.Option(help="Target sentences to force-decode.")] = None,
-          threads: ThreadsOption = None,
-          device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto") -> None:
+def score(
+    model: Annotated[
+        list[str],
+        typer.Option(
+            "-m", "--model", metavar="RUN", help="Run dir or checkpoint file (one model)."
+        ),
+    ] = [],
+    src: Annotated[Path | None, typer.Option(help="Source sentences.")] = None,
+    tgt: Annotated[Path | None, typer.Option(help="Target sentences to force-decode.")] = None,
+    threads: ThreadsOption = None,
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto",
+) -> None:
     """Print log p(target | source) for each pair (forced decoding), one number per line."""
     from nmt_cli.interrupts import command, task
+
     command("scoring stopped before any score was printed")
     from nmt_cli.checkpoint import load_model
     from nmt_cli.device import pick_device
     from nmt_cli.translate import force_decode
+
     if not model or src is None or tgt is None:
         raise UserError("give -m RUN, --src FILE and --tgt FILE")
     if len(model) > 1:
@@ -368,13 +673,20 @@ def score(model: Annotated[List[str], typer.Option(
 
 
 @app.command()
-def average(run_dir: Annotated[Path, typer.Argument(help="Run dir whose numbered checkpoints to average.")],
-            last: Annotated[int, typer.Option(min=1, help="Average the N newest checkpoints.")] = 5,
-            output: Annotated[Path, typer.Option("-o", "--output", help="Where to write the averaged checkpoint.")] = Path("averaged.pt")) -> None:
+def average(
+    run_dir: Annotated[Path, typer.Argument(help="Run dir whose numbered checkpoints to average.")],
+    last: Annotated[int, typer.Option(min=1, help="Average the N newest checkpoints.")] = 5,
+    output: Annotated[
+        Path, typer.Option("-o", "--output", help="Where to write the averaged checkpoint.")
+    ] = Path("averaged.pt"),
+) -> None:
     """Average the weights of the last N checkpoints into one checkpoint that translate can use."""
     from nmt_cli.interrupts import command
+
     command(f"averaging stopped; {output} was not written")
-    from nmt_cli.checkpoint import average as run_average, step_checkpoints
+    from nmt_cli.checkpoint import average as run_average
+    from nmt_cli.checkpoint import step_checkpoints
+
     _started()
     paths = step_checkpoints(run_dir)[-last:]
     if not paths:
@@ -397,6 +709,7 @@ def main() -> None:
     from nmt_cli.cores import start_sample
     from nmt_cli.errors import TrainingInterrupted
     from nmt_cli.interrupts import Interrupted, install
+
     start_sample()  # the cores' load, measured across the imports: --threads' default waits no longer
     gc.disable()  # until the command's imports are done (_started)
     # nmt runs on the CPU, CUDA or MPS, all built into torch: the scan of every installed package
@@ -436,6 +749,7 @@ def main() -> None:
         sys.exit(1)
     except Exception as exc:  # click usage errors
         import click
+
         if isinstance(exc, click.exceptions.ClickException):
             exc.show()
             sys.exit(exc.exit_code)

@@ -21,8 +21,15 @@ from typing import Any
 from nmt_cli.errors import ConfigError
 
 
-def _opt(default: Any, *, choices: tuple | None = None, lo: float | None = None,
-          hi: float | None = None, lo_open: bool = False, help: str = "") -> Any:
+def _opt(
+    default: Any,
+    *,
+    choices: tuple | None = None,
+    lo: float | None = None,
+    hi: float | None = None,
+    lo_open: bool = False,
+    help: str = "",
+) -> Any:
     """A dataclass field with validation metadata (allowed choices, inclusive/open range)."""
     meta = {"choices": choices, "lo": lo, "hi": hi, "lo_open": lo_open, "help": help}
     if isinstance(default, list):
@@ -33,20 +40,34 @@ def _opt(default: Any, *, choices: tuple | None = None, lo: float | None = None,
 @dataclass
 class DataConfig:
     corpus: str | None = _opt("multi30k", help="registered corpus name, or null for local files")
-    train: str | list[str] = _opt("train", help="split name of the corpus, or a path with {lang}, or a "
-                                                "source<TAB>target file with format: tsv; a list trains "
-                                                "on all of them (counts per corpus go to data/meta.json)")
+    train: str | list[str] = _opt(
+        "train",
+        help="split name of the corpus, or a path with {lang}, or a "
+        "source<TAB>target file with format: tsv; a list trains "
+        "on all of them (counts per corpus go to data/meta.json)",
+    )
     valid: str = _opt("val", help="validation split or path")
     test: list[str] = _opt(["test_2016_flickr"], help="test splits or paths")
     max_len: int = _opt(80, lo=1, help="drop training pairs with more words on either side")
-    max_ratio: float = _opt(3.0, lo=1.0, help="drop training pairs whose word-length ratio exceeds this")
-    format: str = _opt("lines", choices=("lines", "tsv"),
-                       help="lines: one file per language (a path with {lang}); tsv: local paths "
-                            "without {lang} are source<TAB>target files (OPUS/Tatoeba exports)")
-    dedup: bool = _opt(False, help="drop exact duplicate training pairs (after cleaning), across all "
-                                   "training corpora; costs 8 bytes of memory per distinct pair")
-    lowercase: bool = _opt(False, help="lowercase every split and every line to translate (the Multi30k "
-                                       "papers' training condition); output is lowercase: score it with --lc-tok")
+    max_ratio: float = _opt(
+        3.0, lo=1.0, help="drop training pairs whose word-length ratio exceeds this"
+    )
+    format: str = _opt(
+        "lines",
+        choices=("lines", "tsv"),
+        help="lines: one file per language (a path with {lang}); tsv: local paths "
+        "without {lang} are source<TAB>target files (OPUS/Tatoeba exports)",
+    )
+    dedup: bool = _opt(
+        False,
+        help="drop exact duplicate training pairs (after cleaning), across all "
+        "training corpora; costs 8 bytes of memory per distinct pair",
+    )
+    lowercase: bool = _opt(
+        False,
+        help="lowercase every split and every line to translate (the Multi30k "
+        "papers' training condition); output is lowercase: score it with --lc-tok",
+    )
 
 
 @dataclass
@@ -54,50 +75,89 @@ class TokenizerConfig:
     type: str = _opt("unigram", choices=("unigram", "bpe"), help="SentencePiece model type")
     vocab_size: int = _opt(8000, lo=16, hi=1_000_000, help="pieces per SentencePiece model")
     joint: bool = _opt(True, help="one SentencePiece model for both languages")
-    character_coverage: float = _opt(1.0, lo=0.9, hi=1.0,
-                                     help="share of characters the vocabulary must cover")
-    sample_sentences: int = _opt(2_000_000, lo=1000, help="sentences SentencePiece trains on, drawn "
-                                                          "uniformly from the training pairs while they are read")
-    sample_file: str | None = _opt(None, help="learn SentencePiece from this path with {lang} (one file of "
-                                              "sentences per language) instead of the training data")
+    character_coverage: float = _opt(
+        1.0, lo=0.9, hi=1.0, help="share of characters the vocabulary must cover"
+    )
+    sample_sentences: int = _opt(
+        2_000_000,
+        lo=1000,
+        help="sentences SentencePiece trains on, drawn "
+        "uniformly from the training pairs while they are read",
+    )
+    sample_file: str | None = _opt(
+        None,
+        help="learn SentencePiece from this path with {lang} (one file of "
+        "sentences per language) instead of the training data",
+    )
 
 
 @dataclass
 class ModelConfig:
-    rnn: str = _opt("gru", choices=("gru", "lstm", "rnn"), help="recurrent unit of encoder and decoder")
+    rnn: str = _opt(
+        "gru", choices=("gru", "lstm", "rnn"), help="recurrent unit of encoder and decoder"
+    )
     embed_dim: int = _opt(256, lo=1, help="embedding size")
-    hidden_dim: int = _opt(512, lo=2, help="decoder state size; a BiRNN encoder uses half per direction")
+    hidden_dim: int = _opt(
+        512, lo=2, help="decoder state size; a BiRNN encoder uses half per direction"
+    )
     layers: int = _opt(1, lo=1, hi=8, help="RNN layers in encoder and decoder")
     bidirectional: bool = _opt(True, help="BiRNN encoder: h_j = [→h_j; ←h_j]")
-    bridge: str = _opt("linear", choices=("zero", "last", "linear", "mean"),
-                       help="decoder initial state and fixed context: zero, last (c = h_N), linear (q(h_N)), mean (q(h_1..h_N))")
-    attention: str = _opt("concat", choices=("none", "dot", "general", "concat", "cosine"),
-                          help="score: none (fixed context, Cho et al.), dot (h^T s), general (h^T W s), concat (v^T tanh(W1 h + W2 s)), cosine")
-    attention_heads: int = _opt(1, lo=1, hi=16,
-                                help="K heads with their own parameters, contexts concatenated (TF legacy attention_decoder)")
-    decoder: str = _opt("luong", choices=("bahdanau", "luong", "conditional"),
-                        help="bahdanau (query s_{i-1}, context into the RNN), luong (query s_i, "
-                             "h~ = tanh(W_c[c; s])) or conditional (s'_i = f1(s_{i-1}, y_{i-1}), "
-                             "query s'_i, s_i = f2(s'_i, c_i))")
-    input_feeding: bool = _opt(False, help="feed h~_{i-1} into the next step's input (Luong et al.)")
-    initial_state_attention: bool = _opt(False,
-                                         help="TF legacy attention_decoder: the RNN input also carries the "
-                                              "previous attention read-out c_{i-1}, starting from c_0 = "
-                                              "attend(s_0); luong and conditional order")
-    tie_embeddings: bool = _opt(True,
-                                help="output projection W_s = target embedding matrix (h~ gets the embedding size)")
-    share_embeddings: bool = _opt(True, help="one embedding table for source and target (joint vocab)")
-    dropout: float = _opt(0.2, lo=0.0, hi=0.9,
-                          help="dropout on embeddings, encoder states, between layers and on h~")
-    init: str = _opt("embedding", choices=("embedding", "uniform", "xavier"),
-                     help="embedding: N(0,1) embeddings and PyTorch defaults elsewhere; uniform: all U(-0.1,0.1); xavier")
+    bridge: str = _opt(
+        "linear",
+        choices=("zero", "last", "linear", "mean"),
+        help="decoder initial state and fixed context: zero, last (c = h_N), linear (q(h_N)), mean (q(h_1..h_N))",
+    )
+    attention: str = _opt(
+        "concat",
+        choices=("none", "dot", "general", "concat", "cosine"),
+        help="score: none (fixed context, Cho et al.), dot (h^T s), general (h^T W s), concat (v^T tanh(W1 h + W2 s)), cosine",
+    )
+    attention_heads: int = _opt(
+        1,
+        lo=1,
+        hi=16,
+        help="K heads with their own parameters, contexts concatenated (TF legacy attention_decoder)",
+    )
+    decoder: str = _opt(
+        "luong",
+        choices=("bahdanau", "luong", "conditional"),
+        help="bahdanau (query s_{i-1}, context into the RNN), luong (query s_i, "
+        "h~ = tanh(W_c[c; s])) or conditional (s'_i = f1(s_{i-1}, y_{i-1}), "
+        "query s'_i, s_i = f2(s'_i, c_i))",
+    )
+    input_feeding: bool = _opt(
+        False, help="feed h~_{i-1} into the next step's input (Luong et al.)"
+    )
+    initial_state_attention: bool = _opt(
+        False,
+        help="TF legacy attention_decoder: the RNN input also carries the "
+        "previous attention read-out c_{i-1}, starting from c_0 = "
+        "attend(s_0); luong and conditional order",
+    )
+    tie_embeddings: bool = _opt(
+        True, help="output projection W_s = target embedding matrix (h~ gets the embedding size)"
+    )
+    share_embeddings: bool = _opt(
+        True, help="one embedding table for source and target (joint vocab)"
+    )
+    dropout: float = _opt(
+        0.2, lo=0.0, hi=0.9, help="dropout on embeddings, encoder states, between layers and on h~"
+    )
+    init: str = _opt(
+        "embedding",
+        choices=("embedding", "uniform", "xavier"),
+        help="embedding: N(0,1) embeddings and PyTorch defaults elsewhere; uniform: all U(-0.1,0.1); xavier",
+    )
 
 
 @dataclass
 class TrainConfig:
-    init_from: str | None = _opt(None, help="fine-tune: start from this run dir's best checkpoint (or this "
-                                            "checkpoint file): its tokenizer encodes the data, its weights "
-                                            "start training, optimiser and schedule start fresh")
+    init_from: str | None = _opt(
+        None,
+        help="fine-tune: start from this run dir's best checkpoint (or this "
+        "checkpoint file): its tokenizer encodes the data, its weights "
+        "start training, optimiser and schedule start fresh",
+    )
     batch_tokens: int = _opt(3000, lo=1, help="real target tokens per batch, padding not counted")
     max_steps: int = _opt(0, lo=0, help="0 = no limit")
     max_epochs: int = _opt(0, lo=0, help="0 = no limit")
@@ -105,73 +165,128 @@ class TrainConfig:
     optimizer: str = _opt("adam", choices=("adam", "adamw", "sgd"), help="optimiser")
     lr: float = _opt(1e-3, lo=0.0, lo_open=True, help="peak learning rate")
     weight_decay: float = _opt(0.0, lo=0.0, help="L2 (adam, sgd) or decoupled (adamw)")
-    schedule: str = _opt("constant", choices=("constant", "inverse_sqrt", "plateau", "cosine"),
-                         help="learning-rate schedule (docs/training.md)")
+    schedule: str = _opt(
+        "constant",
+        choices=("constant", "inverse_sqrt", "plateau", "cosine"),
+        help="learning-rate schedule (docs/training.md)",
+    )
     warmup_steps: int = _opt(0, lo=0, help="linear warm-up steps")
-    plateau_factor: float = _opt(0.5, lo=0.0, hi=1.0, lo_open=True,
-                                 help="plateau: lr *= factor when validation stalls")
+    plateau_factor: float = _opt(
+        0.5, lo=0.0, hi=1.0, lo_open=True, help="plateau: lr *= factor when validation stalls"
+    )
     plateau_patience: int = _opt(2, lo=0, help="plateau: validations without gain before lowering")
     min_lr: float = _opt(1e-5, lo=0.0, help="floor for plateau and cosine")
-    label_smoothing: float = _opt(0.1, lo=0.0, hi=0.99, help="label smoothing ε of the cross-entropy")
-    subword_alpha: float = _opt(0.0, lo=0.0, hi=1.0,
-                                help="subword regularisation: each epoch re-segments the training "
-                                     "sentences by sampling from the SentencePiece model (unigram: "
-                                     "smoothing exponent over all segmentations, lower = more varied, "
-                                     "0.5 is moderate; bpe: dropout probability); 0 = off")
+    label_smoothing: float = _opt(
+        0.1, lo=0.0, hi=0.99, help="label smoothing ε of the cross-entropy"
+    )
+    subword_alpha: float = _opt(
+        0.0,
+        lo=0.0,
+        hi=1.0,
+        help="subword regularisation: each epoch re-segments the training "
+        "sentences by sampling from the SentencePiece model (unigram: "
+        "smoothing exponent over all segmentations, lower = more varied, "
+        "0.5 is moderate; bpe: dropout probability); 0 = off",
+    )
     clip_norm: float = _opt(1.0, lo=0.0, help="0 = no clipping")
     accumulate: int = _opt(1, lo=1, help="batches per optimiser step")
     seed: int = _opt(1234, lo=0, help="seeds initialisation, dropout and batch order")
     checkpoint_every: int = _opt(500, lo=1, help="steps between checkpoints")
-    keep_checkpoints: int = _opt(5, lo=1, help="numbered checkpoints kept (last.pt and best.pt stay)")
-    average_last: int = _opt(0, lo=0, help="at the end, average the N newest numbered checkpoints into "
-                                           "averaged.pt; it becomes best.pt if it validates better (0 = off)")
-    ema_decay: float = _opt(0.0, lo=0.0, hi=0.99999,
-                            help="exponential moving average of the weights, validated, checkpointed and "
-                                 "translated with instead of the raw weights: d in ema = d·ema + (1-d)·w "
-                                 "(0 = off)")
-    valid_every: int = _opt(500, lo=1, help="steps between validations (loss, perplexity, greedy BLEU)")
-    valid_max_sentences: int = _opt(1014, lo=1, help="cap on the valid sentences used per validation")
-    valid_metric: str = _opt("bleu", choices=("bleu", "loss"),
-                             help="what picks best.pt, early stopping and the plateau schedule")
-    patience: int = _opt(0, lo=0, help="early stopping after this many validations without gain; 0 = off")
-    sampling: str = _opt("none", choices=("none", "constant", "linear", "inverse_sigmoid"),
-                         help="scheduled sampling: how often the model's own prediction is fed back")
-    sampling_prob: float = _opt(0.25, lo=0.0, hi=1.0, help="final probability of feeding back a prediction")
+    keep_checkpoints: int = _opt(
+        5, lo=1, help="numbered checkpoints kept (last.pt and best.pt stay)"
+    )
+    average_last: int = _opt(
+        0,
+        lo=0,
+        help="at the end, average the N newest numbered checkpoints into "
+        "averaged.pt; it becomes best.pt if it validates better (0 = off)",
+    )
+    ema_decay: float = _opt(
+        0.0,
+        lo=0.0,
+        hi=0.99999,
+        help="exponential moving average of the weights, validated, checkpointed and "
+        "translated with instead of the raw weights: d in ema = d·ema + (1-d)·w "
+        "(0 = off)",
+    )
+    valid_every: int = _opt(
+        500, lo=1, help="steps between validations (loss, perplexity, greedy BLEU)"
+    )
+    valid_max_sentences: int = _opt(
+        1014, lo=1, help="cap on the valid sentences used per validation"
+    )
+    valid_metric: str = _opt(
+        "bleu",
+        choices=("bleu", "loss"),
+        help="what picks best.pt, early stopping and the plateau schedule",
+    )
+    patience: int = _opt(
+        0, lo=0, help="early stopping after this many validations without gain; 0 = off"
+    )
+    sampling: str = _opt(
+        "none",
+        choices=("none", "constant", "linear", "inverse_sigmoid"),
+        help="scheduled sampling: how often the model's own prediction is fed back",
+    )
+    sampling_prob: float = _opt(
+        0.25, lo=0.0, hi=1.0, help="final probability of feeding back a prediction"
+    )
     sampling_steps: int = _opt(5000, lo=1, help="steps over which the schedule ramps up")
-    precision: str = _opt("auto", choices=("auto", "fp32", "bf16", "fp16"),
-                          help="auto: bf16 autocast on a CPU with bf16 hardware (AVX512-BF16/AMX), "
-                               "else fp32 (GPUs too: faster there for these models)")
+    precision: str = _opt(
+        "auto",
+        choices=("auto", "fp32", "bf16", "fp16"),
+        help="auto: bf16 autocast on a CPU with bf16 hardware (AVX512-BF16/AMX), "
+        "else fp32 (GPUs too: faster there for these models)",
+    )
     max_nan_batches: int = _opt(20, lo=1, help="stop after this many non-finite losses in a row")
 
 
 @dataclass
 class DecodeConfig:
     beam_size: int = _opt(5, lo=1, hi=100, help="beam width (1 = greedy)")
-    max_len_ratio: float = _opt(1.5, lo=0.0, lo_open=True,
-                                help="output length cap: ratio × source length + max_len_const")
+    max_len_ratio: float = _opt(
+        1.5, lo=0.0, lo_open=True, help="output length cap: ratio × source length + max_len_const"
+    )
     max_len_const: int = _opt(10, lo=0, help="see max_len_ratio")
     min_len: int = _opt(1, lo=0, help="subwords before EOS is allowed (0 allows empty output)")
     length_penalty: float = _opt(0.6, lo=0.0, help="GNMT alpha; 0 = raw log-probability")
-    batch_size: int = _opt(0, lo=0, help="sentences per batch; 0 = 128 for greedy search (192 decoding in "
-                                          "bf16 on the CPU), 64 for beam search (whose sentences each carry "
-                                          "beam_size hypotheses)")
-    shortlist: bool = _opt(True, help="decode over the vocabulary shortlist learned from the training data, "
-                                      "where the checkpoint has one")
-    shortlist_per_source: int = _opt(10, lo=0, help="candidates per source piece the shortlist adds "
-                                                    "(0 = all it learned, 30)")
-    shortlist_frequent: int = _opt(300, lo=0, help="most common target pieces the shortlist adds "
-                                                   "(0 = all it learned, 2,000)")
-    workers: int = _opt(0, lo=0, help="CPU decoding: batches decoded side by side, one thread and one "
-                                      "core each; 0 = as many as torch's CPU threads (OMP_NUM_THREADS)")
-    precision: str = _opt("auto", choices=("auto", "fp32", "bf16"),
-                          help="auto: bf16 weights and matrix products on a CPU with bf16 hardware "
-                               "(AVX512-BF16/AMX), else fp32; log-probabilities and scores stay fp32")
+    batch_size: int = _opt(
+        0,
+        lo=0,
+        help="sentences per batch; 0 = 128 for greedy search (192 decoding in "
+        "bf16 on the CPU), 64 for beam search (whose sentences each carry "
+        "beam_size hypotheses)",
+    )
+    shortlist: bool = _opt(
+        True,
+        help="decode over the vocabulary shortlist learned from the training data, "
+        "where the checkpoint has one",
+    )
+    shortlist_per_source: int = _opt(
+        10, lo=0, help="candidates per source piece the shortlist adds (0 = all it learned, 30)"
+    )
+    shortlist_frequent: int = _opt(
+        300, lo=0, help="most common target pieces the shortlist adds (0 = all it learned, 2,000)"
+    )
+    workers: int = _opt(
+        0,
+        lo=0,
+        help="CPU decoding: batches decoded side by side, one thread and one "
+        "core each; 0 = as many as torch's CPU threads (OMP_NUM_THREADS)",
+    )
+    precision: str = _opt(
+        "auto",
+        choices=("auto", "fp32", "bf16"),
+        help="auto: bf16 weights and matrix products on a CPU with bf16 hardware "
+        "(AVX512-BF16/AMX), else fp32; log-probabilities and scores stay fp32",
+    )
 
 
 @dataclass
 class Recipe:
-    name: str = _opt("unnamed",
-                     help="run name; the default run dir is runs/<name> (defaults to the file name)")
+    name: str = _opt(
+        "unnamed", help="run name; the default run dir is runs/<name> (defaults to the file name)"
+    )
     src: str = _opt("en", help="source language code (the file suffix: train.en.gz)")
     tgt: str = _opt("fr", help="target language code")
     data: DataConfig = field(default_factory=DataConfig)
@@ -185,17 +300,32 @@ class Recipe:
 
 
 # Keys that may differ between a checkpoint's recipe and the one used to resume it.
-RESUMABLE_KEYS = frozenset({
-    "name", "data.test", "train.max_steps", "train.max_epochs", "train.max_minutes",
-    "train.valid_every", "train.checkpoint_every", "train.keep_checkpoints", "train.average_last",
-    "train.valid_max_sentences", "train.patience", "train.min_lr", "train.plateau_patience",
-    "train.max_nan_batches", "train.ema_decay", "train.subword_alpha",
-}) | {f"decode.{f.name}" for f in dataclasses.fields(DecodeConfig)}
+RESUMABLE_KEYS = frozenset(
+    {
+        "name",
+        "data.test",
+        "train.max_steps",
+        "train.max_epochs",
+        "train.max_minutes",
+        "train.valid_every",
+        "train.checkpoint_every",
+        "train.keep_checkpoints",
+        "train.average_last",
+        "train.valid_max_sentences",
+        "train.patience",
+        "train.min_lr",
+        "train.plateau_patience",
+        "train.max_nan_batches",
+        "train.ema_decay",
+        "train.subword_alpha",
+    }
+) | {f"decode.{f.name}" for f in dataclasses.fields(DecodeConfig)}
 
 
 def _type_name(tp: Any) -> str:
     return {int: "an integer", float: "a number", bool: "true or false", str: "a string"}.get(
-        tp, str(tp))
+        tp, str(tp)
+    )
 
 
 def _coerce(value: Any, tp: Any, where: str) -> Any:
@@ -261,21 +391,27 @@ def _origin_of(key: str, origin: str, set_by: dict[str, str]) -> str:
     return origin
 
 
-def _build(cls: type, raw: Any, prefix: str, origin: str, set_by: dict[str, str] | None = None) -> Any:
+def _build(
+    cls: type, raw: Any, prefix: str, origin: str, set_by: dict[str, str] | None = None
+) -> Any:
     set_by = set_by or {}
     where_self = prefix.rstrip(".") or "recipe"
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
-        raise ConfigError(f"{_origin_of(where_self, origin, set_by)}: {where_self}: expected a mapping "
-                          f"of keys, got {raw!r}")
+        raise ConfigError(
+            f"{_origin_of(where_self, origin, set_by)}: {where_self}: expected a mapping "
+            f"of keys, got {raw!r}"
+        )
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls)}
     for key in raw:
         if key not in fields:
             hint = difflib.get_close_matches(str(key), list(fields), n=1, cutoff=0.6)
             extra = f" (did you mean '{prefix}{hint[0]}'?)" if hint else ""
-            raise ConfigError(f"{_origin_of(f'{prefix}{key}', origin, set_by)}: {prefix}{key}: unknown key{extra}")
+            raise ConfigError(
+                f"{_origin_of(f'{prefix}{key}', origin, set_by)}: {prefix}{key}: unknown key{extra}"
+            )
     kwargs = {}
     for name, f in fields.items():
         where = f"{_origin_of(f'{prefix}{name}', origin, set_by)}: {prefix}{name}"
@@ -294,22 +430,37 @@ def _build(cls: type, raw: Any, prefix: str, origin: str, set_by: dict[str, str]
 def _check_consistency(recipe: Recipe, origin: str) -> None:
     m = recipe.model
     if m.bidirectional and m.hidden_dim % 2:
-        raise ConfigError(f"{origin}: model.hidden_dim: {m.hidden_dim} must be even with a "
-                          "bidirectional encoder (hidden_dim/2 per direction)")
+        raise ConfigError(
+            f"{origin}: model.hidden_dim: {m.hidden_dim} must be even with a "
+            "bidirectional encoder (hidden_dim/2 per direction)"
+        )
     if m.share_embeddings and not recipe.tokenizer.joint:
-        raise ConfigError(f"{origin}: model.share_embeddings: needs tokenizer.joint: true "
-                          "(one vocabulary for both sides)")
+        raise ConfigError(
+            f"{origin}: model.share_embeddings: needs tokenizer.joint: true "
+            "(one vocabulary for both sides)"
+        )
     if m.attention == "dot" and m.attention_heads != 1:
-        raise ConfigError(f"{origin}: model.attention_heads: dot attention has no parameters, so "
-                          "its heads would be identical; use general, concat or cosine for several heads")
+        raise ConfigError(
+            f"{origin}: model.attention_heads: dot attention has no parameters, so "
+            "its heads would be identical; use general, concat or cosine for several heads"
+        )
     if m.initial_state_attention and (m.attention == "none" or m.decoder == "bahdanau"):
-        why = "there is no attention" if m.attention == "none" else \
-            "the bahdanau order already attends from s_{i-1}, so from s_0 before the first step"
-        raise ConfigError(f"{origin}: model.initial_state_attention: {why}; use it with the luong or "
-                          "conditional order and an attention score")
-    if recipe.train.schedule == "cosine" and not (recipe.train.max_steps or recipe.train.max_minutes):
-        raise ConfigError(f"{origin}: train.schedule: cosine decays over train.max_steps or "
-                          "train.max_minutes, and neither is set; set one")
+        why = (
+            "there is no attention"
+            if m.attention == "none"
+            else "the bahdanau order already attends from s_{i-1}, so from s_0 before the first step"
+        )
+        raise ConfigError(
+            f"{origin}: model.initial_state_attention: {why}; use it with the luong or "
+            "conditional order and an attention score"
+        )
+    if recipe.train.schedule == "cosine" and not (
+        recipe.train.max_steps or recipe.train.max_minutes
+    ):
+        raise ConfigError(
+            f"{origin}: train.schedule: cosine decays over train.max_steps or "
+            "train.max_minutes, and neither is set; set one"
+        )
     if recipe.src == recipe.tgt:
         raise ConfigError(f"{origin}: tgt: source and target language are both '{recipe.src}'")
 
@@ -317,6 +468,7 @@ def _check_consistency(recipe: Recipe, origin: str) -> None:
 def parse_value(text: str) -> Any:
     """A --set value is YAML, so `128`, `true`, `null` and `[a, b]` mean what they look like."""
     import yaml  # here, not at the top: loading a model reads its recipe from the checkpoint
+
     try:
         return yaml.safe_load(text) if text != "" else ""
     except yaml.YAMLError:
@@ -345,13 +497,17 @@ def apply_overrides(raw: dict, overrides: list[str], origin: str) -> dict:
     return raw
 
 
-def recipe_from_dict(raw: Any, origin: str = "recipe", overrides: list[str] | None = None) -> Recipe:
+def recipe_from_dict(
+    raw: Any, origin: str = "recipe", overrides: list[str] | None = None
+) -> Recipe:
     if raw is None:
         raise ConfigError(f"{origin}: the recipe is empty")
     if not isinstance(raw, dict):
         raise ConfigError(f"{origin}: a recipe must be a mapping of keys, got {type(raw).__name__}")
     raw = apply_overrides(dict(raw), overrides or [], origin)
-    set_by = {item.split("=", 1)[0].strip(): item for item in overrides or []}  # the last --set wins
+    set_by = {
+        item.split("=", 1)[0].strip(): item for item in overrides or []
+    }  # the last --set wins
     recipe = _build(Recipe, raw, "", origin, set_by)
     _check_consistency(recipe, origin)
     return recipe
@@ -359,8 +515,10 @@ def recipe_from_dict(raw: Any, origin: str = "recipe", overrides: list[str] | No
 
 def _read_yaml(path: Path) -> Any:
     if path.is_dir():
-        raise ConfigError(f"{path}: is a folder; give a recipe file, e.g. recipes/en-fr.yaml"
-                          f"{' (a run dir keeps its own as recipe.yaml)' if (path / 'recipe.yaml').is_file() else ''}")
+        raise ConfigError(
+            f"{path}: is a folder; give a recipe file, e.g. recipes/en-fr.yaml"
+            f"{' (a run dir keeps its own as recipe.yaml)' if (path / 'recipe.yaml').is_file() else ''}"
+        )
     if not path.is_file():
         raise ConfigError(f"{path}: recipe file not found")
     try:
@@ -368,6 +526,7 @@ def _read_yaml(path: Path) -> Any:
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read recipe ({exc})") from None
     import yaml
+
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as exc:
@@ -423,6 +582,7 @@ def load_recipe(path: str | os.PathLike, overrides: list[str] | None = None) -> 
 
 def save_recipe(recipe: Recipe, path: Path) -> None:
     import yaml
+
     path.write_text(yaml.safe_dump(recipe.to_dict(), sort_keys=False), encoding="utf-8")
 
 
@@ -448,6 +608,8 @@ def recipe_differences(old: dict, new: dict) -> tuple[list[str], list[str]]:
 
 def may_change_on_resume(key: str) -> bool:
     """Whether a dotted recipe key may differ between a checkpoint and the recipe resuming it."""
-    return (key in RESUMABLE_KEYS or key.startswith("train.lr")
-            or key in ("train.schedule", "train.warmup_steps"))
-
+    return (
+        key in RESUMABLE_KEYS
+        or key.startswith("train.lr")
+        or key in ("train.schedule", "train.warmup_steps")
+    )

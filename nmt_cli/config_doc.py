@@ -67,16 +67,23 @@ def key_rows(cls: type = Recipe, prefix: str = "") -> list[tuple[str, dataclasse
 def sections() -> list[str]:
     """The recipe's sections in file order, "" being the top-level keys."""
     hints = typing.get_type_hints(Recipe)
-    return [""] + [f.name for f in dataclasses.fields(Recipe) if dataclasses.is_dataclass(hints[f.name])]
+    return [""] + [
+        f.name for f in dataclasses.fields(Recipe) if dataclasses.is_dataclass(hints[f.name])
+    ]
 
 
 def _table(keys: list[tuple[str, dataclasses.Field]]) -> list[str]:
-    lines = ["| key | type | default | allowed | on resume | meaning |", "|---|---|---|---|---|---|"]
+    lines = [
+        "| key | type | default | allowed | on resume | meaning |",
+        "|---|---|---|---|---|---|",
+    ]
     for key, f in keys:
         help_text = f.metadata.get("help", "").replace("|", "\\|")
         resume = "may change" if may_change_on_resume(key) else "fixed"
-        lines.append(f"| `{key}` | {_type(f)} | `{_default(f)}` | {_allowed(f.metadata)} | {resume} "
-                     f"| {help_text} |")
+        lines.append(
+            f"| `{key}` | {_type(f)} | `{_default(f)}` | {_allowed(f.metadata)} | {resume} "
+            f"| {help_text} |"
+        )
     return lines
 
 
@@ -90,7 +97,7 @@ def render() -> str:
         "edit those and regenerate rather than editing this page (`tests/test_config_doc.py` checks it).",
         "How recipes are written, `base:` and `--set`: [recipes.md](recipes.md).",
         "",
-        "A key left out takes its default. \"on resume\": whether the key may differ when `nmt train`",
+        'A key left out takes its default. "on resume": whether the key may differ when `nmt train`',
         "resumes a run from its checkpoint (a fixed key that changed is refused; `--restart` starts over).",
     ]
     for section in sections():

@@ -23,9 +23,9 @@ import os
 import tempfile
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
@@ -110,8 +110,10 @@ def get_corpus(name: str) -> Corpus:
         return REGISTRY[name]
     except KeyError:
         known = ", ".join(sorted(REGISTRY))
-        raise DataError(f"data.corpus: unknown corpus '{name}' (known: {known}; "
-                        "or set data.corpus: null and give file paths)") from None
+        raise DataError(
+            f"data.corpus: unknown corpus '{name}' (known: {known}; "
+            "or set data.corpus: null and give file paths)"
+        ) from None
 
 
 def sha256_of(path: Path) -> str:
@@ -137,8 +139,10 @@ def _copy_stream(src, dst_dir: Path, name: str, expected: str, what: str) -> Pat
             os.fsync(out.fileno())
         actual = digest.hexdigest()
         if actual != expected:
-            raise DataError(f"{what}: sha256 mismatch (expected {expected[:12]}…, got {actual[:12]}…); "
-                            "the file was not kept")
+            raise DataError(
+                f"{what}: sha256 mismatch (expected {expected[:12]}…, got {actual[:12]}…); "
+                "the file was not kept"
+            )
         target = dst_dir / name
         os.replace(tmp, target)
         return target
@@ -147,8 +151,9 @@ def _copy_stream(src, dst_dir: Path, name: str, expected: str, what: str) -> Pat
         raise
 
 
-def _obtain(target: Path, expected: str, mirror_sources: list[tuple[Path, object]], url: str,
-            timeout: float) -> Path:
+def _obtain(
+    target: Path, expected: str, mirror_sources: list[tuple[Path, object]], url: str, timeout: float
+) -> Path:
     """``target`` if its hash is ``expected``; else the first existing (path, opener) of the mirror
     when NMT_DATA_MIRROR is set, else ``url``. What arrives is kept only if its hash matches."""
     if target.is_file() and sha256_of(target) == expected:
@@ -174,10 +179,17 @@ def fetch(corpus_name: str, filename: str, *, timeout: float = 60.0) -> Path:
     corpus = get_corpus(corpus_name)
     expected = corpus.sha256.get(filename)
     if expected is None:
-        raise DataError(f"{corpus_name}: no file '{filename}' in the registry "
-                        f"(splits: {', '.join(corpus.splits)}; languages: {', '.join(corpus.languages)})")
-    return _obtain(cache_dir() / corpus_name / filename, expected,
-                   [(_mirror() / corpus_name / filename, open)], corpus.url.format(file=filename), timeout)
+        raise DataError(
+            f"{corpus_name}: no file '{filename}' in the registry "
+            f"(splits: {', '.join(corpus.splits)}; languages: {', '.join(corpus.languages)})"
+        )
+    return _obtain(
+        cache_dir() / corpus_name / filename,
+        expected,
+        [(_mirror() / corpus_name / filename, open)],
+        corpus.url.format(file=filename),
+        timeout,
+    )
 
 
 def fetch_tok_reference(corpus_name: str, split: str, lang: str, *, timeout: float = 60.0) -> Path:
@@ -188,9 +200,13 @@ def fetch_tok_reference(corpus_name: str, split: str, lang: str, *, timeout: flo
     if expected is None:
         raise DataError(f"{corpus_name}: no tokenized reference '{filename}' in the registry")
     in_mirror = _mirror() / corpus_name / "tok" / filename
-    return _obtain(cache_dir() / corpus_name / "tok" / filename, expected,
-                   [(in_mirror.with_name(filename + ".gz"), gzip.open), (in_mirror, open)],
-                   corpus.tok_url.format(file=filename), timeout)
+    return _obtain(
+        cache_dir() / corpus_name / "tok" / filename,
+        expected,
+        [(in_mirror.with_name(filename + ".gz"), gzip.open), (in_mirror, open)],
+        corpus.tok_url.format(file=filename),
+        timeout,
+    )
 
 
 def download(url: str, dst_dir: Path, name: str, expected: str, *, timeout: float = 60.0) -> Path:
@@ -202,8 +218,10 @@ def download(url: str, dst_dir: Path, name: str, expected: str, *, timeout: floa
         raise
     except (urllib.error.URLError, http.client.HTTPException, OSError, ValueError) as exc:
         reason = getattr(exc, "reason", None) or exc
-        raise DataError(f"{url}: download failed ({reason}); set NMT_DATA_MIRROR to a local copy "
-                        "to work offline") from None
+        raise DataError(
+            f"{url}: download failed ({reason}); set NMT_DATA_MIRROR to a local copy "
+            "to work offline"
+        ) from None
 
 
 try:  # ISA-L's gzip reader where installed (the fast-gzip extra): 408 MB in 1.0 s against zlib's 2.7-3.0
@@ -223,8 +241,10 @@ def iter_lines(path: Path) -> Iterator[str]:
     """The lines of a plain, .gz, .bz2 or .xz text file one at a time, invalid UTF-8 replaced and
     line ends stripped; only ``\n`` ends a line, as in :func:`read_lines`."""
     try:
-        with _open_binary(path) as raw, io.TextIOWrapper(raw, encoding="utf-8", errors="replace",
-                                                         newline="\n") as text:
+        with (
+            _open_binary(path) as raw,
+            io.TextIOWrapper(raw, encoding="utf-8", errors="replace", newline="\n") as text,
+        ):
             for line in text:
                 yield line.rstrip("\n").rstrip("\r")
     except FileNotFoundError:
@@ -300,18 +320,18 @@ class LineBlocks:
     def count_rest(self) -> int:
         """How many lines are left (reading through them without keeping them)."""
         total = len(self.ends)
-        self.buffer = self.buffer[self.buffer.rfind(b"\n") + 1:]
+        self.buffer = self.buffer[self.buffer.rfind(b"\n") + 1 :]
         self.ends = self.ends[:0]
         while not self.eof:
             self._read(scan=False)
             total += self.buffer.count(b"\n")
-            self.buffer = self.buffer[self.buffer.rfind(b"\n") + 1:]
+            self.buffer = self.buffer[self.buffer.rfind(b"\n") + 1 :]
         return total + (1 if self.buffer else 0)
 
     def close(self) -> None:
         self.raw.close()
 
-    def __enter__(self) -> "LineBlocks":
+    def __enter__(self) -> LineBlocks:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -25,10 +25,11 @@ import shutil
 import time
 import weakref
 from collections import Counter
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from itertools import chain, compress
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator, Sequence
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -36,8 +37,17 @@ from nmt_cli import corpora
 from nmt_cli.arrays import SideWriter, id_dtype
 from nmt_cli.config import Recipe, save_recipe
 from nmt_cli.errors import DataError
-from nmt_cli.pairs import (CleanChunk, Cleaning, Deduplicator, PairSource, Reservoir, chunks,
-                            clean_raw_pairs, encoded_lines, split_block)
+from nmt_cli.pairs import (
+    CleanChunk,
+    Cleaning,
+    Deduplicator,
+    PairSource,
+    Reservoir,
+    chunks,
+    clean_raw_pairs,
+    encoded_lines,
+    split_block,
+)
 from nmt_cli.shortlist import Shortlist, count_shortlist
 from nmt_cli.tokenizer import BOS, EOS, PAD, Tokenizer, normalize, seed_sampling, train_tokenizer
 from nmt_cli.workers import ordered_map, usable_cores
@@ -52,8 +62,10 @@ def _local_path(entry: str) -> str:
     path = os.path.expanduser(os.path.expandvars(entry))
     if "$" in path:
         unset = re.search(r"\$\{?(\w+)", path).group(1)
-        raise DataError(f"data: '{entry}' needs the environment variable {unset}, which is not set "
-                        "(export it, or give the path with --set)")
+        raise DataError(
+            f"data: '{entry}' needs the environment variable {unset}, which is not set "
+            "(export it, or give the path with --set)"
+        )
     return path
 
 
@@ -64,16 +76,23 @@ def pair_source(recipe: Recipe, entry: str) -> PairSource:
     corpus = corpora.get_corpus(recipe.data.corpus) if recipe.data.corpus else None
     if "{lang}" in entry:
         template = _local_path(entry)
-        return PairSource(entry, (Path(template.format(lang=recipe.src)),
-                                  Path(template.format(lang=recipe.tgt))))
+        return PairSource(
+            entry, (Path(template.format(lang=recipe.src)), Path(template.format(lang=recipe.tgt)))
+        )
     if corpus is not None and (entry in corpus.splits or recipe.data.format != "tsv"):
-        return PairSource(f"{corpus.name}:{entry}",
-                          (corpora.fetch(corpus.name, corpus.filename(entry, recipe.src)),
-                           corpora.fetch(corpus.name, corpus.filename(entry, recipe.tgt))))
+        return PairSource(
+            f"{corpus.name}:{entry}",
+            (
+                corpora.fetch(corpus.name, corpus.filename(entry, recipe.src)),
+                corpora.fetch(corpus.name, corpus.filename(entry, recipe.tgt)),
+            ),
+        )
     if recipe.data.format == "tsv":
         return PairSource(entry, (Path(_local_path(entry)),), tsv=True)
-    raise DataError(f"data: '{entry}' must contain {{lang}} (e.g. /data/train.{{lang}}.gz) "
-                    "when data.corpus is null, or be a source<TAB>target file with data.format: tsv")
+    raise DataError(
+        f"data: '{entry}' must contain {{lang}} (e.g. /data/train.{{lang}}.gz) "
+        "when data.corpus is null, or be a source<TAB>target file with data.format: tsv"
+    )
 
 
 def split_files(recipe: Recipe, split: str) -> tuple[Path, ...]:
@@ -88,6 +107,7 @@ def train_entries(recipe: Recipe) -> list[str]:
 
 # --------------------------------------------------------------------------- stored arrays
 
+
 def _flat(seqs: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
     lengths = np.fromiter((len(s) for s in seqs), dtype=np.int64, count=len(seqs))
     offsets = np.zeros(len(seqs) + 1, dtype=np.int64)
@@ -99,7 +119,9 @@ def _flat(seqs: Sequence[Sequence[int]]) -> tuple[np.ndarray, np.ndarray]:
 def encode_flat(encode, lines: Sequence[str], chunk: int = 50_000) -> tuple[np.ndarray, np.ndarray]:
     """Encode in chunks straight into int32 arrays: Python lists of ints cost ~36 bytes an id,
     which on a 10M-pair corpus would be most of the memory preprocessing needs."""
-    parts = [_flat(encode(lines[i:i + chunk])) for i in range(0, len(lines), chunk)] or [_flat([])]
+    parts = [_flat(encode(lines[i : i + chunk])) for i in range(0, len(lines), chunk)] or [
+        _flat([])
+    ]
     ids = np.concatenate([p[0] for p in parts])
     lengths = np.concatenate([np.diff(p[1]) for p in parts])
     offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
@@ -123,7 +145,9 @@ PREAD_FROM = 64 << 20  # bytes of stored ids from which batches read them with p
 class Side:
     ids: np.ndarray
     offsets: np.ndarray
-    _fds: tuple[int, int] | None = field(default=None, repr=False, compare=False)  # (offsets, ids) for pread
+    _fds: tuple[int, int] | None = field(
+        default=None, repr=False, compare=False
+    )  # (offsets, ids) for pread
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -133,7 +157,7 @@ class Side:
         return np.diff(self.offsets)
 
     def get(self, i: int) -> np.ndarray:
-        return self.ids[self.offsets[i]:self.offsets[i + 1]]
+        return self.ids[self.offsets[i] : self.offsets[i + 1]]
 
     def take(self, rows: Sequence[int]) -> list[np.ndarray]:
         """The sentences at ``rows``. Stored ids of more than PREAD_FROM bytes are read with
@@ -142,11 +166,18 @@ class Side:
         resident memory counts until it is unmapped. Smaller arrays (which can count no more than
         their size) are read through plain views of the mapping, three times faster: 0.29 ms a
         batch of 40 Multi30k sentences against 0.88 ms with pread."""
-        if self.ids.nbytes > PREAD_FROM and isinstance(self.ids, np.memmap) \
-                and isinstance(self.offsets, np.memmap) and hasattr(os, "pread"):  # no pread on Windows
+        if (
+            self.ids.nbytes > PREAD_FROM
+            and isinstance(self.ids, np.memmap)
+            and isinstance(self.offsets, np.memmap)
+            and hasattr(os, "pread")
+        ):  # no pread on Windows
             return self._pread(rows)
-        ids, offsets = np.asarray(self.ids), np.asarray(self.offsets)  # np.memmap's slicing costs twice as much
-        return [ids[offsets[i]:offsets[i + 1]] for i in rows]
+        ids, offsets = (
+            np.asarray(self.ids),
+            np.asarray(self.offsets),
+        )  # np.memmap's slicing costs twice as much
+        return [ids[offsets[i] : offsets[i + 1]] for i in rows]
 
     def _pread(self, rows: Sequence[int]) -> list[np.ndarray]:
         if self._fds is None:
@@ -155,13 +186,26 @@ class Side:
                 weakref.finalize(self, os.close, fd)
         off_fd, ids_fd = self._fds
         off_dtype, ids_dtype = self.offsets.dtype, self.ids.dtype
-        off_start, ids_start = self.offsets.offset, self.ids.offset  # where the data starts in the .npy
+        off_start, ids_start = (
+            self.offsets.offset,
+            self.ids.offset,
+        )  # where the data starts in the .npy
         out = []
         for i in rows:
-            a, b = np.frombuffer(os.pread(off_fd, 2 * off_dtype.itemsize, off_start + int(i) * off_dtype.itemsize),
-                                 off_dtype)
-            out.append(np.frombuffer(os.pread(ids_fd, int(b - a) * ids_dtype.itemsize,
-                                              ids_start + int(a) * ids_dtype.itemsize), ids_dtype))
+            a, b = np.frombuffer(
+                os.pread(off_fd, 2 * off_dtype.itemsize, off_start + int(i) * off_dtype.itemsize),
+                off_dtype,
+            )
+            out.append(
+                np.frombuffer(
+                    os.pread(
+                        ids_fd,
+                        int(b - a) * ids_dtype.itemsize,
+                        ids_start + int(a) * ids_dtype.itemsize,
+                    ),
+                    ids_dtype,
+                )
+            )
         return out
 
     def release_pages(self) -> None:
@@ -208,16 +252,27 @@ def load_split(run_dir: Path, split: str) -> EncodedSplit:
                 raise DataError(f"{path}: corrupt ({exc}); re-run nmt preprocess") from None
         ids, offsets = arrays
         want = expected[side]
-        if (len(offsets) != want["sentences"] + 1 or len(ids) != want["tokens"]
-                or (len(offsets) and int(offsets[-1]) != len(ids))):
-            raise DataError(f"{data_dir / f'{split}.{side}.ids.npy'}: does not match its recorded "
-                            "length (truncated?); re-run nmt preprocess")
+        if (
+            len(offsets) != want["sentences"] + 1
+            or len(ids) != want["tokens"]
+            or (len(offsets) and int(offsets[-1]) != len(ids))
+        ):
+            raise DataError(
+                f"{data_dir / f'{split}.{side}.ids.npy'}: does not match its recorded "
+                "length (truncated?); re-run nmt preprocess"
+            )
         sides.append(Side(ids, offsets))
     return EncodedSplit(*sides)
 
 
-def sampled_split(src_lines: Sequence[str], tgt_lines: Sequence[str], tokenizer, alpha: float,
-                  seed: int, epoch: int) -> EncodedSplit:
+def sampled_split(
+    src_lines: Sequence[str],
+    tgt_lines: Sequence[str],
+    tokenizer,
+    alpha: float,
+    seed: int,
+    epoch: int,
+) -> EncodedSplit:
     """The training pairs re-segmented by sampling (``train.subword_alpha``), one draw per epoch;
     the same (seed, epoch) gives the same draw."""
     seed_sampling(int(np.random.default_rng([seed, epoch]).integers(1, 2**31)))
@@ -226,13 +281,14 @@ def sampled_split(src_lines: Sequence[str], tgt_lines: Sequence[str], tokenizer,
     return EncodedSplit(Side(*src), Side(*tgt))
 
 
-SHORTLIST_PAIRS = 300_000   # a split up to this size is counted whole, as learn_shortlist does
+SHORTLIST_PAIRS = 300_000  # a split up to this size is counted whole, as learn_shortlist does
 SHORTLIST_SAMPLE = 100_000  # pairs sampled from a larger one
 
 
 def learn_split_shortlist(data_dir: Path, tokenizer) -> Shortlist:
     """The vocabulary shortlist of the stored training split (nmt_cli/shortlist.py)."""
     import torch
+
     frequent, table = count_split_shortlist(data_dir, tokenizer)
     return Shortlist(torch.from_numpy(frequent), torch.from_numpy(table))
 
@@ -243,18 +299,25 @@ def count_split_shortlist(data_dir: Path, tokenizer) -> tuple[np.ndarray, np.nda
     never copies a whole side into memory. Counting co-occurrences holds every (source piece,
     target piece) pair of each sampled sentence pair: 300k pairs of a 1M-pair corpus of 25-piece
     sentences peaked at 1.65 GB, 100k at 0.8 GB (docs/lab/corpora.md)."""
-    paths = [data_dir / f"train.{side}.{part}.npy" for side in ("src", "tgt") for part in ("ids", "offsets")]
+    paths = [
+        data_dir / f"train.{side}.{part}.npy"
+        for side in ("src", "tgt")
+        for part in ("ids", "offsets")
+    ]
     n = len(np.load(paths[1], mmap_mode="r")) - 1
     if n > SHORTLIST_PAIRS:
         rows = np.unique(np.random.default_rng(0).integers(0, n, SHORTLIST_SAMPLE))
         arrays = [*read_rows(paths[0], paths[1], rows), *read_rows(paths[2], paths[3], rows)]
     else:
         arrays = [np.load(path, mmap_mode="r") for path in paths]
-    return count_shortlist(*arrays, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size,
-                           max_pairs=SHORTLIST_PAIRS)
+    return count_shortlist(
+        *arrays, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size, max_pairs=SHORTLIST_PAIRS
+    )
 
 
-def read_rows(ids_path: Path, offsets_path: Path, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def read_rows(
+    ids_path: Path, offsets_path: Path, rows: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """The sentences ``rows`` of one stored side as a small (ids as int64, offsets) pair of its
     own, read as batches read them (:meth:`Side.take`): arrays past PREAD_FROM with positioned
     reads, as the pages a map touches count in the process's resident memory, and 100k rows spread
@@ -264,14 +327,20 @@ def read_rows(ids_path: Path, offsets_path: Path, rows: np.ndarray) -> tuple[np.
     parts = side.take(rows.tolist())
     new_offsets = np.zeros(len(rows) + 1, dtype=np.int64)
     np.cumsum([len(p) for p in parts], out=new_offsets[1:])
-    return (np.concatenate(parts) if parts else np.zeros(0, side.ids.dtype)).astype(np.int64), new_offsets
+    return (np.concatenate(parts) if parts else np.zeros(0, side.ids.dtype)).astype(
+        np.int64
+    ), new_offsets
 
 
 def save_shortlist(data_dir: Path, shortlist: Shortlist) -> None:
-    save_shortlist_arrays(data_dir, shortlist.frequent.numpy(), shortlist.table.numpy(), shortlist.ranked)
+    save_shortlist_arrays(
+        data_dir, shortlist.frequent.numpy(), shortlist.table.numpy(), shortlist.ranked
+    )
 
 
-def save_shortlist_arrays(data_dir: Path, frequent: np.ndarray, table: np.ndarray, ranked: bool = True) -> None:
+def save_shortlist_arrays(
+    data_dir: Path, frequent: np.ndarray, table: np.ndarray, ranked: bool = True
+) -> None:
     # Ranked frequent pieces get their own file name, so an older id-sorted one is never misread.
     name = "shortlist.ranked.npy" if ranked else "shortlist.frequent.npy"
     _atomic_save(data_dir / name, frequent.astype(np.int32))
@@ -283,14 +352,20 @@ def load_shortlist(run_dir: Path) -> Shortlist | None:
     data_dir = run_dir / "data"
     ranked = (data_dir / "shortlist.ranked.npy").exists()
     try:
-        frequent = np.load(data_dir / ("shortlist.ranked.npy" if ranked else "shortlist.frequent.npy"),
-                           allow_pickle=False)
+        frequent = np.load(
+            data_dir / ("shortlist.ranked.npy" if ranked else "shortlist.frequent.npy"),
+            allow_pickle=False,
+        )
         table = np.load(data_dir / "shortlist.table.npy", allow_pickle=False)
     except (FileNotFoundError, ValueError, OSError, EOFError):
         return None
     import torch
-    return Shortlist(torch.from_numpy(frequent.astype(np.int64)), torch.from_numpy(table.astype(np.int64)),
-                     ranked=ranked)
+
+    return Shortlist(
+        torch.from_numpy(frequent.astype(np.int64)),
+        torch.from_numpy(table.astype(np.int64)),
+        ranked=ranked,
+    )
 
 
 def load_meta(run_dir: Path) -> dict:
@@ -315,8 +390,10 @@ def _write_text(path: Path, lines: Sequence[str]) -> None:
 
 # --------------------------------------------------------------------------- preprocess
 
-TEXT_CHUNK = 20_000    # training pairs a worker cleans and encodes at a time
-ENCODE_CHUNK = 20_000  # lines a worker encodes at a time: ~16 MB of Python ints, whatever the corpus size
+TEXT_CHUNK = 20_000  # training pairs a worker cleans and encodes at a time
+ENCODE_CHUNK = (
+    20_000  # lines a worker encodes at a time: ~16 MB of Python ints, whatever the corpus size
+)
 
 
 def split_names(recipe: Recipe) -> dict[str, str | list[str]]:
@@ -337,12 +414,17 @@ def save_tok_references(recipe: Recipe, data_dir: Path, log=print) -> dict[str, 
     corpus = corpora.get_corpus(recipe.data.corpus)
     saved = {}
     for name, split in split_names(recipe).items():
-        if name == "train" or corpus.tok_reference_name(split, recipe.tgt) not in corpus.tok_references:
+        if (
+            name == "train"
+            or corpus.tok_reference_name(split, recipe.tgt) not in corpus.tok_references
+        ):
             continue
         try:
             lines = corpora.read_lines(corpora.fetch_tok_reference(corpus.name, split, recipe.tgt))
         except DataError as exc:
-            log(f"note: no tokenized reference for {split} ({exc}); lc-tok scores will be unavailable")
+            log(
+                f"note: no tokenized reference for {split} ({exc}); lc-tok scores will be unavailable"
+            )
             continue
         path = data_dir / f"{name}.ref.lc-tok.txt"
         _write_text(path, lines)
@@ -359,8 +441,10 @@ class _TextPairs:
 
     def write(self, pairs: list[tuple[str, str]]) -> None:
         # Normalised lines hold no line break, so one line stays one line.
-        self.write_text("".join(s + "\n" for s, _ in pairs).encode("utf-8"),
-                        "".join(t + "\n" for _, t in pairs).encode("utf-8"))
+        self.write_text(
+            "".join(s + "\n" for s, _ in pairs).encode("utf-8"),
+            "".join(t + "\n" for _, t in pairs).encode("utf-8"),
+        )
 
     def write_text(self, src: bytes, tgt: bytes) -> None:
         """Lines already joined and encoded, each ending in a line break."""
@@ -403,8 +487,15 @@ def _without_rows(chunk: CleanChunk, encoded: list, keep: np.ndarray) -> tuple[C
     return chunk, [(ids[np.repeat(keep, lengths)], lengths[keep]) for ids, lengths in encoded]
 
 
-def _stream_train(recipe: Recipe, sources: list[PairSource], data_dir: Path, tokenizer: Tokenizer, dtype, log,
-                  workers: int | None = None) -> tuple[list[dict], dict]:
+def _stream_train(
+    recipe: Recipe,
+    sources: list[PairSource],
+    data_dir: Path,
+    tokenizer: Tokenizer,
+    dtype,
+    log,
+    workers: int | None = None,
+) -> tuple[list[dict], dict]:
     """The one pass over every training corpus: clean, filter, encode, deduplicate, store the
     text and the arrays. Blocks of TEXT_CHUNK pairs are cleaned and encoded on ``workers``
     processes (every usable core by default) while this one decompresses and stores, in corpus
@@ -418,7 +509,9 @@ def _stream_train(recipe: Recipe, sources: list[PairSource], data_dir: Path, tok
     sides = [SideWriter(data_dir, "train", side, dtype) for side in ("src", "tgt")]
     try:
         for source in sources:
-            work = CleanAndEncode(Cleaning(d.lowercase, d.max_len, d.max_ratio, tsv=source.tsv), *encoders)
+            work = CleanAndEncode(
+                Cleaning(d.lowercase, d.max_len, d.max_ratio, tsv=source.tsv), *encoders
+            )
             read, kept, dropped = 0, 0, Counter()
             for chunk, *encoded in ordered_map(work, source.blocks(TEXT_CHUNK), workers):
                 read += chunk.read
@@ -432,8 +525,15 @@ def _stream_train(recipe: Recipe, sources: list[PairSource], data_dir: Path, tok
                 for writer, (ids, lengths) in zip(sides, encoded):
                     writer.append(ids, lengths)
                 kept += chunk.kept
-            report.append({"corpus": source.label, "files": source.paths, "read": read, "kept": kept,
-                           "dropped": dict(sorted(dropped.items()))})
+            report.append(
+                {
+                    "corpus": source.label,
+                    "files": source.paths,
+                    "read": read,
+                    "kept": kept,
+                    "dropped": dict(sorted(dropped.items())),
+                }
+            )
             log(f"train {source.label}: {read} pairs read, {kept} kept, {read - kept} dropped")
             for reason, count in sorted(dropped.items()):
                 log(f"  dropped {count}: {reason}")
@@ -446,7 +546,9 @@ def _stream_train(recipe: Recipe, sources: list[PairSource], data_dir: Path, tok
     sizes = {"src": sides[0].close(), "tgt": sides[1].close()}
     if len(report) > 1:
         read, kept = sum(r["read"] for r in report), sum(r["kept"] for r in report)
-        log(f"train: {read} pairs read from {len(report)} corpora, {kept} kept, {read - kept} dropped")
+        log(
+            f"train: {read} pairs read from {len(report)} corpora, {kept} kept, {read - kept} dropped"
+        )
     return report, sizes
 
 
@@ -461,10 +563,16 @@ def _stream_heldout(recipe: Recipe, data_dir: Path, name: str, entry: str) -> Pa
             for pair in chunk:
                 line += 1
                 if pair is None:
-                    raise DataError(f"{source.files[0]}: line {line} has no tab (data.format: tsv reads "
-                                    "source<TAB>target lines)")
-                pairs.append((normalize(pair[0], recipe.data.lowercase),
-                               normalize(pair[1], recipe.data.lowercase)))
+                    raise DataError(
+                        f"{source.files[0]}: line {line} has no tab (data.format: tsv reads "
+                        "source<TAB>target lines)"
+                    )
+                pairs.append(
+                    (
+                        normalize(pair[0], recipe.data.lowercase),
+                        normalize(pair[1], recipe.data.lowercase),
+                    )
+                )
             out.write(pairs)
     except BaseException:
         out.abort()
@@ -499,16 +607,19 @@ def _draw_sample(recipe: Recipe, sources: list[PairSource]) -> tuple[list[str], 
     if not pairs:
         raise _nothing_kept(recipe, sources)
     dropped = len(sample.items) - len(pairs)
-    origin = (f"a sample of {len(pairs)} of the {sample.seen} training pairs"
-              + (f" ({dropped} more drawn, and dropped by the filters)" if dropped else ""))
+    origin = f"a sample of {len(pairs)} of the {sample.seen} training pairs" + (
+        f" ({dropped} more drawn, and dropped by the filters)" if dropped else ""
+    )
     return [s for s, _ in pairs], [t for _, t in pairs], origin
 
 
 def _sample_file_lines(recipe: Recipe) -> tuple[list[str], list[str]]:
     template = _local_path(recipe.tokenizer.sample_file)
     if "{lang}" not in template:
-        raise DataError(f"tokenizer.sample_file: '{recipe.tokenizer.sample_file}' must contain {{lang}} "
-                        "(one file of sentences per language)")
+        raise DataError(
+            f"tokenizer.sample_file: '{recipe.tokenizer.sample_file}' must contain {{lang}} "
+            "(one file of sentences per language)"
+        )
     sides = []
     for lang in (recipe.src, recipe.tgt):
         sample = Reservoir(recipe.tokenizer.sample_sentences, recipe.train.seed)
@@ -528,14 +639,18 @@ def _learn_tokenizer(recipe: Recipe, sources: list[PairSource], log) -> Tokenize
         src, tgt, origin = _draw_sample(recipe, sources)
         log(f"sample drawn in {time.perf_counter() - started:.1f} s")
         started = time.perf_counter()
-    log(f"training SentencePiece ({cfg.type}, {cfg.vocab_size} pieces, "
-        f"{'joint' if cfg.joint else 'one per side'}) on {origin}")
+    log(
+        f"training SentencePiece ({cfg.type}, {cfg.vocab_size} pieces, "
+        f"{'joint' if cfg.joint else 'one per side'}) on {origin}"
+    )
     tokenizer = train_tokenizer(cfg, src, tgt, seed=recipe.train.seed)
     log(f"SentencePiece learned in {time.perf_counter() - started:.1f} s")
     return tokenizer
 
 
-_PROCESSORS: dict[str, object] = {}  # in each process: digest of a model's bytes -> the loaded model
+_PROCESSORS: dict[
+    str, object
+] = {}  # in each process: digest of a model's bytes -> the loaded model
 
 
 class BlockEncoder:
@@ -553,7 +668,9 @@ class BlockEncoder:
             sp = _PROCESSORS[self.key] = Tokenizer(self.proto).src
         seqs = sp.encode(split_block(raw), num_threads=1)
         lengths = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
-        return np.fromiter(chain.from_iterable(seqs), dtype=self.dtype, count=int(lengths.sum())), lengths
+        return np.fromiter(
+            chain.from_iterable(seqs), dtype=self.dtype, count=int(lengths.sum())
+        ), lengths
 
 
 @dataclass(frozen=True)
@@ -561,6 +678,7 @@ class CleanAndEncode:
     """A raw training block (PairSource.blocks) cleaned and filtered (pairs.Cleaning), then each
     side's kept lines encoded: one worker call per block, so reading, cleaning and encoding
     share one pass. Gives (chunk, (source ids, lengths), (target ids, lengths))."""
+
     cleaning: Cleaning
     src: BlockEncoder
     tgt: BlockEncoder
@@ -588,7 +706,9 @@ def encode_text_file(tokenizer: Tokenizer, data_dir: Path, name: str, dtype, wor
         # A held-out split is one block: starting processes for it would cost more than it saves.
         single = text.stat().st_size < 2 * ENCODE_CHUNK * 100
         try:
-            for ids, lengths in ordered_map(encode, _line_blocks(text, ENCODE_CHUNK), 1 if single else workers):
+            for ids, lengths in ordered_map(
+                encode, _line_blocks(text, ENCODE_CHUNK), 1 if single else workers
+            ):
                 writer.append(ids, lengths)
         except BaseException:
             writer.abort()
@@ -611,13 +731,17 @@ def preprocess(recipe: Recipe, run_dir: Path, log=print) -> dict:
 
 
 def _nothing_kept(recipe: Recipe, sources: list[PairSource]) -> DataError:
-    return DataError(f"{sources[0].files[0]}: no training pair survives filtering "
-                     f"(data.max_len={recipe.data.max_len}, data.max_ratio={recipe.data.max_ratio})")
+    return DataError(
+        f"{sources[0].files[0]}: no training pair survives filtering "
+        f"(data.max_len={recipe.data.max_len}, data.max_ratio={recipe.data.max_ratio})"
+    )
 
 
 def _sizes_text(sizes: dict) -> str:
-    return (f"{sizes['src']['sentences']} pairs, {sizes['src']['tokens']} source and "
-            f"{sizes['tgt']['tokens']} target subwords")
+    return (
+        f"{sizes['src']['sentences']} pairs, {sizes['src']['tokens']} source and "
+        f"{sizes['tgt']['tokens']} target subwords"
+    )
 
 
 def _preprocess(recipe: Recipe, run_dir: Path, log) -> dict:
@@ -629,9 +753,12 @@ def _preprocess(recipe: Recipe, run_dir: Path, log) -> dict:
     inherited = None
     if recipe.train.init_from:  # reading its checkpoint needs torch, which a fresh run never loads
         from nmt_cli.finetune import initial_tokenizer
+
         inherited = initial_tokenizer(recipe)
     sources = [pair_source(recipe, entry) for entry in train_entries(recipe)]
-    for path in (path for source in sources for path in source.files):  # fail now, not after a long pass
+    for path in (
+        path for source in sources for path in source.files
+    ):  # fail now, not after a long pass
         if not path.is_file():
             raise DataError(f"{path}: file not found")
     files = {}
@@ -653,16 +780,27 @@ def _preprocess(recipe: Recipe, run_dir: Path, log) -> dict:
     read = sum(r["read"] for r in report)
     if not sizes["src"]["sentences"]:
         raise _nothing_kept(recipe, sources)
-    log(f"train: {_sizes_text(sizes)} (read, cleaned and encoded in {seconds:.1f} s on {threads} cores, "
-        f"{2 * read / max(seconds, 1e-9):.0f} lines/s)")
+    log(
+        f"train: {_sizes_text(sizes)} (read, cleaned and encoded in {seconds:.1f} s on {threads} cores, "
+        f"{2 * read / max(seconds, 1e-9):.0f} lines/s)"
+    )
     dropped = Counter()
     for r in report:
         dropped.update(r["dropped"])
     files = {"train": [f for r in report for f in r["files"]], **files}
-    meta = {"format": DATA_FORMAT, "src": recipe.src, "tgt": recipe.tgt, "splits": {"train": sizes},
-            "files": files, "dropped": dict(dropped), "corpora": report, "id_dtype": dtype.name,
-            "src_vocab": tokenizer.src_vocab_size, "tgt_vocab": tokenizer.tgt_vocab_size,
-            "tokenizer_from": str(inherited[1]) if inherited else None}
+    meta = {
+        "format": DATA_FORMAT,
+        "src": recipe.src,
+        "tgt": recipe.tgt,
+        "splits": {"train": sizes},
+        "files": files,
+        "dropped": dict(dropped),
+        "corpora": report,
+        "id_dtype": dtype.name,
+        "src_vocab": tokenizer.src_vocab_size,
+        "tgt_vocab": tokenizer.tgt_vocab_size,
+        "tokenizer_from": str(inherited[1]) if inherited else None,
+    }
     for name in split_names(recipe):
         if name != "train":
             meta["splits"][name] = encode_text_file(tokenizer, data_dir, name, dtype, threads)
@@ -683,18 +821,23 @@ def _preprocess(recipe: Recipe, run_dir: Path, log) -> dict:
 
 # --------------------------------------------------------------------------- batches
 
+
 @dataclass
 class Batch:
-    src: torch.Tensor          # (B, S) source ids, padded with PAD
+    src: torch.Tensor  # (B, S) source ids, padded with PAD
     src_lengths: torch.Tensor  # (B,) int64, on CPU (pack_padded_sequence wants them there)
-    tgt_in: torch.Tensor       # (B, T) BOS y_1 .. y_{T-1}
-    tgt_out: torch.Tensor      # (B, T) y_1 .. y_{T-1} EOS
-    tgt_tokens: int            # real target tokens, EOS included, padding not
+    tgt_in: torch.Tensor  # (B, T) BOS y_1 .. y_{T-1}
+    tgt_out: torch.Tensor  # (B, T) y_1 .. y_{T-1} EOS
+    tgt_tokens: int  # real target tokens, EOS included, padding not
 
-    def to(self, device: torch.device) -> "Batch":
-        return Batch(self.src.to(device, non_blocking=True), self.src_lengths,
-                     self.tgt_in.to(device, non_blocking=True),
-                     self.tgt_out.to(device, non_blocking=True), self.tgt_tokens)
+    def to(self, device: torch.device) -> Batch:
+        return Batch(
+            self.src.to(device, non_blocking=True),
+            self.src_lengths,
+            self.tgt_in.to(device, non_blocking=True),
+            self.tgt_out.to(device, non_blocking=True),
+            self.tgt_tokens,
+        )
 
 
 def make_batch(split: EncodedSplit, indices: Sequence[int], max_src: int | None = None) -> Batch:
@@ -713,15 +856,21 @@ def collate(srcs: Sequence[np.ndarray], tgts: Sequence[np.ndarray]) -> Batch:
     tgt_in = np.full((n, int(tgt_len.max())), PAD, dtype=np.int64)
     tgt_out = np.full_like(tgt_in, PAD)
     for i, (s, t) in enumerate(zip(srcs, tgts)):
-        src[i, :len(s)] = s
+        src[i, : len(s)] = s
         tgt_in[i, 0] = BOS
-        tgt_in[i, 1:len(t) + 1] = t
-        tgt_out[i, :len(t)] = t
+        tgt_in[i, 1 : len(t) + 1] = t
+        tgt_out[i, : len(t)] = t
         tgt_out[i, len(t)] = EOS
     # An empty source still gets one (padding) position so attention has something to read.
     import torch  # here, not at the top: preprocessing never loads torch (nmt_cli/shortlist.py)
-    return Batch(torch.from_numpy(src), torch.from_numpy(np.maximum(src_len, 1)),
-                 torch.from_numpy(tgt_in), torch.from_numpy(tgt_out), int(tgt_len.sum()))
+
+    return Batch(
+        torch.from_numpy(src),
+        torch.from_numpy(np.maximum(src_len, 1)),
+        torch.from_numpy(tgt_in),
+        torch.from_numpy(tgt_out),
+        int(tgt_len.sum()),
+    )
 
 
 class Batches(Sequence):
@@ -739,15 +888,24 @@ class Batches(Sequence):
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
         b = self.taken[i]
-        return self.order[self.bounds[b]:self.bounds[b + 1]]
+        return self.order[self.bounds[b] : self.bounds[b + 1]]
 
 
 EPOCH_SHARD = 1 << 18  # pairs: a larger split's epoch is built and taken one shard at a time
-SHARD_BLOCK = 1 << 12  # pairs: a shard is made of runs of this many neighbouring pairs, drawn at random
+SHARD_BLOCK = (
+    1 << 12
+)  # pairs: a shard is made of runs of this many neighbouring pairs, drawn at random
 
 
-def token_batches(src_lengths: np.ndarray, tgt_lengths: np.ndarray, batch_tokens: int,
-                  seed: int, epoch: int, shuffle: bool = True, shard: int | None = None) -> Batches:
+def token_batches(
+    src_lengths: np.ndarray,
+    tgt_lengths: np.ndarray,
+    batch_tokens: int,
+    seed: int,
+    epoch: int,
+    shuffle: bool = True,
+    shard: int | None = None,
+) -> Batches:
     """Group sentence indices into batches of about ``batch_tokens`` real target tokens.
 
     Sentences are sorted by (target, source) length with a random tie-break, so a batch holds
@@ -762,7 +920,11 @@ def token_batches(src_lengths: np.ndarray, tgt_lengths: np.ndarray, batch_tokens
     if shard is not None and shuffle and n < 2**21 and longest < 2**21:
         # One sort of one distinct 63-bit key (target length, source length, a random rank):
         # the same kind of order as the lexsort below, in 15 ms instead of 72 for 2^18 pairs.
-        key = (tgt_lengths.astype(np.int64) << 42) | (src_lengths.astype(np.int64) << 21) | rng.permutation(n)
+        key = (
+            (tgt_lengths.astype(np.int64) << 42)
+            | (src_lengths.astype(np.int64) << 21)
+            | rng.permutation(n)
+        )
         order = np.argsort(key)
         del key
     else:
@@ -776,7 +938,9 @@ def token_batches(src_lengths: np.ndarray, tgt_lengths: np.ndarray, batch_tokens
     return Batches(order, bounds, taken)
 
 
-def epoch_shards(split: EncodedSplit, batch_tokens: int, seed: int, epoch: int) -> Iterator[Batches]:
+def epoch_shards(
+    split: EncodedSplit, batch_tokens: int, seed: int, epoch: int
+) -> Iterator[Batches]:
     """One epoch's batches (of sentence indices into ``split``), a shard at a time.
 
     A split of up to EPOCH_SHARD pairs is one shard: :func:`token_batches` over all of it. A
@@ -790,18 +954,27 @@ def epoch_shards(split: EncodedSplit, batch_tokens: int, seed: int, epoch: int) 
     """
     n = len(split)
     if n <= EPOCH_SHARD:
-        yield token_batches(side_lengths(split.src), side_lengths(split.tgt), batch_tokens, seed, epoch)
+        yield token_batches(
+            side_lengths(split.src), side_lengths(split.tgt), batch_tokens, seed, epoch
+        )
         return
     blocks = np.random.default_rng([seed, epoch]).permutation(-(-n // SHARD_BLOCK))
     for shard, members in enumerate(np.array_split(blocks, -(-n // EPOCH_SHARD))):
         starts = members.astype(np.int64) * SHARD_BLOCK
         rows = np.concatenate([np.arange(a, min(a + SHARD_BLOCK, n)) for a in starts.tolist()])
-        lengths = [np.concatenate([np.diff(side.offsets[a:min(a + SHARD_BLOCK, n) + 1]) for a in starts.tolist()])
-                   .astype(np.int32) for side in (split.src, split.tgt)]
+        lengths = [
+            np.concatenate(
+                [np.diff(side.offsets[a : min(a + SHARD_BLOCK, n) + 1]) for a in starts.tolist()]
+            ).astype(np.int32)
+            for side in (split.src, split.tgt)
+        ]
         split.release_pages()
         batches = token_batches(*lengths, batch_tokens, seed, epoch, shard=shard)
-        yield Batches(rows[batches.order].astype(np.int32 if n < 2**31 else np.int64), batches.bounds,
-                      batches.taken)
+        yield Batches(
+            rows[batches.order].astype(np.int32 if n < 2**31 else np.int64),
+            batches.bounds,
+            batches.taken,
+        )
 
 
 def _batch_bounds(tgt_lengths: np.ndarray, order: np.ndarray, batch_tokens: int) -> np.ndarray:
@@ -825,12 +998,13 @@ def _batch_bounds(tgt_lengths: np.ndarray, order: np.ndarray, batch_tokens: int)
     return np.asarray(bounds, dtype=np.int64)
 
 
-def _equal_length_runs(tgt_lengths: np.ndarray, order: np.ndarray,
-                       chunk: int = 1 << 20) -> tuple[np.ndarray, np.ndarray]:
+def _equal_length_runs(
+    tgt_lengths: np.ndarray, order: np.ndarray, chunk: int = 1 << 20
+) -> tuple[np.ndarray, np.ndarray]:
     """Where each run of equal target length starts in ``order``, and its cost (length + 1)."""
     starts, costs, last = [], [], None
     for a in range(0, len(order), chunk):
-        t = np.asarray(tgt_lengths[order[a:a + chunk]], dtype=np.int64)
+        t = np.asarray(tgt_lengths[order[a : a + chunk]], dtype=np.int64)
         if last is None or t[0] != last:
             starts.append(np.array([a]))
             costs.append(t[:1])
@@ -850,12 +1024,12 @@ def side_lengths(side: Side, chunk: int = 1 << 20) -> np.ndarray:
     for dtype in (np.int16, np.int32):
         out = np.empty(len(side), dtype=dtype)
         for i in range(0, len(out), chunk):
-            part = np.diff(side.offsets[i:i + chunk + 1])
+            part = np.diff(side.offsets[i : i + chunk + 1])
             if (i // chunk) % 8 == 7:
                 side.release_pages()
             if len(part) and part.max() > np.iinfo(dtype).max:
                 break
-            out[i:i + chunk] = part
+            out[i : i + chunk] = part
         else:
             side.release_pages()
             return out
@@ -872,8 +1046,15 @@ def padding_fraction(split: EncodedSplit, batches: Sequence[np.ndarray]) -> floa
     return 1.0 - real / max(padded, 1)
 
 
-def iterate_epoch(split: EncodedSplit, batch_tokens: int, seed: int, epoch: int, start: int = 0,
-                  rank: int = 0, world: int = 1) -> Iterator[tuple[int, Batch]]:
+def iterate_epoch(
+    split: EncodedSplit,
+    batch_tokens: int,
+    seed: int,
+    epoch: int,
+    start: int = 0,
+    rank: int = 0,
+    world: int = 1,
+) -> Iterator[tuple[int, Batch]]:
     """Yield (position, batch) for one epoch from ``start``; rank r of w takes every w-th batch
     (of each shard's batches, a multiple of w are used). Resuming builds the shards before
     ``start`` again to count their batches (a fraction of a second each)."""
@@ -895,6 +1076,7 @@ def ensure_preprocessed(recipe: Recipe, run_dir: Path, log=print) -> None:
     saved_path = run_dir / "recipe.yaml"
     if saved_path.exists():
         import yaml
+
         try:
             saved = yaml.safe_load(saved_path.read_text(encoding="utf-8")) or {}
         except yaml.YAMLError:
@@ -902,12 +1084,18 @@ def ensure_preprocessed(recipe: Recipe, run_dir: Path, log=print) -> None:
         now, default = recipe.to_dict(), Recipe().to_dict()
         # A key the saved recipe lacks predates that key: it had the default's meaning.
         was = lambda section, k: (saved.get(section) or {}).get(k, default[section][k])
-        changed = [f"{section}.{k}" for section in ("data", "tokenizer")
-                   for k in now[section] if section != "data" or k != "test"
-                   if was(section, k) != now[section][k]]
+        changed = [
+            f"{section}.{k}"
+            for section in ("data", "tokenizer")
+            for k in now[section]
+            if section != "data" or k != "test"
+            if was(section, k) != now[section][k]
+        ]
         changed += [k for k in ("src", "tgt") if saved.get(k) != now[k]]
         if was("train", "init_from") != now["train"]["init_from"]:
             changed.append("train.init_from (the tokenizer comes from it)")
         if changed:
-            raise DataError(f"{run_dir}: data was preprocessed with different {', '.join(changed)}; "
-                            "re-run nmt preprocess (or use another --run-dir)")
+            raise DataError(
+                f"{run_dir}: data was preprocessed with different {', '.join(changed)}; "
+                "re-run nmt preprocess (or use another --run-dir)"
+            )

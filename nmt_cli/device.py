@@ -26,7 +26,9 @@ def pick_device(name: str) -> torch.device:
         return torch.device("cpu")
     if name == "cuda" and not torch.cuda.is_available():
         raise UserError("--device cuda: no CUDA device is available")
-    if name == "mps" and not (getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()):
+    if name == "mps" and not (
+        getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()
+    ):
         raise UserError("--device mps: no MPS device is available")
     return torch.device(name)
 
@@ -105,6 +107,7 @@ def resolve_threads(requested: int | None = None) -> tuple[int, str]:
     """-> (threads, where the number came from): --threads, $NMT_THREADS, $OMP_NUM_THREADS, or
     the cores not already busy."""
     from nmt_cli.errors import UserError
+
     if requested is not None:
         if requested < 1:
             raise UserError(f"--threads: must be 1 or more, got {requested}")

@@ -33,7 +33,9 @@ class WeightAverage:
         t = self.updates
         return min(self.decay, (1 + t) / (10 + t))
 
-    def _blend(self, averaged: list[torch.Tensor], current: list[torch.Tensor], _n_averaged) -> None:
+    def _blend(
+        self, averaged: list[torch.Tensor], current: list[torch.Tensor], _n_averaged
+    ) -> None:
         torch._foreach_lerp_(averaged, current, 1.0 - self.current_decay())
 
     @torch.no_grad()

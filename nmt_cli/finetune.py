@@ -43,11 +43,16 @@ def check_shape(recipe: Recipe, payload: dict, path: Path) -> None:
     """Refuse in one line a recipe whose model section differs in a key that shapes parameters."""
     initial = ckpt.recipe_of(payload, path).model.__dict__
     wanted = recipe.model.__dict__
-    differ = [f"model.{k} ({initial[k]} there, {wanted[k]} here)" for k in ModelConfig.__dataclass_fields__
-              if k not in SHAPE_FREE_KEYS and initial[k] != wanted[k]]
+    differ = [
+        f"model.{k} ({initial[k]} there, {wanted[k]} here)"
+        for k in ModelConfig.__dataclass_fields__
+        if k not in SHAPE_FREE_KEYS and initial[k] != wanted[k]
+    ]
     if differ:
-        raise CheckpointError(f"train.init_from {path}: the recipe's model does not match the initial "
-                              f"model's shape: {', '.join(differ)}")
+        raise CheckpointError(
+            f"train.init_from {path}: the recipe's model does not match the initial "
+            f"model's shape: {', '.join(differ)}"
+        )
 
 
 def load_initial_weights(model: torch.nn.Module, recipe: Recipe) -> Path | None:
@@ -60,6 +65,8 @@ def load_initial_weights(model: torch.nn.Module, recipe: Recipe) -> Path | None:
     try:
         model.load_state_dict(payload["model"])
     except (RuntimeError, KeyError) as exc:
-        raise CheckpointError(f"train.init_from {path}: its weights do not fit this model "
-                              f"({str(exc).splitlines()[0][:120]})") from None
+        raise CheckpointError(
+            f"train.init_from {path}: its weights do not fit this model "
+            f"({str(exc).splitlines()[0][:120]})"
+        ) from None
     return path

@@ -5,13 +5,15 @@ SIGINT, 143 for SIGTERM). Training handles its own signals (it checkpoints first
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator
 
 _tasks: list[Callable[[], str]] = []
-_command = "stopped before it finished"  # what the whole command leaves undone, when no task says more
-_deferring = 0                  # depth of deferred() blocks
-_pending: int | None = None     # a signal that arrived inside one
+_command = (
+    "stopped before it finished"  # what the whole command leaves undone, when no task says more
+)
+_deferring = 0  # depth of deferred() blocks
+_pending: int | None = None  # a signal that arrived inside one
 
 
 class Interrupted(BaseException):

@@ -4,9 +4,10 @@ target and renamed onto it only when the writer completes."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator, TextIO
+from typing import TextIO
 
 from nmt_cli.errors import UserError
 

@@ -8,18 +8,16 @@ the configuration (the reservoir) or is eight bytes a kept pair (the duplicate h
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from itertools import compress, islice, repeat
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 
 from nmt_cli import corpora
 from nmt_cli.errors import DataError
-
 
 # Whitespace other than the space and the line break: normalize() (nmt_cli.tokenizer) replaces
 # every character of it. Python's regular expressions and str.split() share one idea of
@@ -52,7 +50,9 @@ def normalize_lines(lines: Sequence[str], lowercase: bool = False) -> list[str]:
     found = _abnormal_positions("\n".join(lines))
     if found:
         starts = np.zeros(len(lines), dtype=np.int64)
-        np.cumsum(np.fromiter(map(len, lines), dtype=np.int64, count=len(lines))[:-1] + 1, out=starts[1:])
+        np.cumsum(
+            np.fromiter(map(len, lines), dtype=np.int64, count=len(lines))[:-1] + 1, out=starts[1:]
+        )
         for i in np.unique(np.searchsorted(starts, found, side="right") - 1):
             lines[i] = " ".join(lines[i].split())
     return list(map(str.lower, lines)) if lowercase else lines
@@ -71,6 +71,7 @@ def split_block(raw: bytes) -> list[str]:
 class PairSource:
     """One corpus: two line-aligned files (``files``: source, target) or one ``source<TAB>target``
     file (``tsv``). ``label`` is how counts and messages name it."""
+
     label: str
     files: tuple[Path, ...]
     tsv: bool = False
@@ -87,12 +88,14 @@ class PairSource:
         for block, _ in self.blocks_with_starts(n):
             yield block
 
-    def raw_pairs(self, n: int) -> Iterator["RawPairs"]:
+    def raw_pairs(self, n: int) -> Iterator[RawPairs]:
         """The same blocks as :meth:`blocks`, as RawPairs that know where their lines start."""
         for block, starts in self.blocks_with_starts(n):
             yield RawPairs(block, starts)
 
-    def blocks_with_starts(self, n: int) -> Iterator[tuple[tuple[bytes, ...], tuple[np.ndarray, ...]]]:
+    def blocks_with_starts(
+        self, n: int
+    ) -> Iterator[tuple[tuple[bytes, ...], tuple[np.ndarray, ...]]]:
         """Each block of :meth:`blocks` with each side's line starts (LineBlocks.take_lines)."""
         if self.tsv:
             with corpora.LineBlocks(self.files[0]) as tsv:
@@ -102,17 +105,25 @@ class PairSource:
         src_path, tgt_path = self.files
         # The target side is read on a thread while this one reads the source: decompression
         # releases the GIL, so the two files take one core each where cores are free.
-        with corpora.LineBlocks(src_path) as src, corpora.LineBlocks(tgt_path) as tgt, \
-                ThreadPoolExecutor(1) as reader:
+        with (
+            corpora.LineBlocks(src_path) as src,
+            corpora.LineBlocks(tgt_path) as tgt,
+            ThreadPoolExecutor(1) as reader,
+        ):
             lines = 0
             while True:
                 pending = reader.submit(tgt.take_lines, n)
-                (src_block, src_starts), (tgt_block, tgt_starts) = src.take_lines(n), pending.result()
+                (src_block, src_starts), (tgt_block, tgt_starts) = (
+                    src.take_lines(n),
+                    pending.result(),
+                )
                 n_src, n_tgt = len(src_starts) - 1, len(tgt_starts) - 1
                 if n_src != n_tgt:
-                    raise DataError(f"{src_path} has {lines + n_src + src.count_rest()} lines but {tgt_path} "
-                                    f"has {lines + n_tgt + tgt.count_rest()}; line i of one must translate "
-                                    "line i of the other")
+                    raise DataError(
+                        f"{src_path} has {lines + n_src + src.count_rest()} lines but {tgt_path} "
+                        f"has {lines + n_tgt + tgt.count_rest()}; line i of one must translate "
+                        "line i of the other"
+                    )
                 if not n_src:
                     return
                 lines += n_src
@@ -133,8 +144,10 @@ def iter_aligned(src_path: Path, tgt_path: Path) -> Iterator[tuple[str, str]]:
     else:
         extra_src, extra_tgt = 0, sum(1 for _ in tgt)
     if extra_src or extra_tgt:
-        raise DataError(f"{src_path} has {n + extra_src} lines but {tgt_path} has {n + extra_tgt}; "
-                        "line i of one must translate line i of the other")
+        raise DataError(
+            f"{src_path} has {n + extra_src} lines but {tgt_path} has {n + extra_tgt}; "
+            "line i of one must translate line i of the other"
+        )
 
 
 def iter_tsv(path: Path) -> Iterator[tuple[str, str] | None]:
@@ -172,7 +185,9 @@ def word_counts(lines: Sequence[str]) -> np.ndarray:
     return np.where(nonempty, spaces + 1, 0)
 
 
-def filter_codes(src: Sequence[str], tgt: Sequence[str], max_len: int, max_ratio: float) -> np.ndarray:
+def filter_codes(
+    src: Sequence[str], tgt: Sequence[str], max_len: int, max_ratio: float
+) -> np.ndarray:
     """:func:`filter_reason` of many normalised pairs at once: 0 to keep a pair, i for the i-th of
     FILTER_REASONS (checked in that order, as filter_reason does)."""
     return codes_of_counts(word_counts(src), word_counts(tgt), max_len, max_ratio)
@@ -193,6 +208,7 @@ class CleanChunk:
     """What cleaning made of one block of pairs: the kept lines of each side as UTF-8 text ready
     to store (each line ending in ``\n``; bytes, which cross between processes without a
     re-encoding), where each line starts in it, and the counts."""
+
     read: int
     kept: int
     src: bytes
@@ -247,7 +263,7 @@ class RawPairs(Sequence):
         return self.take(np.array([i]))[0]
 
 
-def clean_raw_pairs(raw: Sequence[tuple[bytes, bytes] | None], cleaning: "Cleaning") -> CleanChunk:
+def clean_raw_pairs(raw: Sequence[tuple[bytes, bytes] | None], cleaning: Cleaning) -> CleanChunk:
     """:class:`RawPairs` items cleaned and filtered as the blocks they came from would be."""
     present = [pair for pair in raw if pair is not None]
     block = tuple(b"".join(line + b"\n" for line in side) for side in zip(*present)) or (b"", b"")
@@ -278,12 +294,15 @@ def _wide_spaces(arr: np.ndarray) -> np.ndarray:
     lead = np.flatnonzero(((arr & 0xFC) == 0xE0) | (arr == 0xC2))  # E0 too: no case below takes it
     a0 = arr[lead]
     b1, b2 = arr[np.minimum(lead + 1, len(arr) - 1)], arr[np.minimum(lead + 2, len(arr) - 1)]
-    general_punctuation = ((b1 == 0x80) & (((b2 >= 0x80) & (b2 <= 0x8A)) | (b2 == 0xA8) | (b2 == 0xA9) | (b2 == 0xAF))
-                           | (b1 == 0x81) & (b2 == 0x9F))
-    wide = (((a0 == 0xC2) & ((b1 == 0x85) | (b1 == 0xA0)))
-            | ((a0 == 0xE1) & (b1 == 0x9A) & (b2 == 0x80))
-            | ((a0 == 0xE2) & general_punctuation)
-            | ((a0 == 0xE3) & (b1 == 0x80) & (b2 == 0x80)))
+    general_punctuation = (b1 == 0x80) & (
+        ((b2 >= 0x80) & (b2 <= 0x8A)) | (b2 == 0xA8) | (b2 == 0xA9) | (b2 == 0xAF)
+    ) | (b1 == 0x81) & (b2 == 0x9F)
+    wide = (
+        ((a0 == 0xC2) & ((b1 == 0x85) | (b1 == 0xA0)))
+        | ((a0 == 0xE1) & (b1 == 0x9A) & (b2 == 0x80))
+        | ((a0 == 0xE2) & general_punctuation)
+        | ((a0 == 0xE3) & (b1 == 0x80) & (b2 == 0x80))
+    )
     return lead[wide]
 
 
@@ -304,10 +323,15 @@ def _normal_side(raw: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None
     if len(arr):
         space = arr == 32
         control = np.flatnonzero(arr < 32)
-        found = [control[arr[control] != 10],
-                 np.flatnonzero(space[:-1] & (space[1:] | newline[1:])),  # a double space, or one before a line end
-                 np.flatnonzero(newline[:-1] & space[1:]) + 1,            # a space at a line's start
-                 np.flatnonzero(space[:1]), _wide_spaces(arr)]
+        found = [
+            control[arr[control] != 10],
+            np.flatnonzero(
+                space[:-1] & (space[1:] | newline[1:])
+            ),  # a double space, or one before a line end
+            np.flatnonzero(newline[:-1] & space[1:]) + 1,  # a space at a line's start
+            np.flatnonzero(space[:1]),
+            _wide_spaces(arr),
+        ]
         found = np.concatenate(found)
         if len(found):
             lines = raw.split(b"\n")
@@ -321,7 +345,9 @@ def _normal_side(raw: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None
     return arr, ends, np.where(lengths > 0, spaces + 1, 0)
 
 
-def _kept_text(arr: np.ndarray, ends: np.ndarray, keep: np.ndarray | None) -> tuple[bytes, np.ndarray]:
+def _kept_text(
+    arr: np.ndarray, ends: np.ndarray, keep: np.ndarray | None
+) -> tuple[bytes, np.ndarray]:
     """The kept lines of a side from :func:`_normal_side`, and where each starts (one more: the end)."""
     sizes = np.diff(ends, prepend=-1)  # line ends included
     if keep is not None:
@@ -338,6 +364,7 @@ class Cleaning:
     to a raw block from :meth:`PairSource.blocks`; a picklable callable, so worker processes can
     clean blocks while the main process reads the next ones. Gives what the pair-by-pair
     functions give, pair for pair."""
+
     lowercase: bool
     max_len: int
     max_ratio: float
@@ -375,13 +402,27 @@ class Cleaning:
         codes = codes_of_counts(src[2], tgt[2], self.max_len, self.max_ratio)
         counts = np.bincount(codes, minlength=len(FILTER_REASONS) + 1)
         keep = codes == 0 if counts[0] < len(codes) else None
-        (src_text, src_starts), (tgt_text, tgt_starts) = _kept_text(*src[:2], keep), _kept_text(*tgt[:2], keep)
-        return CleanChunk(len(codes), int(counts[0]), src_text, tgt_text, self._reasons(counts), src_starts, tgt_starts)
+        (src_text, src_starts), (tgt_text, tgt_starts) = (
+            _kept_text(*src[:2], keep),
+            _kept_text(*tgt[:2], keep),
+        )
+        return CleanChunk(
+            len(codes),
+            int(counts[0]),
+            src_text,
+            tgt_text,
+            self._reasons(counts),
+            src_starts,
+            tgt_starts,
+        )
 
     def _reasons(self, counts: np.ndarray) -> dict[str, int]:
         """Pairs dropped per filter reason, from the bincount of :func:`filter_codes`."""
-        return {reason_text(code, self.max_len, self.max_ratio): int(count)
-                for code, count in enumerate(counts[1:], start=1) if count}
+        return {
+            reason_text(code, self.max_len, self.max_ratio): int(count)
+            for code, count in enumerate(counts[1:], start=1)
+            if count
+        }
 
 
 class Deduplicator:
@@ -441,8 +482,8 @@ class Reservoir:
         self.rng = np.random.default_rng(seed)
         self.seen = 0
         self._log_w = 0.0
-        self._after = 0                                   # stream position after the last drawn
-        self._positions = np.zeros(0, dtype=np.int64)     # the next replacements, ascending
+        self._after = 0  # stream position after the last drawn
+        self._positions = np.zeros(0, dtype=np.int64)  # the next replacements, ascending
         self._slots = np.zeros(0, dtype=np.int64)
 
     def _draw(self) -> None:
@@ -452,7 +493,7 @@ class Reservoir:
         log_w = self._log_w + np.cumsum(np.log1p(-self.rng.random(self.DRAWS)) / k)
         with np.errstate(divide="ignore"):
             skips = np.floor(np.log1p(-self.rng.random(self.DRAWS)) / np.log1p(-np.exp(log_w)))
-        skips = np.minimum(skips, 2.0 ** 40).astype(np.int64)  # no overflow, however long the stream
+        skips = np.minimum(skips, 2.0**40).astype(np.int64)  # no overflow, however long the stream
         positions = self._after + np.cumsum(skips) + np.arange(self.DRAWS)
         self._log_w, self._after = float(log_w[-1]), int(positions[-1]) + 1
         self._positions = np.concatenate([self._positions, positions])
@@ -491,7 +532,11 @@ class Reservoir:
             # A slot replaced twice within the block keeps the later item
             last = len(slots) - 1 - np.unique(slots[::-1], return_index=True)[1]
             positions, slots = positions[last], slots[last]
-            kept = items.take(positions) if hasattr(items, "take") else [items[i] for i in positions.tolist()]
+            kept = (
+                items.take(positions)
+                if hasattr(items, "take")
+                else [items[i] for i in positions.tolist()]
+            )
             for slot, item in zip(slots.tolist(), kept):
                 self.items[slot] = item
         self.seen = end

@@ -4,8 +4,9 @@ Figure 2)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
 from nmt_cli.errors import UserError
 
@@ -16,6 +17,7 @@ if TYPE_CHECKING:  # only for annotations: `nmt eval --plot` need not import tor
 def _pyplot(option: str):
     try:
         import matplotlib
+
         matplotlib.use("Agg")  # files only: no display on servers
         import matplotlib.pyplot as plt
     except ImportError:
@@ -28,7 +30,9 @@ def plot_dir(path: Path) -> Path:
     try:
         path.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise UserError(f"--attention-plot {path}: cannot create the folder ({exc.strerror})") from None
+        raise UserError(
+            f"--attention-plot {path}: cannot create the folder ({exc.strerror})"
+        ) from None
     return path
 
 
@@ -41,13 +45,16 @@ def _save(plt, fig, path: Path, dpi: int) -> None:
         plt.close(fig)
 
 
-def attention_heatmap(weights: torch.Tensor, src_pieces: Sequence[str], tgt_pieces: Sequence[str],
-                      path: Path) -> None:
+def attention_heatmap(
+    weights: torch.Tensor, src_pieces: Sequence[str], tgt_pieces: Sequence[str], path: Path
+) -> None:
     """Save alpha_ij (target piece i attending to source piece j) as a grey-scale heatmap: source
     pieces along x, target pieces along y, white = 1."""
     plt = _pyplot("--attention-plot")
-    w = weights[:len(tgt_pieces), :len(src_pieces)].float().numpy()
-    fig, ax = plt.subplots(figsize=(max(3, 0.35 * len(src_pieces) + 1.5), max(3, 0.35 * len(tgt_pieces) + 1.5)))
+    w = weights[: len(tgt_pieces), : len(src_pieces)].float().numpy()
+    fig, ax = plt.subplots(
+        figsize=(max(3, 0.35 * len(src_pieces) + 1.5), max(3, 0.35 * len(tgt_pieces) + 1.5))
+    )
     ax.imshow(w, cmap="gray", vmin=0.0, vmax=1.0, aspect="auto")
     ax.set_xticks(range(len(src_pieces)), src_pieces, rotation=90, fontsize=8)
     ax.set_yticks(range(len(tgt_pieces)), tgt_pieces, fontsize=8)
@@ -63,7 +70,12 @@ def bleu_by_length_chart(report: dict, path: Path) -> None:
     fig, ax = plt.subplots(figsize=(6, 4))
     for name, entry in report.items():
         rows = [r for r in entry["by_length"] if r["bleu"] is not None]
-        ax.plot([r["bucket"] for r in rows], [r["bleu"] for r in rows], marker="o", label=Path(name).name)
+        ax.plot(
+            [r["bucket"] for r in rows],
+            [r["bleu"] for r in rows],
+            marker="o",
+            label=Path(name).name,
+        )
     ax.set_xlabel("source sentence length (words)")
     ax.set_ylabel("BLEU")
     ax.grid(alpha=0.3)

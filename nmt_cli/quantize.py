@@ -35,8 +35,10 @@ def _swap(module: nn.Module) -> None:
 
 def quantize_int8(model: nn.Module) -> nn.Module:
     model = copy.deepcopy(model).cpu().eval()
-    tied = getattr(model, "output", None) is not None and \
-        model.output.weight is getattr(model, "tgt_embedding", nn.Embedding(1, 1)).weight
+    tied = (
+        getattr(model, "output", None) is not None
+        and model.output.weight is getattr(model, "tgt_embedding", nn.Embedding(1, 1)).weight
+    )
     if tied:
         # Untie before quantising the output layer, so the embedding stays float.
         model.output.weight = nn.Parameter(model.output.weight.detach().clone())

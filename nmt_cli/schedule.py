@@ -27,7 +27,7 @@ from nmt_cli.config import TrainConfig
 class LearningRate:
     def __init__(self, cfg: TrainConfig):
         self.cfg = cfg
-        self.scale = 1.0            # plateau decay factor applied so far
+        self.scale = 1.0  # plateau decay factor applied so far
         self.best: float | None = None
         self.bad_checks = 0
 

@@ -10,8 +10,8 @@ tokenization.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import sacrebleu
 from sacrebleu.metrics import BLEU, CHRF, TER
@@ -27,18 +27,24 @@ class Score:
     metric: str
     score: float
     signature: str
-    text: str       # sacreBLEU's one-line rendering
+    text: str  # sacreBLEU's one-line rendering
 
     def as_dict(self) -> dict:
-        return {"metric": self.metric, "score": round(self.score, 2), "signature": self.signature,
-                "text": self.text}
+        return {
+            "metric": self.metric,
+            "score": round(self.score, 2),
+            "signature": self.signature,
+            "text": self.text,
+        }
 
 
 def parse_metrics(spec: str) -> list[str]:
     names = [m.strip().lower() for m in spec.split(",") if m.strip()]
     bad = [m for m in names if m not in METRICS]
     if bad or not names:
-        raise UserError(f"--metrics: unknown metric '{(bad or [spec])[0]}' (choose from {', '.join(METRICS)})")
+        raise UserError(
+            f"--metrics: unknown metric '{(bad or [spec])[0]}' (choose from {', '.join(METRICS)})"
+        )
     return names
 
 
@@ -52,16 +58,26 @@ def moses_lc_tok(lines: Sequence[str], lang: str) -> list[str]:
     # An unknown code would silently get English rules and scores that compare with nothing.
     known = sorted(code for code in NonbreakingPrefixes().available_langs if len(code) <= 3)
     if lang not in known:
-        raise UserError(f"--lc-tok {lang}: sacremoses has no Moses rules for '{lang}' "
-                        f"(it has: {', '.join(known)})")
+        raise UserError(
+            f"--lc-tok {lang}: sacremoses has no Moses rules for '{lang}' "
+            f"(it has: {', '.join(known)})"
+        )
     norm, tok = MosesPunctNormalizer(lang=lang), MosesTokenizer(lang=lang)
-    return [tok.tokenize(norm.normalize(line.lower()), escape=True, return_str=True) for line in lines]
+    return [
+        tok.tokenize(norm.normalize(line.lower()), escape=True, return_str=True) for line in lines
+    ]
 
 
-def score(hyps: Sequence[str], refs: Sequence[str], metrics: Sequence[str] = METRICS,
-          lc_tok: str | None = None) -> list[Score]:
+def score(
+    hyps: Sequence[str],
+    refs: Sequence[str],
+    metrics: Sequence[str] = METRICS,
+    lc_tok: str | None = None,
+) -> list[Score]:
     if len(hyps) != len(refs):
-        raise UserError(f"hypotheses and references differ in length: {len(hyps)} vs {len(refs)} lines")
+        raise UserError(
+            f"hypotheses and references differ in length: {len(hyps)} vs {len(refs)} lines"
+        )
     if not refs:
         raise UserError("nothing to score: the references are empty (0 lines)")
     hyps = list(hyps)
@@ -77,22 +93,32 @@ def score(hyps: Sequence[str], refs: Sequence[str], metrics: Sequence[str] = MET
             metric = TER()
         result = metric.corpus_score(hyps, [list(refs)])
         sig = str(metric.get_signature())
-        out.append(Score(name, float(result.score), sig, f"{result} {sig}" if name != "bleu" else str(result)))
+        out.append(
+            Score(
+                name, float(result.score), sig, f"{result} {sig}" if name != "bleu" else str(result)
+            )
+        )
     return out
 
 
-def bleu_by_length(sources: Sequence[str], hyps: Sequence[str], refs: Sequence[str],
-                   lc_tok: str | None = None) -> list[dict]:
+def bleu_by_length(
+    sources: Sequence[str], hyps: Sequence[str], refs: Sequence[str], lc_tok: str | None = None
+) -> list[dict]:
     """BLEU per source-length bucket (words): 0-10, 10-20, 20-30, 30+ (Bahdanau et al. 2015, Fig. 2)."""
     if not (len(sources) == len(hyps) == len(refs)):
-        raise UserError(f"sources, hypotheses and references differ in length: "
-                        f"{len(sources)}, {len(hyps)}, {len(refs)} lines")
+        raise UserError(
+            f"sources, hypotheses and references differ in length: "
+            f"{len(sources)}, {len(hyps)}, {len(refs)} lines"
+        )
     if lc_tok:
         hyps = moses_lc_tok(hyps, lc_tok)
     rows = []
     for lo, hi in LENGTH_BUCKETS:
-        idx = [i for i, s in enumerate(sources)
-               if lo <= len(s.split()) and (hi is None or len(s.split()) < hi)]
+        idx = [
+            i
+            for i, s in enumerate(sources)
+            if lo <= len(s.split()) and (hi is None or len(s.split()) < hi)
+        ]
         label = f"{lo}-{hi}" if hi is not None else f"{lo}+"
         if not idx:
             rows.append({"bucket": label, "sentences": 0, "bleu": None})

@@ -48,9 +48,9 @@ LEAVE_SHARE = 0.125
 
 @dataclass
 class Hypothesis:
-    tokens: list[int]                 # without BOS and EOS
-    score: float                      # total log-probability (EOS included)
-    norm_score: float                 # the score search ranked by (length-penalised)
+    tokens: list[int]  # without BOS and EOS
+    score: float  # total log-probability (EOS included)
+    norm_score: float  # the score search ranked by (length-penalised)
     attention: torch.Tensor | None = field(default=None, repr=False)  # (len(tokens)+1, S)
 
 
@@ -82,7 +82,9 @@ def _restrict(logp: torch.Tensor, at_limit: torch.Tensor | None, too_short: bool
     return logp
 
 
-def _split(vocab: "Candidates | torch.Tensor | None") -> tuple[torch.Tensor | None, torch.Tensor | None]:
+def _split(
+    vocab: Candidates | torch.Tensor | None,
+) -> tuple[torch.Tensor | None, torch.Tensor | None]:
     """(ids, allowed): the target ids decoded over (None = all) and each sentence's own set."""
     if isinstance(vocab, Candidates):
         return vocab.ids, vocab.allowed
@@ -118,8 +120,10 @@ def _pad_union(vocab: torch.Tensor | None, allowed: torch.Tensor | None, multipl
     extra = 0 if vocab is None or allowed is None else -vocab.numel() % multiple
     if not extra:
         return vocab, allowed
-    return (torch.cat([vocab, vocab.new_full((extra,), PAD)]),
-            torch.cat([allowed, allowed.new_zeros(allowed.size(0), extra)], dim=1))
+    return (
+        torch.cat([vocab, vocab.new_full((extra,), PAD)]),
+        torch.cat([allowed, allowed.new_zeros(allowed.size(0), extra)], dim=1),
+    )
 
 
 def _narrow(vocab: torch.Tensor | None, allowed: torch.Tensor | None, multiple: int = 1):
@@ -158,13 +162,14 @@ class Columns:
     over its columns. Either way ids run in id order (grouped: the shared ones, then the others)
     with the specials at positions 0..3, so search masks PAD/BOS/EOS by position (the padding,
     PAD, is allowed to no row)."""
+
     ids: torch.Tensor
     allowed: torch.Tensor | None
     group_rows: tuple[int, ...] | None = None
     group_of_row: torch.Tensor | None = None  # (rows,) grouped: each row's group
-    widths: tuple[int, ...] | None = None     # grouped: each group's own columns, shared ones included
-    positions: torch.Tensor | None = None     # (G, W) grouped: where each column sits in the union
-    shared: int = 0                           # grouped: the leading columns every row allows
+    widths: tuple[int, ...] | None = None  # grouped: each group's own columns, shared ones included
+    positions: torch.Tensor | None = None  # (G, W) grouped: where each column sits in the union
+    shared: int = 0  # grouped: the leading columns every row allows
 
     def token_ids(self, columns: torch.Tensor, row_of: torch.Tensor | None = None) -> torch.Tensor:
         """Target ids of ``columns`` chosen by the rows ``row_of`` (default: row i for element i)."""
@@ -174,12 +179,19 @@ class Columns:
         start = group * self.ids.size(1)
         return self.ids.view(-1)[start.view(-1, *[1] * (columns.dim() - 1)) + columns]
 
-    def keep(self, rows: torch.Tensor) -> "Columns":
+    def keep(self, rows: torch.Tensor) -> Columns:
         """Only ``rows`` (sorted), in the same groups over the same columns."""
         group_of_row = self.group_of_row[rows]
         counts = torch.bincount(group_of_row, minlength=self.ids.size(0)).tolist()
-        return Columns(self.ids, self.allowed.index_select(0, rows), tuple(counts), group_of_row,
-                       self.widths, self.positions, self.shared)
+        return Columns(
+            self.ids,
+            self.allowed.index_select(0, rows),
+            tuple(counts),
+            group_of_row,
+            self.widths,
+            self.positions,
+            self.shared,
+        )
 
     def arithmetic(self) -> int:
         """Columns computed over all rows: the output layer's work, in rows x columns."""
@@ -219,14 +231,16 @@ def _group_columns(vocab: torch.Tensor, allowed: torch.Tensor, group_rows: int) 
     # a stable sort puts the shared columns first, then the group's others, each in union order,
     # then the unused ones
     order = 2 - used.to(torch.int8) - 2 * everywhere.to(torch.int8)[None, :]
-    positions = torch.argsort(order, dim=1, stable=True)[:, :width]                 # (G, W)
+    positions = torch.argsort(order, dim=1, stable=True)[:, :width]  # (G, W)
     own = torch.arange(width)[None, :] < widths[:, None]
     ids = vocab[positions].masked_fill_(~own, PAD)
     group_of_row = torch.arange(rows, device=allowed.device) // group_rows
     # a group's padding sits on columns none of its rows uses: allowed to no row already
     grouped = allowed.gather(1, positions.index_select(0, group_of_row))
     counts = [group_rows] * (groups - 1) + [rows - (groups - 1) * group_rows]
-    return Columns(ids, grouped, tuple(counts), group_of_row, tuple(widths.tolist()), positions, shared)
+    return Columns(
+        ids, grouped, tuple(counts), group_of_row, tuple(widths.tolist()), positions, shared
+    )
 
 
 def _union_positions(columns: Columns) -> torch.Tensor:
@@ -235,7 +249,9 @@ def _union_positions(columns: Columns) -> torch.Tensor:
     return columns.positions.index_select(0, columns.group_of_row)
 
 
-def _columns(vocab: torch.Tensor | None, allowed: torch.Tensor | None, group_rows: int) -> Columns | None:
+def _columns(
+    vocab: torch.Tensor | None, allowed: torch.Tensor | None, group_rows: int
+) -> Columns | None:
     """The output layer's columns for these rows: grouped when ``group_rows`` (CPU, fp32)."""
     if vocab is None:
         return None
@@ -244,8 +260,13 @@ def _columns(vocab: torch.Tensor | None, allowed: torch.Tensor | None, group_row
     return _group_columns(vocab, allowed, group_rows)
 
 
-def _remaining_columns(columns: Columns | None, rows: torch.Tensor, vocab: torch.Tensor | None,
-                       allowed: torch.Tensor | None, group_rows: int) -> Columns | None:
+def _remaining_columns(
+    columns: Columns | None,
+    rows: torch.Tensor,
+    vocab: torch.Tensor | None,
+    allowed: torch.Tensor | None,
+    group_rows: int,
+) -> Columns | None:
     """The columns once only ``rows`` remain, ``vocab`` and ``allowed`` being their (narrowed)
     union: the same groups, unless groups formed afresh would do less than 1 / REGROUP_SLACK of
     their arithmetic (each fresh group cuts its rows of W_s again)."""
@@ -255,15 +276,23 @@ def _remaining_columns(columns: Columns | None, rows: torch.Tensor, vocab: torch
     fresh = allowed.numel()
     if allowed.size(0) > group_rows:
         fresh = min(fresh, int(_group_widths(allowed, group_rows)[1].sum()) * group_rows)
-    return kept if kept.arithmetic() <= REGROUP_SLACK * fresh else _columns(vocab, allowed, group_rows)
+    return (
+        kept if kept.arithmetic() <= REGROUP_SLACK * fresh else _columns(vocab, allowed, group_rows)
+    )
 
 
 def _step(model, prev, state, memory, columns: Columns | None):
     if columns is None:
         return model.step(prev, state, memory)
     if columns.group_rows is not None:
-        return model.step(prev, state, memory, columns.ids, columns.allowed,
-                          RowGroups(columns.group_rows, columns.widths, columns.shared))
+        return model.step(
+            prev,
+            state,
+            memory,
+            columns.ids,
+            columns.allowed,
+            RowGroups(columns.group_rows, columns.widths, columns.shared),
+        )
     return model.step(prev, state, memory, columns.ids, columns.allowed)
 
 
@@ -277,9 +306,18 @@ def _trim(row: list[int]) -> list[int]:
 
 
 @torch.no_grad()
-def greedy(model, src: torch.Tensor, src_lengths: torch.Tensor, *, max_len_ratio: float = 1.5,
-           max_len_const: int = 10, min_len: int = 1, attention: bool = False,
-           vocab: Candidates | torch.Tensor | None = None, check_every: int = 4) -> list[list[Hypothesis]]:
+def greedy(
+    model,
+    src: torch.Tensor,
+    src_lengths: torch.Tensor,
+    *,
+    max_len_ratio: float = 1.5,
+    max_len_const: int = 10,
+    min_len: int = 1,
+    attention: bool = False,
+    vocab: Candidates | torch.Tensor | None = None,
+    check_every: int = 4,
+) -> list[list[Hypothesis]]:
     """Batched greedy decoding; returns one 1-best hypothesis list per sentence.
     ``vocab``: sorted target ids to choose from, or per-sentence ``Candidates``; None = all.
 
@@ -295,11 +333,14 @@ def greedy(model, src: torch.Tensor, src_lengths: torch.Tensor, *, max_len_ratio
     columns = _columns(vocab, allowed, group_rows)
     state, memory = model.encode(src, src_lengths)
     limit = max_lengths(src_lengths, max_len_ratio, max_len_const).to(device)
-    steps, first_cap = int(limit.max()), int(limit.min()) - 1  # no row is at its cap before first_cap
+    steps, first_cap = (
+        int(limit.max()),
+        int(limit.min()) - 1,
+    )  # no row is at its cap before first_cap
     tokens = torch.full((b, steps), PAD, dtype=torch.long, device=device)
     scores = torch.zeros(b, device=device)
     attn = None
-    rows = torch.arange(b, device=device)          # the sentence of each row still decoding
+    rows = torch.arange(b, device=device)  # the sentence of each row still decoding
     done = torch.zeros(b, dtype=torch.bool, device=device)
     prev = torch.full((b,), BOS, dtype=torch.long, device=device)
     for t in range(steps):
@@ -333,18 +374,28 @@ def greedy(model, src: torch.Tensor, src_lengths: torch.Tensor, *, max_len_ratio
     out = []
     for i in range(b):
         seq = _trim(token_rows[i])
-        a = None if attn is None else attn[i, :len(seq) + 1, :int(src_lengths[i])].float().cpu()
+        a = None if attn is None else attn[i, : len(seq) + 1, : int(src_lengths[i])].float().cpu()
         s = float(scores[i])
         out.append([Hypothesis(seq, s, s, a)])
     return out
 
 
 @torch.no_grad()
-def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_size: int = 5,
-                alpha: float = 0.6, max_len_ratio: float = 1.5, max_len_const: int = 10,
-                min_len: int = 1, nbest: int = 1, attention: bool = False,
-                vocab: Candidates | torch.Tensor | None = None,
-                leave_share: float = LEAVE_SHARE) -> list[list[Hypothesis]]:
+def beam_search(
+    model,
+    src: torch.Tensor,
+    src_lengths: torch.Tensor,
+    *,
+    beam_size: int = 5,
+    alpha: float = 0.6,
+    max_len_ratio: float = 1.5,
+    max_len_const: int = 10,
+    min_len: int = 1,
+    nbest: int = 1,
+    attention: bool = False,
+    vocab: Candidates | torch.Tensor | None = None,
+    leave_share: float = LEAVE_SHARE,
+) -> list[list[Hypothesis]]:
     """Batched beam search; returns the ``nbest`` best hypotheses per sentence, best first.
     ``vocab``: sorted target ids to choose from, or per-sentence ``Candidates``; None = all.
 
@@ -364,8 +415,13 @@ def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_siz
     # The first step from BOS is the same for a sentence's K hypotheses: it runs once per
     # sentence (over the union), and its output is copied to the K rows (4% of the rows beam 5
     # computed on test_2016). Each later step runs at the end of the iteration before it.
-    logp, state, weights = _step(model, torch.full((b,), BOS, dtype=torch.long, device=device),
-                                 state, memory, _columns(vocab, allowed, 0))
+    logp, state, weights = _step(
+        model,
+        torch.full((b,), BOS, dtype=torch.long, device=device),
+        state,
+        memory,
+        _columns(vocab, allowed, 0),
+    )
     state, memory, logp = state.select(flat), memory.shared_by(k), logp.index_select(0, flat)
     if weights is not None:
         weights = weights.index_select(0, flat)
@@ -376,11 +432,14 @@ def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_siz
         # the first step's log-probabilities, over the union, laid out as the groups' columns
         logp = logp.gather(1, _union_positions(columns))
     limit = max_lengths(src_lengths, max_len_ratio, max_len_const).to(device)
-    steps, first_cap = int(limit.max()), int(limit.min()) - 1  # no row is at its cap before first_cap
+    steps, first_cap = (
+        int(limit.max()),
+        int(limit.min()) - 1,
+    )  # no row is at its cap before first_cap
     s_len = src.size(1)
     neg_inf = float("-inf")
 
-    rows = torch.arange(b, device=device)         # original sentence of each active row
+    rows = torch.arange(b, device=device)  # original sentence of each active row
     width = torch.full((b, 1), k, dtype=torch.long, device=device)  # K minus the finished
     rank = torch.arange(k, device=device)
     best_possible_lp = length_penalty(limit, alpha)  # lp at the cap: the largest any can get
@@ -398,7 +457,11 @@ def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_siz
     kept = 0  # of those, the ones that stayed at the last leaving to keep the count a multiple
 
     def emit(which: torch.Tensor) -> None:
-        seqs, norms, logps = fin_seq[which].tolist(), fin_norm[which].tolist(), fin_logp[which].tolist()
+        seqs, norms, logps = (
+            fin_seq[which].tolist(),
+            fin_norm[which].tolist(),
+            fin_logp[which].tolist(),
+        )
         attn = fin_attn[which] if attention else None
         for r, i in enumerate(rows[which].tolist()):
             hyps = []
@@ -406,7 +469,11 @@ def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_siz
                 if norms[r][j] == neg_inf:
                     continue
                 seq = _trim(seqs[r][j])
-                a = None if attn is None else attn[r, j, :len(seq) + 1, :int(src_lengths[i])].float().cpu()
+                a = (
+                    None
+                    if attn is None
+                    else attn[r, j, : len(seq) + 1, : int(src_lengths[i])].float().cpu()
+                )
                 hyps.append(Hypothesis(seq, logps[r][j], norms[r][j], a))
             results[i] = hyps[:nbest]
 
@@ -416,31 +483,36 @@ def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_siz
         at_limit = (limit - 1 <= t).repeat_interleave(k) if t >= first_cap else None
         logp = _restrict(logp, at_limit, t < min_len).view(n, k, v)
         cand = (alive_logp.unsqueeze(-1) + logp).view(n, k * v)
-        top_logp, top_idx = cand.topk(k, dim=-1)                            # (N, K), best first
+        top_logp, top_idx = cand.topk(k, dim=-1)  # (N, K), best first
         top_beam, top_tok = top_idx // v, top_idx % v
         if columns is not None:
             top_tok = columns.token_ids(top_tok, torch.arange(n, device=device) * k)
-        in_beam = rank < width                   # the finished hypotheses hold the other slots
+        in_beam = rank < width  # the finished hypotheses hold the other slots
         gathered_seq = alive_seq.gather(1, top_beam.unsqueeze(-1).expand(-1, -1, t))
         top_seq = torch.cat([gathered_seq, top_tok.unsqueeze(-1)], dim=-1)  # (N, K, t+1)
         if attention:
             w = weights.view(n, k, 1, -1)
-            step_attn = torch.cat([alive_attn, w], dim=2)                   # (N, K, t+1, S)
+            step_attn = torch.cat([alive_attn, w], dim=2)  # (N, K, t+1, S)
             top_attn = step_attn.gather(1, top_beam[..., None, None].expand(-1, -1, t + 1, s_len))
         is_eos = (top_tok == EOS) & in_beam
 
         # Finished: EOS candidates within the beam, ranked by the length-penalised score. At most
         # K ever finish, so merging and keeping the best K loses none.
         new_norm = torch.where(is_eos, top_logp / lp_of_length[t + 1], neg_inf)
-        merged_norm = torch.cat([fin_norm, new_norm], dim=1)                # (N, 2K)
+        merged_norm = torch.cat([fin_norm, new_norm], dim=1)  # (N, 2K)
         fin_norm, pick = merged_norm.topk(k, dim=-1)
         padded_new = torch.cat([top_seq, top_seq.new_full((n, k, steps - t - 1), PAD)], dim=-1)
-        fin_seq = torch.cat([fin_seq, padded_new], dim=1).gather(1, pick.unsqueeze(-1).expand(-1, -1, steps))
+        fin_seq = torch.cat([fin_seq, padded_new], dim=1).gather(
+            1, pick.unsqueeze(-1).expand(-1, -1, steps)
+        )
         fin_logp = torch.cat([fin_logp, top_logp], dim=1).gather(1, pick)
         if attention:
-            padded_attn = torch.cat([top_attn, top_attn.new_zeros(n, k, steps - t - 1, s_len)], dim=2)
+            padded_attn = torch.cat(
+                [top_attn, top_attn.new_zeros(n, k, steps - t - 1, s_len)], dim=2
+            )
             fin_attn = torch.cat([fin_attn, padded_attn], dim=1).gather(
-                1, pick[..., None, None].expand(-1, -1, steps, s_len))
+                1, pick[..., None, None].expand(-1, -1, steps, s_len)
+            )
 
         # Alive: the candidates within the beam that did not end.
         alive_cand = top_logp.masked_fill(is_eos | ~in_beam, neg_inf)
@@ -472,7 +544,12 @@ def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_siz
         if live is not None and live.numel() < n:
             kept = live.numel() - (n - done_count)  # done sentences kept to round the count up
             emitted = emitted[live]
-            rows, limit, width, best_possible_lp = rows[live], limit[live], width[live], best_possible_lp[live]
+            rows, limit, width, best_possible_lp = (
+                rows[live],
+                limit[live],
+                width[live],
+                best_possible_lp[live],
+            )
             alive_seq, alive_logp = alive_seq[live], alive_logp[live]
             fin_seq, fin_norm, fin_logp = fin_seq[live], fin_norm[live], fin_logp[live]
             if attention:
@@ -488,12 +565,41 @@ def beam_search(model, src: torch.Tensor, src_lengths: torch.Tensor, *, beam_siz
     return results
 
 
-def search(model, src, src_lengths, *, beam_size: int, alpha: float, max_len_ratio: float,
-           max_len_const: int, min_len: int = 1, nbest: int = 1, attention: bool = False,
-           vocab: Candidates | torch.Tensor | None = None) -> list[list[Hypothesis]]:
+def search(
+    model,
+    src,
+    src_lengths,
+    *,
+    beam_size: int,
+    alpha: float,
+    max_len_ratio: float,
+    max_len_const: int,
+    min_len: int = 1,
+    nbest: int = 1,
+    attention: bool = False,
+    vocab: Candidates | torch.Tensor | None = None,
+) -> list[list[Hypothesis]]:
     if beam_size == 1 and nbest == 1:
-        return greedy(model, src, src_lengths, max_len_ratio=max_len_ratio,
-                      max_len_const=max_len_const, min_len=min_len, attention=attention, vocab=vocab)
-    return beam_search(model, src, src_lengths, beam_size=beam_size, alpha=alpha,
-                       max_len_ratio=max_len_ratio, max_len_const=max_len_const, min_len=min_len,
-                       nbest=nbest, attention=attention, vocab=vocab)
+        return greedy(
+            model,
+            src,
+            src_lengths,
+            max_len_ratio=max_len_ratio,
+            max_len_const=max_len_const,
+            min_len=min_len,
+            attention=attention,
+            vocab=vocab,
+        )
+    return beam_search(
+        model,
+        src,
+        src_lengths,
+        beam_size=beam_size,
+        alpha=alpha,
+        max_len_ratio=max_len_ratio,
+        max_len_const=max_len_const,
+        min_len=min_len,
+        nbest=nbest,
+        attention=attention,
+        vocab=vocab,
+    )

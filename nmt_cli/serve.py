@@ -20,10 +20,11 @@ import signal
 import socket
 import sys
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 from urllib.parse import parse_qs
 
 from nmt_cli.batching import Batcher, Job, QueueFull
@@ -31,9 +32,23 @@ from nmt_cli.errors import UserError
 
 MAX_BEAM = 32
 LANGUAGE_NAMES = {
-    "ar": "Arabic", "cs": "Czech", "de": "German", "en": "English", "es": "Spanish", "fi": "Finnish",
-    "fr": "French", "it": "Italian", "ja": "Japanese", "nl": "Dutch", "pl": "Polish", "pt": "Portuguese",
-    "ro": "Romanian", "ru": "Russian", "tr": "Turkish", "uk": "Ukrainian", "zh": "Chinese",
+    "ar": "Arabic",
+    "cs": "Czech",
+    "de": "German",
+    "en": "English",
+    "es": "Spanish",
+    "fi": "Finnish",
+    "fr": "French",
+    "it": "Italian",
+    "ja": "Japanese",
+    "nl": "Dutch",
+    "pl": "Polish",
+    "pt": "Portuguese",
+    "ro": "Romanian",
+    "ru": "Russian",
+    "tr": "Turkish",
+    "uk": "Ukrainian",
+    "zh": "Chinese",
 }
 WEB_FILES = {"index.html": "text/html", "app.js": "text/javascript", "style.css": "text/css"}
 
@@ -43,11 +58,11 @@ class ServeSettings:
     host: str = "127.0.0.1"
     port: int = 5000
     api_key: str | None = None
-    max_batch_tokens: int = 1024   # 0: no batching across requests, one request at a time
+    max_batch_tokens: int = 1024  # 0: no batching across requests, one request at a time
     max_wait_ms: float = 5.0
-    max_chars: int = 5000          # characters of text in one request
-    max_queue: int = 1024          # sentences queued or decoding; a request that would pass it gets 503
-    timeout_s: float = 30.0        # a request waiting longer for its translation gets 504
+    max_chars: int = 5000  # characters of text in one request
+    max_queue: int = 1024  # sentences queued or decoding; a request that would pass it gets 503
+    timeout_s: float = 30.0  # a request waiting longer for its translation gets 504
     threads: int = 1
     shortlist: bool | None = None  # None: the recipe's decode.shortlist
 
@@ -63,30 +78,44 @@ class RequestError(Exception):
 @dataclass
 class ServedModel:
     id: str
-    translator: Any                # nmt_cli.translate.Translator
+    translator: Any  # nmt_cli.translate.Translator
     source: str
     target: str
     recipe: str
-    checkpoint: str                # the file name only: the server never shows its paths
+    checkpoint: str  # the file name only: the server never shows its paths
     step: int | None
     valid_bleu: float | None
 
     def describe(self) -> dict:
-        return {"id": self.id, "source": self.source, "target": self.target, "recipe": self.recipe,
-                "checkpoint": self.checkpoint, "step": self.step, "valid_bleu": self.valid_bleu,
-                "beam_size": self.translator.opts.beam_size}
+        return {
+            "id": self.id,
+            "source": self.source,
+            "target": self.target,
+            "recipe": self.recipe,
+            "checkpoint": self.checkpoint,
+            "step": self.step,
+            "valid_bleu": self.valid_bleu,
+            "beam_size": self.translator.opts.beam_size,
+        }
 
 
 def checkpoint_facts(path: Path) -> tuple[int | None, float | None]:
     """(training step, validation BLEU) of a checkpoint as training recorded them; an averaged
     checkpoint reports its newest step and the BLEU its run's metrics.jsonl gave the average."""
     from nmt_cli.checkpoint import load, step_of
+
     payload = load(path)
     progress = payload.get("progress")
     if isinstance(progress, dict):
         step = progress.get("step")
-        bleu = next((r.get("valid_bleu") for r in reversed(progress.get("history") or [])
-                     if r.get("step") == step), None)
+        bleu = next(
+            (
+                r.get("valid_bleu")
+                for r in reversed(progress.get("history") or [])
+                if r.get("step") == step
+            ),
+            None,
+        )
         return step, bleu
     steps = []
     for name in payload.get("averaged_from") or []:
@@ -103,10 +132,13 @@ def checkpoint_facts(path: Path) -> tuple[int | None, float | None]:
     return (max(steps) if steps else None), bleu
 
 
-def load_models(paths: Sequence[str], *, device: str = "auto", shortlist: bool | None = None) -> list[ServedModel]:
+def load_models(
+    paths: Sequence[str], *, device: str = "auto", shortlist: bool | None = None
+) -> list[ServedModel]:
     """One ServedModel per -m, decoding with its recipe's settings; ids are the recipe names,
     numbered where two share one."""
     from nmt_cli.translate import Translator
+
     if not paths:
         raise UserError("-m/--model: give at least one run dir or checkpoint to serve")
     served: list[ServedModel] = []
@@ -114,16 +146,27 @@ def load_models(paths: Sequence[str], *, device: str = "auto", shortlist: bool |
         translator = Translator.load(path, device=device, workers=1, shortlist=shortlist)
         recipe = translator.recipe
         step, bleu = checkpoint_facts(translator.checkpoint)
-        served.append(ServedModel(recipe.name, translator, recipe.src, recipe.tgt, recipe.name,
-                                  Path(translator.checkpoint).name, step, bleu))
+        served.append(
+            ServedModel(
+                recipe.name,
+                translator,
+                recipe.src,
+                recipe.tgt,
+                recipe.name,
+                Path(translator.checkpoint).name,
+                step,
+                bleu,
+            )
+        )
     names = [m.id for m in served]
     for i, m in enumerate(served):
         if names.count(m.id) > 1:
-            m.id = f"{m.id}-{names[:i + 1].count(m.id)}"
+            m.id = f"{m.id}-{names[: i + 1].count(m.id)}"
     return served
 
 
 # ---------------------------------------------------------------------- reading requests
+
 
 def _parse_body(raw: bytes, content_type: str, allow_form: bool) -> dict:
     try:
@@ -132,8 +175,11 @@ def _parse_body(raw: bytes, content_type: str, allow_form: bool) -> dict:
         raise RequestError(400, "the request body is not valid UTF-8") from None
     # A form, as some LibreTranslate clients post; a JSON object sent with a form's content type
     # (curl -d does that) is still read as JSON.
-    if (allow_form and content_type.startswith("application/x-www-form-urlencoded")
-            and not text.lstrip().startswith("{")):
+    if (
+        allow_form
+        and content_type.startswith("application/x-www-form-urlencoded")
+        and not text.lstrip().startswith("{")
+    ):
         try:
             fields = parse_qs(text, keep_blank_values=True, encoding="utf-8", errors="strict")
         except (UnicodeDecodeError, ValueError):
@@ -142,7 +188,9 @@ def _parse_body(raw: bytes, content_type: str, allow_form: bool) -> dict:
     try:
         body = json.loads(text)
     except ValueError as exc:
-        raise RequestError(400, f"the request body is not valid JSON ({exc.msg} at character {exc.pos})") from None
+        raise RequestError(
+            400, f"the request body is not valid JSON ({exc.msg} at character {exc.pos})"
+        ) from None
     if not isinstance(body, dict):
         raise RequestError(400, "the request body must be a JSON object")
     return body
@@ -153,7 +201,9 @@ def _int(body: dict, key: str, default: int, lo: int, hi: int) -> int:
     if isinstance(value, str) and value.strip().lstrip("-").isdigit():  # form fields are strings
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise RequestError(400, f"{key}: expected an integer from {lo} to {hi}, got {json.dumps(value)[:40]}")
+        raise RequestError(
+            400, f"{key}: expected an integer from {lo} to {hi}, got {json.dumps(value)[:40]}"
+        )
     return value
 
 
@@ -184,8 +234,12 @@ class Service:
 
     def __init__(self, models: list[ServedModel], settings: ServeSettings):
         self.models, self.settings = models, settings
-        self.batcher = Batcher(max_batch_tokens=settings.max_batch_tokens, max_wait_ms=settings.max_wait_ms,
-                               capacity=settings.max_queue, threads=settings.threads)
+        self.batcher = Batcher(
+            max_batch_tokens=settings.max_batch_tokens,
+            max_wait_ms=settings.max_wait_ms,
+            capacity=settings.max_queue,
+            threads=settings.threads,
+        )
         self.max_body = 64 * 1024 + 8 * settings.max_chars
 
     def check_key(self, body: dict, headers) -> None:
@@ -195,7 +249,9 @@ class Service:
         auth = headers.get("authorization", "")
         if not given and auth.lower().startswith("bearer "):
             given = auth[7:]
-        if not isinstance(given, str) or not hmac.compare_digest(given.encode(), self.settings.api_key.encode()):
+        if not isinstance(given, str) or not hmac.compare_digest(
+            given.encode(), self.settings.api_key.encode()
+        ):
             raise RequestError(403, "invalid or missing api_key")
 
     def pick(self, model_id: Any, source: Any, target: Any) -> ServedModel:
@@ -203,36 +259,69 @@ class Service:
             for m in self.models:
                 if m.id == model_id:
                     return m
-            raise RequestError(400, f"model: no model {json.dumps(model_id)[:60]}; served: "
-                               f"{', '.join(m.id for m in self.models)}")
+            raise RequestError(
+                400,
+                f"model: no model {json.dumps(model_id)[:60]}; served: "
+                f"{', '.join(m.id for m in self.models)}",
+            )
         if source is None and target is None and len(self.models) == 1:
             return self.models[0]
         if source == "auto":
-            raise RequestError(400, "source: 'auto' is not supported (no language identification); "
-                               f"give one of: {', '.join(sorted({m.source for m in self.models}))}")
+            raise RequestError(
+                400,
+                "source: 'auto' is not supported (no language identification); "
+                f"give one of: {', '.join(sorted({m.source for m in self.models}))}",
+            )
         for key, value in (("source", source), ("target", target)):
             if not isinstance(value, str) or not value:
                 raise RequestError(400, f"{key}: give a language code (a string)")
         for m in self.models:
             if m.source == source and m.target == target:
                 return m
-        raise RequestError(400, f"no model translates {source[:20]} to {target[:20]}; served pairs: "
-                           f"{', '.join(sorted({f'{m.source}-{m.target}' for m in self.models}))}")
+        raise RequestError(
+            400,
+            f"no model translates {source[:20]} to {target[:20]}; served pairs: "
+            f"{', '.join(sorted({f'{m.source}-{m.target}' for m in self.models}))}",
+        )
 
     def check_length(self, texts: list[str]) -> None:
         chars = sum(len(t) for t in texts)
         if chars > self.settings.max_chars:
-            raise RequestError(413, f"the text is too long: {chars} characters, at most "
-                               f"{self.settings.max_chars} in one request")
+            raise RequestError(
+                413,
+                f"the text is too long: {chars} characters, at most "
+                f"{self.settings.max_chars} in one request",
+            )
 
-    async def translate(self, model: ServedModel, lines: list[str], *, beam_size: int, nbest: int,
-                        alignments: bool = False, attention: bool = False) -> list:
+    async def translate(
+        self,
+        model: ServedModel,
+        lines: list[str],
+        *,
+        beam_size: int,
+        nbest: int,
+        alignments: bool = False,
+        attention: bool = False,
+    ) -> list:
         if len(lines) > self.settings.max_queue:
-            raise RequestError(413, f"too many sentences in one request: {len(lines)}, at most "
-                               f"{self.settings.max_queue}")
+            raise RequestError(
+                413,
+                f"too many sentences in one request: {len(lines)}, at most "
+                f"{self.settings.max_queue}",
+            )
         todo = [i for i, line in enumerate(lines) if line.strip()]
-        tokens = sum(len(x) for x in model.translator.tokenizer.encode_src([lines[i] for i in todo]))
-        job = Job(model.translator, [lines[i] for i in todo], tokens, beam_size, nbest, alignments, attention)
+        tokens = sum(
+            len(x) for x in model.translator.tokenizer.encode_src([lines[i] for i in todo])
+        )
+        job = Job(
+            model.translator,
+            [lines[i] for i in todo],
+            tokens,
+            beam_size,
+            nbest,
+            alignments,
+            attention,
+        )
         try:
             future = self.batcher.submit(job)
         except QueueFull as exc:
@@ -240,7 +329,9 @@ class Service:
         try:
             done = await asyncio.wait_for(asyncio.wrap_future(future), self.settings.timeout_s)
         except asyncio.TimeoutError:
-            raise RequestError(504, f"the translation took longer than {self.settings.timeout_s:g} s") from None
+            raise RequestError(
+                504, f"the translation took longer than {self.settings.timeout_s:g} s"
+            ) from None
         results: list = [None] * len(lines)
         for i, r in zip(todo, done):
             results[i] = r
@@ -248,16 +339,26 @@ class Service:
 
 
 def _translation_json(tr, nbest: int, alignments: bool, attention: bool) -> dict:
-    out = {"text": tr.text, "score": round(tr.score, 4),
-           "nbest": [{"text": a.text, "score": round(a.score, 4), "norm_score": round(a.norm_score, 4)}
-                     for a in tr.alternatives[:nbest]]}
+    out = {
+        "text": tr.text,
+        "score": round(tr.score, 4),
+        "nbest": [
+            {"text": a.text, "score": round(a.score, 4), "norm_score": round(a.norm_score, 4)}
+            for a in tr.alternatives[:nbest]
+        ],
+    }
     if alignments:
         out["alignment"] = " ".join(f"{i}-{j}" for i, j in tr.alignment or [])
     if attention:
-        out["attention"] = None if tr.attention is None else {
-            **tr.attention.as_dict(),
-            "weights": [[round(w, 4) for w in row] for row in tr.attention.weights],
-            "piece_weights": [[round(w, 4) for w in row] for row in tr.attention.piece_weights]}
+        out["attention"] = (
+            None
+            if tr.attention is None
+            else {
+                **tr.attention.as_dict(),
+                "weights": [[round(w, 4) for w in row] for row in tr.attention.weights],
+                "piece_weights": [[round(w, 4) for w in row] for row in tr.attention.piece_weights],
+            }
+        )
     return out
 
 
@@ -293,15 +394,22 @@ def build_app(service: Service):
 
     @app.exception_handler(Exception)
     async def failed(_request, exc):
-        return error(500, f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}")
+        return error(
+            500,
+            f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}",
+        )
 
     async def read(request: Request, allow_form: bool = False) -> dict:
         declared = request.headers.get("content-length", "")
         if declared.isdigit() and int(declared) > service.max_body:
-            raise RequestError(413, f"the request body is too large ({declared} bytes, at most {service.max_body})")
+            raise RequestError(
+                413, f"the request body is too large ({declared} bytes, at most {service.max_body})"
+            )
         raw = await request.body()
         if len(raw) > service.max_body:
-            raise RequestError(413, f"the request body is too large ({len(raw)} bytes, at most {service.max_body})")
+            raise RequestError(
+                413, f"the request body is too large ({len(raw)} bytes, at most {service.max_body})"
+            )
         body = _parse_body(raw, request.headers.get("content-type", ""), allow_form)
         service.check_key(body, request.headers)
         return body
@@ -320,20 +428,31 @@ def build_app(service: Service):
     @app.get("/health")
     async def health():
         b = service.batcher
-        return {"status": "ok", "models": [m.id for m in service.models], "pending_sentences": b.pending,
-                "batching": b.batching, "decoded_batches": b.batches, "decoded_sentences": b.sentences}
+        return {
+            "status": "ok",
+            "models": [m.id for m in service.models],
+            "pending_sentences": b.pending,
+            "batching": b.batching,
+            "decoded_batches": b.batches,
+            "decoded_sentences": b.sentences,
+        }
 
     @app.get("/v1/models")
     async def models():
-        return {"models": [m.describe() for m in service.models], "api_key_required": service.settings.api_key is not None,
-                "max_chars": service.settings.max_chars}
+        return {
+            "models": [m.describe() for m in service.models],
+            "api_key_required": service.settings.api_key is not None,
+            "max_chars": service.settings.max_chars,
+        }
 
     @app.get("/languages")
     async def languages():
         out: dict[str, dict] = {}
         for m in service.models:
-            entry = out.setdefault(m.source, {"code": m.source, "name": LANGUAGE_NAMES.get(m.source, m.source),
-                                              "targets": []})
+            entry = out.setdefault(
+                m.source,
+                {"code": m.source, "name": LANGUAGE_NAMES.get(m.source, m.source), "targets": []},
+            )
             if m.target not in entry["targets"]:
                 entry["targets"].append(m.target)
         return list(out.values())
@@ -345,7 +464,7 @@ def build_app(service: Service):
         texts = _texts(q, "q")
         fmt = body.get("format", "text")
         if fmt != "text":
-            raise RequestError(400, f"format: only \"text\" is supported, got {json.dumps(fmt)[:40]}")
+            raise RequestError(400, f'format: only "text" is supported, got {json.dumps(fmt)[:40]}')
         model = service.pick(None, body.get("source"), body.get("target"))
         beam = model.translator.opts.beam_size
         alternatives = _int(body, "alternatives", 0, 0, beam - 1)
@@ -355,11 +474,18 @@ def build_app(service: Service):
         results = await service.translate(model, lines, beam_size=beam, nbest=alternatives + 1)
         translated, alts, start = [], [], 0
         for text in texts:
-            part = results[start:start + text.count("\n") + 1]
+            part = results[start : start + text.count("\n") + 1]
             start += len(part)
             translated.append("\n".join(r.text if r else "" for r in part))
-            alts.append(["\n".join(r.alternatives[k].text if r and k < len(r.alternatives) else ""
-                                   for r in part) for k in range(1, alternatives + 1)])
+            alts.append(
+                [
+                    "\n".join(
+                        r.alternatives[k].text if r and k < len(r.alternatives) else ""
+                        for r in part
+                    )
+                    for k in range(1, alternatives + 1)
+                ]
+            )
         single = not isinstance(q, list)
         out: dict = {"translatedText": translated[0] if single else translated}
         if alternatives:
@@ -378,15 +504,24 @@ def build_app(service: Service):
         nbest = _int(body, "nbest", 1, 1, beam)
         alignments, attention = _bool(body, "alignments"), _bool(body, "attention")
         service.check_length(sentences)
-        results = await service.translate(model, sentences, beam_size=beam, nbest=nbest,
-                                          alignments=alignments, attention=attention)
-        return {"model": model.id,
-                "translations": [_translation_json(r, nbest, alignments, attention) for r in results]}
+        results = await service.translate(
+            model,
+            sentences,
+            beam_size=beam,
+            nbest=nbest,
+            alignments=alignments,
+            attention=attention,
+        )
+        return {
+            "model": model.id,
+            "translations": [_translation_json(r, nbest, alignments, attention) for r in results],
+        }
 
     return app
 
 
 # ---------------------------------------------------------------------- running
+
 
 def _listen(host: str, port: int) -> socket.socket:
     try:
@@ -419,6 +554,7 @@ def serve(model_paths: Sequence[str], settings: ServeSettings, *, device: str = 
     if settings.api_key is not None and not settings.api_key:
         raise UserError("--api-key: give a non-empty key")
     import torch
+
     torch.set_num_threads(settings.threads)
     models = load_models(model_paths, device=device, shortlist=settings.shortlist)
     service = Service(models, settings)
@@ -426,11 +562,20 @@ def serve(model_paths: Sequence[str], settings: ServeSettings, *, device: str = 
     sock = _listen(settings.host, settings.port)
     host, port = sock.getsockname()[:2]
     shown = f"[{host}]" if ":" in host else host
-    print(f"nmt serve: {', '.join(f'{m.id} ({m.source}-{m.target})' for m in models)} on "
-          f"http://{shown}:{port}/ (batching {'on' if service.batcher.batching else 'off'}, "
-          f"{service.batcher.workers} decoding thread(s))", file=sys.stderr, flush=True)
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="on",
-                            timeout_graceful_shutdown=settings.timeout_s + 5)
+    print(
+        f"nmt serve: {', '.join(f'{m.id} ({m.source}-{m.target})' for m in models)} on "
+        f"http://{shown}:{port}/ (batching {'on' if service.batcher.batching else 'off'}, "
+        f"{service.batcher.workers} decoding thread(s))",
+        file=sys.stderr,
+        flush=True,
+    )
+    config = uvicorn.Config(
+        app,
+        log_level="warning",
+        access_log=False,
+        lifespan="on",
+        timeout_graceful_shutdown=settings.timeout_s + 5,
+    )
     _DrainingServer(config).run(sockets=[sock])
     print("nmt serve: stopped", file=sys.stderr, flush=True)
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import io
 import random
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Iterable, Sequence
 
 import sentencepiece as spm
 
@@ -34,7 +34,9 @@ def _load_proto(proto: bytes, what: str) -> spm.SentencePieceProcessor:
     except Exception:  # sentencepiece raises plain RuntimeError/OSError on bad protos
         raise DataError(f"{what}: not a valid SentencePiece model; re-run nmt preprocess") from None
     if sp.pad_id() != PAD or sp.eos_id() != EOS or sp.bos_id() != BOS:
-        raise DataError(f"{what}: SentencePiece model has unexpected special ids; re-run nmt preprocess")
+        raise DataError(
+            f"{what}: SentencePiece model has unexpected special ids; re-run nmt preprocess"
+        )
     return sp
 
 
@@ -77,7 +79,9 @@ class Tokenizer:
         BPE-dropout for bpe models). Single-threaded, so after :func:`seed_sampling` every DDP
         rank and every resume draws the same segmentations."""
         sp = self.src if side == "src" else self.tgt
-        return sp.encode(list(lines), enable_sampling=True, alpha=alpha, nbest_size=-1, num_threads=1)
+        return sp.encode(
+            list(lines), enable_sampling=True, alpha=alpha, nbest_size=-1, num_threads=1
+        )
 
     def decode_tgt(self, ids: Sequence[Sequence[int]]) -> list[str]:
         return self.tgt.decode([list(x) for x in ids])
@@ -96,7 +100,7 @@ class Tokenizer:
             (directory / "spm.tgt.model").write_bytes(self.tgt_proto)
 
     @classmethod
-    def load(cls, directory: Path) -> "Tokenizer":
+    def load(cls, directory: Path) -> Tokenizer:
         joint = directory / "spm.model"
         if joint.is_file():
             return cls(_read(joint), what=str(joint))
@@ -129,7 +133,10 @@ def _train_one(lines: Iterable[str], cfg: TokenizerConfig, seed: int) -> bytes:
             model_type=cfg.type,
             vocab_size=cfg.vocab_size,
             character_coverage=cfg.character_coverage,
-            pad_id=PAD, unk_id=UNK, bos_id=BOS, eos_id=EOS,
+            pad_id=PAD,
+            unk_id=UNK,
+            bos_id=BOS,
+            eos_id=EOS,
             input_sentence_size=0,
             num_threads=2,
             hard_vocab_limit=False,
@@ -140,8 +147,9 @@ def _train_one(lines: Iterable[str], cfg: TokenizerConfig, seed: int) -> bytes:
     return model.getvalue()
 
 
-def train_tokenizer(cfg: TokenizerConfig, src_lines: Sequence[str], tgt_lines: Sequence[str],
-                    seed: int = 0) -> Tokenizer:
+def train_tokenizer(
+    cfg: TokenizerConfig, src_lines: Sequence[str], tgt_lines: Sequence[str], seed: int = 0
+) -> Tokenizer:
     """Learn one joint model on both sides, or one model per side."""
     if cfg.joint:
         return Tokenizer(_train_one(list(src_lines) + list(tgt_lines), cfg, seed))

@@ -15,9 +15,9 @@ from nmt_cli.config import TrainConfig
 
 log = logging.getLogger("nmt.train")
 
-METRICS_EVERY = 50          # steps between train records in metrics.jsonl
-LINE_EVERY_S = 30.0         # without a bar, the longest silence between progress lines
-FIRST_LINE_AFTER_S = 5.0    # ... and the first one comes this soon, so a slow start is visible
+METRICS_EVERY = 50  # steps between train records in metrics.jsonl
+LINE_EVERY_S = 30.0  # without a bar, the longest silence between progress lines
+FIRST_LINE_AFTER_S = 5.0  # ... and the first one comes this soon, so a slow start is visible
 
 
 def setup_logging(run_dir: Path) -> None:
@@ -43,7 +43,9 @@ def format_duration(seconds: float) -> str:
     return f"{h}h{m:02d}m" if h else f"{m}m{s:02d}s"
 
 
-def remaining_seconds(cfg: TrainConfig, step: int, start_step: int, elapsed_s: float) -> float | None:
+def remaining_seconds(
+    cfg: TrainConfig, step: int, start_step: int, elapsed_s: float
+) -> float | None:
     """Time left until max_steps or max_minutes, whichever comes first; None without either (or
     before the first step of this invocation gives a rate)."""
     left = []
@@ -58,10 +60,18 @@ def remaining_seconds(cfg: TrainConfig, step: int, start_step: int, elapsed_s: f
 class TrainingLog:
     """Reports a run. Only the main process of a distributed run writes (``enabled``)."""
 
-    def __init__(self, run_dir: Path, cfg: TrainConfig, *, enabled: bool = True,
-                 progress_bar: bool | None = None):
+    def __init__(
+        self,
+        run_dir: Path,
+        cfg: TrainConfig,
+        *,
+        enabled: bool = True,
+        progress_bar: bool | None = None,
+    ):
         self.run_dir, self.cfg, self.enabled = Path(run_dir), cfg, enabled
-        self.want_bar = enabled and (progress_bar if progress_bar is not None else sys.stderr.isatty())
+        self.want_bar = enabled and (
+            progress_bar if progress_bar is not None else sys.stderr.isatty()
+        )
         self.bar = None
         self.tensorboard = None
         self.started = self.last_line = time.perf_counter()
@@ -74,8 +84,14 @@ class TrainingLog:
         self.tensorboard = self.open_tensorboard() if self.enabled else None
         if self.want_bar:
             from tqdm import tqdm
-            self.bar = tqdm(total=self.cfg.max_steps or None, initial=step, unit="step", dynamic_ncols=True,
-                            file=sys.stderr)
+
+            self.bar = tqdm(
+                total=self.cfg.max_steps or None,
+                initial=step,
+                unit="step",
+                dynamic_ncols=True,
+                file=sys.stderr,
+            )
         self.started = self.last_line = time.perf_counter()
         self.start_step = step
 
@@ -101,9 +117,11 @@ class TrainingLog:
             tmp = self.run_dir / "summary.json.part"
             tmp.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
             os.replace(tmp, self.run_dir / "summary.json")
-            log.info(f"{summary['stop_reason']}: {summary['steps']} steps in {summary['wall_s']:.1f}s, "
-                     f"{summary['tgt_tokens_per_s']:.0f} target tokens/s, "
-                     f"peak memory {summary['peak_rss_mb']:.0f} MB")
+            log.info(
+                f"{summary['stop_reason']}: {summary['steps']} steps in {summary['wall_s']:.1f}s, "
+                f"{summary['tgt_tokens_per_s']:.0f} target tokens/s, "
+                f"peak memory {summary['peak_rss_mb']:.0f} MB"
+            )
         if self.tensorboard is not None:
             self.tensorboard.close()
             self.tensorboard = None
@@ -127,8 +145,16 @@ class TrainingLog:
         if self.enabled:
             log.info(text)
 
-    def step(self, step: int, epoch: int, loss: float | None, lr: float, tgt_tokens: int,
-             train_time: float, data_wait: float) -> None:
+    def step(
+        self,
+        step: int,
+        epoch: int,
+        loss: float | None,
+        lr: float,
+        tgt_tokens: int,
+        train_time: float,
+        data_wait: float,
+    ) -> None:
         """After each optimiser step: the bar, a metrics record every METRICS_EVERY steps, and
         without a bar a line at those steps and whenever LINE_EVERY_S passed in silence."""
         if not self.enabled:
@@ -144,16 +170,26 @@ class TrainingLog:
                 postfix["left"] = format_duration(left)
             self.bar.set_postfix(postfix, refresh=False)
         if step % METRICS_EVERY == 0:
-            self.metrics({"kind": "train", "step": step, "loss": loss, "lr": lr,
-                          "tgt_tokens_per_s": round(rate, 1), "epoch": epoch})
+            self.metrics(
+                {
+                    "kind": "train",
+                    "step": step,
+                    "loss": loss,
+                    "lr": lr,
+                    "tgt_tokens_per_s": round(rate, 1),
+                    "epoch": epoch,
+                }
+            )
         silence = now - self.last_line
         due = silence >= (FIRST_LINE_AFTER_S if self.last_line == self.started else LINE_EVERY_S)
         if self.bar is None and (step % METRICS_EVERY == 0 or due):
             self.last_line = now
             share = data_wait / max(data_wait + train_time, 1e-9)
-            log.info(f"step {self._of_total(step)}  epoch {epoch}  loss {shown_loss:.3f}  lr {lr:.2e}  "
-                     f"{rate:.0f} tgt tok/s  data wait {data_wait:.2f}s ({share:.1%})"
-                     f"{'' if left is None else '  ETA ' + format_duration(left)}")
+            log.info(
+                f"step {self._of_total(step)}  epoch {epoch}  loss {shown_loss:.3f}  lr {lr:.2e}  "
+                f"{rate:.0f} tgt tok/s  data wait {data_wait:.2f}s ({share:.1%})"
+                f"{'' if left is None else '  ETA ' + format_duration(left)}"
+            )
 
     def _of_total(self, step: int) -> str:
         if self.cfg.max_steps:
@@ -172,27 +208,42 @@ class TrainingLog:
             log.info(f"step {step}: validating{what} on {sentences} sentences")
             self.last_line = time.perf_counter()
 
-    def validation(self, history: list, step: int, result: dict, improved: bool, lowered: bool) -> None:
+    def validation(
+        self, history: list, step: int, result: dict, improved: bool, lowered: bool
+    ) -> None:
         if not self.enabled:
             return
         if self.bar is not None:
             self.bar.set_description_str("", refresh=False)
-        record = {"step": step, "valid_loss": round(result["loss"], 4), "valid_ppl": round(result["ppl"], 3),
-                  "valid_bleu": round(result["bleu"], 2), "minutes": round(self.minutes(), 2)}
+        record = {
+            "step": step,
+            "valid_loss": round(result["loss"], 4),
+            "valid_ppl": round(result["ppl"], 3),
+            "valid_bleu": round(result["bleu"], 2),
+            "minutes": round(self.minutes(), 2),
+        }
         history.append(record)
         self.metrics({"kind": "valid", **record})
-        self._write(f"step {step}: valid loss {result['loss']:.3f}  ppl {result['ppl']:.2f}  "
-                    f"BLEU {result['bleu']:.2f}{'  (best)' if improved else ''}"
-                    f"{'  lr lowered' if lowered else ''}")
+        self._write(
+            f"step {step}: valid loss {result['loss']:.3f}  ppl {result['ppl']:.2f}  "
+            f"BLEU {result['bleu']:.2f}{'  (best)' if improved else ''}"
+            f"{'  lr lowered' if lowered else ''}"
+        )
         for hyp, ref in result["samples"]:
             self._write(f"  hyp: {hyp}\n  ref: {ref}")
 
     def averaged(self, steps: list[int], result: dict, better: bool) -> dict:
-        record = {"steps": steps, "valid_loss": round(result["loss"], 4),
-                  "valid_bleu": round(result["bleu"], 2), "best": better}
+        record = {
+            "steps": steps,
+            "valid_loss": round(result["loss"], 4),
+            "valid_bleu": round(result["bleu"], 2),
+            "best": better,
+        }
         if self.enabled:
-            self._write(f"averaged steps {', '.join(map(str, steps))}: valid loss {result['loss']:.3f}  "
-                        f"BLEU {result['bleu']:.2f}{'  (best: now best.pt)' if better else ''}")
+            self._write(
+                f"averaged steps {', '.join(map(str, steps))}: valid loss {result['loss']:.3f}  "
+                f"BLEU {result['bleu']:.2f}{'  (best: now best.pt)' if better else ''}"
+            )
             self.metrics({"kind": "averaged", **record})
         return record
 

@@ -26,9 +26,24 @@ import torch
 from nmt_cli import checkpoint as ckpt
 from nmt_cli.checkpoint_policy import CheckpointPolicy
 from nmt_cli.config import Recipe, recipe_differences
-from nmt_cli.data import (EncodedSplit, iterate_epoch, learn_split_shortlist, load_meta, load_shortlist,
-                          load_split, load_text, sampled_split, save_shortlist)
-from nmt_cli.device import autocast_context, native_bf16, peak_rss_mb, pick_device, resolve_precision
+from nmt_cli.data import (
+    EncodedSplit,
+    iterate_epoch,
+    learn_split_shortlist,
+    load_meta,
+    load_shortlist,
+    load_split,
+    load_text,
+    sampled_split,
+    save_shortlist,
+)
+from nmt_cli.device import (
+    autocast_context,
+    native_bf16,
+    peak_rss_mb,
+    pick_device,
+    resolve_precision,
+)
 from nmt_cli.ema import WeightAverage
 from nmt_cli.errors import CheckpointError, DataError, TrainingInterrupted, UserError
 from nmt_cli.interrupts import Interrupted
@@ -47,7 +62,7 @@ log = logging.getLogger("nmt.train")
 class Progress:
     step: int = 0
     epoch: int = 0
-    position: int = 0               # next batch index within the epoch's batch order
+    position: int = 0  # next batch index within the epoch's batch order
     best_metric: float | None = None
     best_step: int = 0
     bad_validations: int = 0
@@ -66,8 +81,15 @@ def make_optimizer(model: torch.nn.Module, recipe: Recipe) -> torch.optim.Optimi
 
 
 class Trainer:
-    def __init__(self, recipe: Recipe, run_dir: Path, *, device: str = "auto", restart: bool = False,
-                 progress_bar: bool | None = None):
+    def __init__(
+        self,
+        recipe: Recipe,
+        run_dir: Path,
+        *,
+        device: str = "auto",
+        restart: bool = False,
+        progress_bar: bool | None = None,
+    ):
         self.recipe, self.run_dir = recipe, Path(run_dir)
         self.cfg = recipe.train
         self.ckpt_dir = self.run_dir / ckpt.CHECKPOINT_DIR
@@ -83,16 +105,23 @@ class Trainer:
         self.tokenizer = Tokenizer.load(self.run_dir)
         self.train_split = load_split(self.run_dir, "train")
         self.train_text = self._train_text() if self.cfg.subword_alpha else None
-        self.validator = Validator(load_split(self.run_dir, "valid"), load_text(self.run_dir, "valid", "tgt"),
-                                   self.tokenizer, recipe, self.device, self.autocast)
+        self.validator = Validator(
+            load_split(self.run_dir, "valid"),
+            load_text(self.run_dir, "valid", "tgt"),
+            self.tokenizer,
+            recipe,
+            self.device,
+            self.autocast,
+        )
         self.shortlist = load_shortlist(self.run_dir)
         if self.shortlist is None:  # data preprocessed before shortlists existed
             self.shortlist = learn_split_shortlist(self.run_dir / "data", self.tokenizer)
             if self.main:
                 save_shortlist(self.run_dir / "data", self.shortlist)
         torch.manual_seed(self.cfg.seed)
-        self.model = build_model(recipe.model, self.tokenizer.src_vocab_size,
-                                 self.tokenizer.tgt_vocab_size).to(self.device)
+        self.model = build_model(
+            recipe.model, self.tokenizer.src_vocab_size, self.tokenizer.tgt_vocab_size
+        ).to(self.device)
         self.optimizer = make_optimizer(self.model, recipe)
         self.lr = LearningRate(self.cfg)
         self.progress = Progress()
@@ -107,9 +136,12 @@ class Trainer:
             self.checkpoints.clear()
         if self.resumed_from is None and self.cfg.init_from:
             from nmt_cli.finetune import load_initial_weights
+
             start = load_initial_weights(self.model, recipe)
             if self.main:
-                log.info(f"fine-tuning: starting from the weights of {start} with a fresh optimiser and schedule")
+                log.info(
+                    f"fine-tuning: starting from the weights of {start} with a fresh optimiser and schedule"
+                )
         self.ema = WeightAverage(self.model, self.cfg.ema_decay) if self.cfg.ema_decay else None
         if self.ema is not None and self._resumed_average is not None:
             self.ema.load_state_dict(*self._resumed_average)
@@ -117,8 +149,10 @@ class Trainer:
         self.train_model = self.model
         if self.distributed:
             from torch.nn.parallel import DistributedDataParallel
+
             self.train_model = DistributedDataParallel(
-                self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None)
+                self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None
+            )
         self.scaler = torch.amp.GradScaler("cuda") if self.precision == "fp16" else None
         self.stop_signal: int | None = None
         self.saving_on_signal = False
@@ -127,6 +161,7 @@ class Trainer:
 
     def _init_distributed(self) -> None:
         import torch.distributed as dist
+
         backend = "nccl" if self.device.type == "cuda" else "gloo"
         if self.device.type == "cuda":
             local = int(os.environ.get("LOCAL_RANK", "0"))
@@ -141,8 +176,10 @@ class Trainer:
         payload = ckpt.load(path)
         blocking, allowed = recipe_differences(payload["recipe"], self.recipe.to_dict())
         if blocking:
-            raise CheckpointError(f"{path}: the recipe changed since this checkpoint in keys that "
-                                  f"matter: {', '.join(blocking)}; use --restart to start over")
+            raise CheckpointError(
+                f"{path}: the recipe changed since this checkpoint in keys that "
+                f"matter: {', '.join(blocking)}; use --restart to start over"
+            )
         # With train.ema_decay the checkpoint's "model" is the moving average (what translate and
         # validation use) and "raw_model" the weights training goes on from.
         raw = payload.get("raw_model")
@@ -150,7 +187,9 @@ class Trainer:
             self.model.load_state_dict(raw if raw is not None else payload["model"])
             self.optimizer.load_state_dict(payload["optimizer"])
         except (RuntimeError, ValueError, KeyError) as exc:
-            raise CheckpointError(f"{path}: does not fit this model ({str(exc)[:100]}); use --restart") from None
+            raise CheckpointError(
+                f"{path}: does not fit this model ({str(exc)[:100]}); use --restart"
+            ) from None
         if raw is not None:
             self._resumed_average = (payload["model"], int(payload.get("ema_updates", 1)))
         self.lr.load_state_dict(payload["schedule"])
@@ -161,10 +200,14 @@ class Trainer:
             torch.cuda.set_rng_state_all(list(payload["rng"]["cuda"]))
         self.resumed_from = self.progress.step
         if self.main:
-            log.info(f"resuming from step {self.progress.step} (epoch {self.progress.epoch}, "
-                     f"batch {self.progress.position})")
+            log.info(
+                f"resuming from step {self.progress.step} (epoch {self.progress.epoch}, "
+                f"batch {self.progress.position})"
+            )
             if allowed:
-                log.info(f"recipe keys changed since the checkpoint (allowed): {', '.join(allowed)}")
+                log.info(
+                    f"recipe keys changed since the checkpoint (allowed): {', '.join(allowed)}"
+                )
 
     def _payload(self) -> dict:
         """Everything a checkpoint holds; with EMA, "model" is the average and "raw_model" the weights."""
@@ -172,12 +215,17 @@ class Trainer:
         if torch.cuda.is_available():
             rng["cuda"] = torch.cuda.get_rng_state_all()
         p = self.progress
-        payload = {"format": ckpt.FORMAT, "model": self.model.state_dict(),
-                   "optimizer": self.optimizer.state_dict(), "schedule": self.lr.state_dict(),
-                   "progress": {k: getattr(p, k) for k in p.__dataclass_fields__},
-                   "rng": rng, "recipe": self.recipe.to_dict(),
-                   "tokenizer": ckpt.tokenizer_payload(self.tokenizer),
-                   "shortlist": self.shortlist.to_payload()}
+        payload = {
+            "format": ckpt.FORMAT,
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "schedule": self.lr.state_dict(),
+            "progress": {k: getattr(p, k) for k in p.__dataclass_fields__},
+            "rng": rng,
+            "recipe": self.recipe.to_dict(),
+            "tokenizer": ckpt.tokenizer_payload(self.tokenizer),
+            "shortlist": self.shortlist.to_payload(),
+        }
         if self.ema is not None:
             payload["raw_model"] = payload["model"]
             payload["model"] = self.ema.state_dict()
@@ -196,22 +244,35 @@ class Trainer:
         except DataError:
             text = None
         if text is None or not len(text[0]) == len(text[1]) == len(self.train_split):
-            raise DataError(f"{self.run_dir / 'data'}: train.subword_alpha needs the training text "
-                            "(train.src.txt, train.tgt.txt) that nmt preprocess now stores; re-run it")
+            raise DataError(
+                f"{self.run_dir / 'data'}: train.subword_alpha needs the training text "
+                "(train.src.txt, train.tgt.txt) that nmt preprocess now stores; re-run it"
+            )
         return text
 
     def _epoch_split(self) -> EncodedSplit:
         if self.train_text is None:
             return self.train_split
-        return sampled_split(*self.train_text, self.tokenizer, self.cfg.subword_alpha, self.cfg.seed,
-                             self.progress.epoch)
+        return sampled_split(
+            *self.train_text,
+            self.tokenizer,
+            self.cfg.subword_alpha,
+            self.cfg.seed,
+            self.progress.epoch,
+        )
 
     def _batches(self):
         """(position, batch) across epochs from the saved position, until max_epochs."""
         while not self.cfg.max_epochs or self.progress.epoch < self.cfg.max_epochs:
-            for pos, batch in iterate_epoch(self._epoch_split(), self.cfg.batch_tokens, self.cfg.seed,
-                                            self.progress.epoch, self.progress.position,
-                                            self.rank, self.world):
+            for pos, batch in iterate_epoch(
+                self._epoch_split(),
+                self.cfg.batch_tokens,
+                self.cfg.seed,
+                self.progress.epoch,
+                self.progress.position,
+                self.rank,
+                self.world,
+            ):
                 yield pos, batch
             self.progress.epoch += 1
             self.progress.position = 0
@@ -237,6 +298,7 @@ class Trainer:
         if not self.distributed:
             return value
         import torch.distributed as dist
+
         t = torch.tensor([value], dtype=torch.float64, device=self.device)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return float(t.item())
@@ -246,11 +308,16 @@ class Trainer:
         # logging's handlers are not reentrant.
         name = signal.Signals(signum).name
         if self.saving_on_signal:  # stopping a checkpoint write half-way would only lose it
-            _say(f"{name} received: still writing the checkpoint; training stops once it is written")
+            _say(
+                f"{name} received: still writing the checkpoint; training stops once it is written"
+            )
             return
         if self.stop_signal is not None:  # a second Ctrl-C: stop now, checkpoints stay intact
-            raise Interrupted(signum, f"training stopped at step {self.progress.step} without a new "
-                              "checkpoint; run the same command to resume from the last one")
+            raise Interrupted(
+                signum,
+                f"training stopped at step {self.progress.step} without a new "
+                "checkpoint; run the same command to resume from the last one",
+            )
         self.stop_signal = signum
         _say(f"{name} received: finishing this step, then checkpointing (again to stop at once)")
 
@@ -276,8 +343,11 @@ class Trainer:
 
     def _average(self) -> dict | None:
         """The newest numbered checkpoints averaged and validated (``train.average_last``)."""
+
         def evaluate(state: dict) -> dict:
-            self.log.validating(self.progress.step, self.validator.sentences, " the average of checkpoints")
+            self.log.validating(
+                self.progress.step, self.validator.sentences, " the average of checkpoints"
+            )
             model = copy.deepcopy(self.model)
             model.load_state_dict(state)
             return self.validator(model)
@@ -321,11 +391,20 @@ class Trainer:
                     steps_done += 1
                     tgt_tokens += ntok
                     src_tokens += nsrc
-                self.log.step(p.step, p.epoch, loss_value, self.optimizer.param_groups[0]["lr"],
-                              tgt_tokens, train_time, data_wait)
+                self.log.step(
+                    p.step,
+                    p.epoch,
+                    loss_value,
+                    self.optimizer.param_groups[0]["lr"],
+                    tgt_tokens,
+                    train_time,
+                    data_wait,
+                )
                 if self._agree(self.stop_signal is not None):
                     self.stop_signal = self.stop_signal or signal.SIGTERM
-                    log.info(f"{signal.Signals(self.stop_signal).name} received: checkpointing step {p.step}")
+                    log.info(
+                        f"{signal.Signals(self.stop_signal).name} received: checkpointing step {p.step}"
+                    )
                     break
                 stop_early = False
                 if p.step % cfg.valid_every == 0:
@@ -341,8 +420,16 @@ class Trainer:
             for s, h in handlers.items():
                 signal.signal(s, h)
             self.log.close_bar()
-        summary = self._summary(reason, time.perf_counter() - start, steps_done, train_time, data_wait,
-                                tgt_tokens, src_tokens, averaged)
+        summary = self._summary(
+            reason,
+            time.perf_counter() - start,
+            steps_done,
+            train_time,
+            data_wait,
+            tgt_tokens,
+            src_tokens,
+            averaged,
+        )
         self.log.finish(summary)
         if self.stop_signal is not None:
             raise TrainingInterrupted(self.stop_signal)
@@ -350,13 +437,17 @@ class Trainer:
 
     def _describe(self) -> None:
         n_params = self.model.parameter_count()
-        self.log.model_summary(f"model: {n_params / 1e6:.2f}M parameters, {self.recipe.model.rnn} "
-                               f"{self.recipe.model.attention} attention, {self.recipe.model.decoder} "
-                               f"decoder; device {self.device}, {self.precision}{self._threads()}; "
-                               f"{len(self.train_split)} training pairs")
+        self.log.model_summary(
+            f"model: {n_params / 1e6:.2f}M parameters, {self.recipe.model.rnn} "
+            f"{self.recipe.model.attention} attention, {self.recipe.model.decoder} "
+            f"decoder; device {self.device}, {self.precision}{self._threads()}; "
+            f"{len(self.train_split)} training pairs"
+        )
         if self.main and self.precision == "bf16" and not native_bf16(self.device):
-            log.warning("warning: train.precision bf16 has no hardware support on this device and "
-                        "runs far slower than fp32; use precision auto or fp32")
+            log.warning(
+                "warning: train.precision bf16 has no hardware support on this device and "
+                "runs far slower than fp32; use precision auto or fp32"
+            )
 
     def _threads(self) -> str:
         if self.device.type != "cpu":
@@ -384,23 +475,44 @@ class Trainer:
             return self._average()
         return None
 
-    def _summary(self, reason: str, wall: float, steps_done: int, train_time: float, data_wait: float,
-                 tgt_tokens: int, src_tokens: int, averaged: dict | None) -> dict:
+    def _summary(
+        self,
+        reason: str,
+        wall: float,
+        steps_done: int,
+        train_time: float,
+        data_wait: float,
+        tgt_tokens: int,
+        src_tokens: int,
+        averaged: dict | None,
+    ) -> dict:
         p = self.progress
         if self.distributed:  # throughput is the job's: every rank's tokens
             import torch.distributed as dist
+
             counts = torch.tensor([tgt_tokens, src_tokens], dtype=torch.float64, device=self.device)
             dist.all_reduce(counts)
             tgt_tokens, src_tokens = (int(c) for c in counts.tolist())
-        summary = {"steps": steps_done, "final_step": p.step, "epoch": p.epoch, "wall_s": round(wall, 2),
-                   "train_s": round(train_time, 2), "data_wait_s": round(data_wait, 3),
-                   "tgt_tokens": tgt_tokens, "src_tokens": src_tokens,
-                   "tgt_tokens_per_s": round(tgt_tokens / max(train_time, 1e-9), 1),
-                   "src_tokens_per_s": round(src_tokens / max(train_time, 1e-9), 1),
-                   "peak_rss_mb": round(peak_rss_mb(), 1), "nan_batches": p.nan_total,
-                   "best_step": p.best_step, "stop_reason": reason if self.stop_signal is None
-                   else f"interrupted by {signal.Signals(self.stop_signal).name}",
-                   "resumed_from": self.resumed_from, "validations": p.history[-5:]}
+        summary = {
+            "steps": steps_done,
+            "final_step": p.step,
+            "epoch": p.epoch,
+            "wall_s": round(wall, 2),
+            "train_s": round(train_time, 2),
+            "data_wait_s": round(data_wait, 3),
+            "tgt_tokens": tgt_tokens,
+            "src_tokens": src_tokens,
+            "tgt_tokens_per_s": round(tgt_tokens / max(train_time, 1e-9), 1),
+            "src_tokens_per_s": round(src_tokens / max(train_time, 1e-9), 1),
+            "peak_rss_mb": round(peak_rss_mb(), 1),
+            "nan_batches": p.nan_total,
+            "best_step": p.best_step,
+            "stop_reason": reason
+            if self.stop_signal is None
+            else f"interrupted by {signal.Signals(self.stop_signal).name}",
+            "resumed_from": self.resumed_from,
+            "validations": p.history[-5:],
+        }
         if self.cfg.valid_metric == "bleu" and p.best_metric is not None:
             summary["best_valid_bleu"] = round(p.best_metric, 2)
         if averaged is not None:
@@ -424,8 +536,14 @@ class Trainer:
         for _, batch in group:
             batch = batch.to(self.device)
             with self.autocast():
-                summed, _ = self.train_model(batch.src, batch.src_lengths, batch.tgt_in, eps,
-                                             batch.tgt_out, cfg.label_smoothing)
+                summed, _ = self.train_model(
+                    batch.src,
+                    batch.src_lengths,
+                    batch.tgt_in,
+                    eps,
+                    batch.tgt_out,
+                    cfg.label_smoothing,
+                )
             loss = summed / group_tokens
             if self.scaler is not None:
                 self.scaler.scale(loss).backward()
@@ -442,11 +560,15 @@ class Trainer:
             p.nan_in_row += 1
             p.nan_total += 1
             self.optimizer.zero_grad(set_to_none=True)
-            log.warning(f"warning: non-finite loss at step {p.step}; batch skipped "
-                        f"({p.nan_in_row} in a row, {p.nan_total} in all)")
+            log.warning(
+                f"warning: non-finite loss at step {p.step}; batch skipped "
+                f"({p.nan_in_row} in a row, {p.nan_total} in all)"
+            )
             if p.nan_in_row >= cfg.max_nan_batches:
-                raise UserError(f"training diverged: {p.nan_in_row} non-finite losses in a row at step "
-                                f"{p.step}; lower train.lr or raise train.clip_norm")
+                raise UserError(
+                    f"training diverged: {p.nan_in_row} non-finite losses in a row at step "
+                    f"{p.step}; lower train.lr or raise train.clip_norm"
+                )
             return None, 0, 0
         p.nan_in_row = 0
         if self.scaler is not None:
@@ -470,7 +592,15 @@ def _say(message: str) -> None:
         pass
 
 
-def train(recipe: Recipe, run_dir: Path, *, device: str = "auto", restart: bool = False,
-          progress_bar: bool | None = None) -> dict:
+def train(
+    recipe: Recipe,
+    run_dir: Path,
+    *,
+    device: str = "auto",
+    restart: bool = False,
+    progress_bar: bool | None = None,
+) -> dict:
     setup_logging(Path(run_dir))
-    return Trainer(recipe, Path(run_dir), device=device, restart=restart, progress_bar=progress_bar).train()
+    return Trainer(
+        recipe, Path(run_dir), device=device, restart=restart, progress_bar=progress_bar
+    ).train()

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterator, Sequence
 
 import torch
 
@@ -24,7 +24,11 @@ from nmt_cli.tokenizer import Tokenizer, normalize
 from nmt_cli.words import WordAttention, word_attention
 
 MAX_SOURCE_TOKENS = 250
-GREEDY_BATCH, GREEDY_BATCH_BF16, BEAM_BATCH = 128, 192, 64   # sentences per batch by default (auto_batch_size)
+GREEDY_BATCH, GREEDY_BATCH_BF16, BEAM_BATCH = (
+    128,
+    192,
+    64,
+)  # sentences per batch by default (auto_batch_size)
 TAIL_ROWS = 32  # the smallest batch, in rows a step (sentences x beam), that _batches tapers to
 
 
@@ -34,15 +38,15 @@ class DecodeOptions:
     length_penalty: float = 0.6
     max_len_ratio: float = 1.5
     max_len_const: int = 10
-    min_len: int = 1                # tokens before EOS may be chosen
-    batch_size: int = 0             # sentences per batch; 0 = auto_batch_size()
-    batch_tokens: int = 0           # if > 0: source tokens per batch instead
+    min_len: int = 1  # tokens before EOS may be chosen
+    batch_size: int = 0  # sentences per batch; 0 = auto_batch_size()
+    batch_tokens: int = 0  # if > 0: source tokens per batch instead
     nbest: int = 1
     attention: bool = False
-    shortlist: bool = False         # decode over the model's vocabulary shortlist, if it has one
-    shortlist_per_source: int = 0   # the shortlist's candidates per source piece (0 = all)
-    shortlist_frequent: int = 0     # the shortlist's most common pieces (0 = all)
-    workers: int = 1                # CPU: batches decoded side by side, one thread each
+    shortlist: bool = False  # decode over the model's vocabulary shortlist, if it has one
+    shortlist_per_source: int = 0  # the shortlist's candidates per source piece (0 = all)
+    shortlist_frequent: int = 0  # the shortlist's most common pieces (0 = all)
+    workers: int = 1  # CPU: batches decoded side by side, one thread each
 
 
 def auto_batch_size(opts: DecodeOptions, bf16: bool = False) -> int:
@@ -59,8 +63,13 @@ def auto_batch_size(opts: DecodeOptions, bf16: bool = False) -> int:
     return BEAM_BATCH
 
 
-def _batches(order: Sequence[int], lengths: Sequence[int], opts: DecodeOptions,
-             bf16: bool = False, workers: int = 1) -> Iterator[list[int]]:
+def _batches(
+    order: Sequence[int],
+    lengths: Sequence[int],
+    opts: DecodeOptions,
+    bf16: bool = False,
+    workers: int = 1,
+) -> Iterator[list[int]]:
     """Length-sorted ``order`` in batches of the options' size (or token budget). With several
     workers the last batches taper: none takes more than its share, 1/workers, of the sentences
     still left, down to TAIL_ROWS rows a step. Workers take batches in turn as they come free,
@@ -79,8 +88,9 @@ def _batches(order: Sequence[int], lengths: Sequence[int], opts: DecodeOptions,
     longest, limit = 0, cap()
     for i in order:
         longest_if = max(longest, lengths[i], 1)
-        too_big = len(batch) >= limit or (opts.batch_tokens > 0
-                                          and longest_if * (len(batch) + 1) > opts.batch_tokens)
+        too_big = len(batch) >= limit or (
+            opts.batch_tokens > 0 and longest_if * (len(batch) + 1) > opts.batch_tokens
+        )
         if batch and too_big:
             yield batch
             left -= len(batch)
@@ -112,8 +122,9 @@ def _single_threaded_pool(workers: int):
         torch.set_num_threads(before)
 
 
-def decode_ids(model, sources: Sequence[Sequence[int]], opts: DecodeOptions,
-               device: torch.device | str = "cpu") -> list[list[Hypothesis]]:
+def decode_ids(
+    model, sources: Sequence[Sequence[int]], opts: DecodeOptions, device: torch.device | str = "cpu"
+) -> list[list[Hypothesis]]:
     """Decode token-id sources (non-empty) in length-sorted batches; results in input order."""
     shortlist = getattr(model, "shortlist", None) if opts.shortlist else None
     lengths = [len(s) for s in sources]
@@ -124,15 +135,25 @@ def decode_ids(model, sources: Sequence[Sequence[int]], opts: DecodeOptions,
         width = max(max(lengths[i] for i in batch), 1)
         src = torch.zeros(len(batch), width, dtype=torch.long)
         for row, i in enumerate(batch):
-            src[row, :lengths[i]] = torch.as_tensor(sources[i], dtype=torch.long)
+            src[row, : lengths[i]] = torch.as_tensor(sources[i], dtype=torch.long)
         src_lengths = torch.tensor([max(lengths[i], 1) for i in batch])
-        return batch, search(model, src.to(device), src_lengths, beam_size=opts.beam_size,
-                             alpha=opts.length_penalty, max_len_ratio=opts.max_len_ratio,
-                             max_len_const=opts.max_len_const, min_len=opts.min_len, nbest=opts.nbest,
-                             attention=opts.attention,
-                             vocab=None if shortlist is None else
-                             shortlist.candidates(src, src_lengths, opts.shortlist_per_source,
-                                                  opts.shortlist_frequent).to(device))
+        return batch, search(
+            model,
+            src.to(device),
+            src_lengths,
+            beam_size=opts.beam_size,
+            alpha=opts.length_penalty,
+            max_len_ratio=opts.max_len_ratio,
+            max_len_const=opts.max_len_const,
+            min_len=opts.min_len,
+            nbest=opts.nbest,
+            attention=opts.attention,
+            vocab=None
+            if shortlist is None
+            else shortlist.candidates(
+                src, src_lengths, opts.shortlist_per_source, opts.shortlist_frequent
+            ).to(device),
+        )
 
     on_cpu = torch.device(device).type == "cpu"
     side_by_side = opts.workers if on_cpu else 1
@@ -156,14 +177,16 @@ def decode_ids(model, sources: Sequence[Sequence[int]], opts: DecodeOptions,
 @dataclass
 class Alternative:
     """One of the n best translations of a sentence."""
+
     text: str
-    score: float          # total log-probability, EOS included
-    norm_score: float     # the length-penalised score the search ranked by
+    score: float  # total log-probability, EOS included
+    norm_score: float  # the length-penalised score the search ranked by
 
 
 @dataclass
 class Translation:
     """The result for one input line; ``alignment`` and ``attention`` are filled when asked for."""
+
     source: str
     text: str
     hypotheses: list[Hypothesis]
@@ -186,16 +209,23 @@ class Translator:
     :class:`Translation` per line with the recipe's decoding settings, as `nmt translate` writes it.
     """
 
-    def __init__(self, model, tokenizer: Tokenizer, opts: DecodeOptions, device="cpu",
-                 max_source_tokens: int = MAX_SOURCE_TOKENS, warn: Callable[[str], None] | None = None,
-                 lowercase: bool = False):
+    def __init__(
+        self,
+        model,
+        tokenizer: Tokenizer,
+        opts: DecodeOptions,
+        device="cpu",
+        max_source_tokens: int = MAX_SOURCE_TOKENS,
+        warn: Callable[[str], None] | None = None,
+        lowercase: bool = False,
+    ):
         self.model, self.tokenizer, self.opts, self.device = model, tokenizer, opts, device
         self.lowercase = lowercase  # the model was trained on lowercased text (data.lowercase)
         self.max_source_tokens = max_source_tokens
         self.warn = warn or (lambda msg: print(msg, file=sys.stderr))
         self.warned_truncation = False
-        self.recipe = None       # set by load(): the checkpoint's recipe
-        self.checkpoint = None   # set by load(): the checkpoint file
+        self.recipe = None  # set by load(): the checkpoint's recipe
+        self.checkpoint = None  # set by load(): the checkpoint file
 
     @property
     def precision(self) -> str:
@@ -204,8 +234,15 @@ class Translator:
         return "bf16" if first is not None and first.dtype == torch.bfloat16 else "fp32"
 
     @classmethod
-    def load(cls, model: str | os.PathLike | Sequence[str | os.PathLike], *, device: str = "auto",
-             beam_size: int | None = None, threads: int | None = None, **options) -> "Translator":
+    def load(
+        cls,
+        model: str | os.PathLike | Sequence[str | os.PathLike],
+        *,
+        device: str = "auto",
+        beam_size: int | None = None,
+        threads: int | None = None,
+        **options,
+    ) -> Translator:
         """A Translator for a run dir or checkpoint file (a list of them: their ensemble).
         ``threads``: CPU threads torch may use; other options as :func:`load_translator`'s,
         each defaulting to the recipe's ``decode.*``."""
@@ -213,30 +250,48 @@ class Translator:
         if threads is not None:
             if threads < 1:
                 from nmt_cli.errors import UserError
+
                 raise UserError(f"threads: {threads} is not a positive number of threads")
             torch.set_num_threads(threads)
-        return load_translator([str(m) for m in models], device=device, beam_size=beam_size, **options)
+        return load_translator(
+            [str(m) for m in models], device=device, beam_size=beam_size, **options
+        )
 
-    def translate(self, lines: Sequence[str], *, nbest: int | None = None, alignments: bool = False,
-                  attention: bool = False, beam_size: int | None = None) -> list[Translation]:
+    def translate(
+        self,
+        lines: Sequence[str],
+        *,
+        nbest: int | None = None,
+        alignments: bool = False,
+        attention: bool = False,
+        beam_size: int | None = None,
+    ) -> list[Translation]:
         """One Translation per line, in order. ``nbest``, ``beam_size``: this call's, instead of the
         loaded ones; ``alignments``, ``attention``: fill those fields."""
         opts = self.opts
         if nbest is not None or beam_size is not None or alignments or attention:
-            opts = replace(opts, nbest=opts.nbest if nbest is None else nbest,
-                           beam_size=opts.beam_size if beam_size is None else beam_size,
-                           attention=opts.attention or alignments or attention)
+            opts = replace(
+                opts,
+                nbest=opts.nbest if nbest is None else nbest,
+                beam_size=opts.beam_size if beam_size is None else beam_size,
+                attention=opts.attention or alignments or attention,
+            )
             if opts.nbest > opts.beam_size or opts.nbest < 1 or opts.beam_size < 1:
                 from nmt_cli.errors import UserError
-                raise UserError(f"nbest {opts.nbest} must be between 1 and the beam size {opts.beam_size}")
+
+                raise UserError(
+                    f"nbest {opts.nbest} must be between 1 and the beam size {opts.beam_size}"
+                )
         cleaned = [normalize(line, self.lowercase) for line in lines]
         ids = self.tokenizer.encode_src(cleaned)
         truncated = [len(x) > self.max_source_tokens for x in ids]
         if any(truncated) and not self.warned_truncation:
             self.warned_truncation = True
-            self.warn(f"warning: a line is longer than {self.max_source_tokens} subwords; "
-                      "overlong lines are cut to that length")
-        ids = [x[:self.max_source_tokens] for x in ids]
+            self.warn(
+                f"warning: a line is longer than {self.max_source_tokens} subwords; "
+                "overlong lines are cut to that length"
+            )
+        ids = [x[: self.max_source_tokens] for x in ids]
         todo = [i for i, x in enumerate(ids) if x]
         hyps = decode_ids(self.model, [ids[i] for i in todo], opts, self.device) if todo else []
         out = [Translation(lines[i], "", [], ids[i], truncated[i]) for i in range(len(lines))]
@@ -253,7 +308,9 @@ class Translator:
                 if alignments:
                     tr.alignment = alignment_pairs(sentence[0], src_p, tgt_p)
                 if attention:
-                    tr.attention = word_attention(sentence[0].attention, src_p, tgt_p, tr.source, tr.text)
+                    tr.attention = word_attention(
+                        sentence[0].attention, src_p, tgt_p, tr.source, tr.text
+                    )
         return out
 
 
@@ -267,8 +324,9 @@ def count_lines(path) -> int:
     return n + (last != b"\n")
 
 
-def read_lines_stream(stream, interactive: bool, buffer_lines: int = 2000,
-                      invalid: list[int] | None = None) -> Iterator[list[str]]:
+def read_lines_stream(
+    stream, interactive: bool, buffer_lines: int = 2000, invalid: list[int] | None = None
+) -> Iterator[list[str]]:
     """Chunks of decoded lines from a binary stream: one line at a time when interactive. Bytes
     that are not UTF-8 become U+FFFD; the 1-based numbers of such lines go to ``invalid``."""
     chunk: list[str] = []
@@ -295,15 +353,20 @@ def invalid_utf8_warning(numbers: Sequence[int], shown: int = 5) -> str:
     listed = ", ".join(map(str, numbers[:shown]))
     more = f" and {len(numbers) - shown} more" if len(numbers) > shown else ""
     which = f"line {listed}" if len(numbers) == 1 else f"{len(numbers)} lines ({listed}{more})"
-    return (f"warning: input {which} {'is' if len(numbers) == 1 else 'are'} not valid UTF-8; "
-            "the bad bytes were replaced by U+FFFD and translated as such")
+    return (
+        f"warning: input {which} {'is' if len(numbers) == 1 else 'are'} not valid UTF-8; "
+        "the bad bytes were replaced by U+FFFD and translated as such"
+    )
 
 
-def alignment_pairs(hyp: Hypothesis, src_pieces: Sequence[str], tgt_pieces: Sequence[str]) -> list[tuple[int, int]]:
+def alignment_pairs(
+    hyp: Hypothesis, src_pieces: Sequence[str], tgt_pieces: Sequence[str]
+) -> list[tuple[int, int]]:
     """Hard word alignment i-j from subword attention: weights summed per (source word, target word),
     each target word aligned to its argmax source word. Words start at pieces beginning with '▁'."""
     if hyp.attention is None:
         return []
+
     def word_index(pieces: Sequence[str]) -> list[int]:
         idx, w = [], -1
         for k, p in enumerate(pieces):
@@ -311,14 +374,18 @@ def alignment_pairs(hyp: Hypothesis, src_pieces: Sequence[str], tgt_pieces: Sequ
                 w += 1
             idx.append(w)
         return idx
+
     src_w, tgt_w = word_index(src_pieces), word_index(tgt_pieces)
     if not src_w or not tgt_w:
         return []
-    att = hyp.attention[:len(tgt_pieces), :len(src_pieces)].float()
+    att = hyp.attention[: len(tgt_pieces), : len(src_pieces)].float()
     n_src, n_tgt = src_w[-1] + 1, tgt_w[-1] + 1
     words = torch.zeros(n_tgt, n_src)
-    words.index_add_(0, torch.tensor(tgt_w), torch.zeros(len(tgt_w), n_src).index_add_(
-        1, torch.tensor(src_w), att))
+    words.index_add_(
+        0,
+        torch.tensor(tgt_w),
+        torch.zeros(len(tgt_w), n_src).index_add_(1, torch.tensor(src_w), att),
+    )
     best = words.argmax(dim=1).tolist()
     return sorted({(best[j], j) for j in range(n_tgt)})
 
@@ -331,9 +398,11 @@ def shade_rows(weights: torch.Tensor, src_pieces: Sequence[str], tgt_pieces: Seq
     label = max([len(p) for p in tgt_pieces] + [1])
     lines = [" " * label + " " + " ".join(f"{p:>{w}}" for p, w in zip(src_pieces, widths))]
     for j, piece in enumerate(tgt_pieces):
-        row = weights[j, :len(src_pieces)].tolist() if j < weights.size(0) else []
-        cells = " ".join(shades[min(int(w * len(shades)), len(shades) - 1)] * width
-                         for w, width in zip(row, widths))
+        row = weights[j, : len(src_pieces)].tolist() if j < weights.size(0) else []
+        cells = " ".join(
+            shades[min(int(w * len(shades)), len(shades) - 1)] * width
+            for w, width in zip(row, widths)
+        )
         lines.append(f"{piece:>{label}} {cells}")
     return "\n".join(lines)
 
@@ -347,7 +416,9 @@ class OutputOptions:
     show_attention: bool = False
 
 
-def format_translation(index: int, tr: Translation, tokenizer: Tokenizer, out: OutputOptions) -> list[str]:
+def format_translation(
+    index: int, tr: Translation, tokenizer: Tokenizer, out: OutputOptions
+) -> list[str]:
     if out.nbest > 1:
         lines = []
         texts = tokenizer.decode_tgt([h.tokens for h in tr.hypotheses])
@@ -368,25 +439,43 @@ def format_translation(index: int, tr: Translation, tokenizer: Tokenizer, out: O
     return ["\t".join(fields)]
 
 
-def translate_stream(translator: Translator, in_stream, out_stream, *, interactive: bool,
-                     out: OutputOptions, progress=None, done: list[int] | None = None,
-                     chunk_lines: int = 2000) -> int:
+def translate_stream(
+    translator: Translator,
+    in_stream,
+    out_stream,
+    *,
+    interactive: bool,
+    out: OutputOptions,
+    progress=None,
+    done: list[int] | None = None,
+    chunk_lines: int = 2000,
+) -> int:
     """Translate a binary line stream into a text stream; returns the number of lines.
     ``done[0]``, when given, follows the lines written so far (for a message on interruption).
     Lines are length-sorted into batches within chunks of ``chunk_lines``; a progress bar moves
     once per chunk."""
     import pathlib
+
     pictures = plot_dir(pathlib.Path(out.attention_plot)) if out.attention_plot else None
     invalid: list[int] = []
     try:
-        return _translate_chunks(translator, read_lines_stream(in_stream, interactive, chunk_lines, invalid),
-                                 out_stream, out, pictures, progress, done)
+        return _translate_chunks(
+            translator,
+            read_lines_stream(in_stream, interactive, chunk_lines, invalid),
+            out_stream,
+            out,
+            pictures,
+            progress,
+            done,
+        )
     finally:
         if invalid:
             translator.warn(invalid_utf8_warning(invalid))
 
 
-def _translate_chunks(translator, chunks, out_stream, out: OutputOptions, pictures, progress, done) -> int:
+def _translate_chunks(
+    translator, chunks, out_stream, out: OutputOptions, pictures, progress, done
+) -> int:
     tokenizer = translator.tokenizer
     count = 0
     for chunk in chunks:
@@ -400,7 +489,9 @@ def _translate_chunks(translator, chunks, out_stream, out: OutputOptions, pictur
                     src_p = tokenizer.src_pieces(tr.src_ids)
                     tgt_p = tokenizer.tgt_pieces(best.tokens) + ["</s>"]
                     if pictures:
-                        attention_heatmap(best.attention, src_p, tgt_p, pictures / f"{count:06d}.png")
+                        attention_heatmap(
+                            best.attention, src_p, tgt_p, pictures / f"{count:06d}.png"
+                        )
                     if out.show_attention:
                         print(shade_rows(best.attention, src_p, tgt_p), file=sys.stderr)
                 count += 1
@@ -413,18 +504,32 @@ def _translate_chunks(translator, chunks, out_stream, out: OutputOptions, pictur
 
 
 @torch.no_grad()
-def force_decode(model, tokenizer: Tokenizer, sources: Sequence[str], targets: Sequence[str],
-                 device="cpu", batch_size: int = 64, lowercase: bool = False) -> list[float]:
+def force_decode(
+    model,
+    tokenizer: Tokenizer,
+    sources: Sequence[str],
+    targets: Sequence[str],
+    device="cpu",
+    batch_size: int = 64,
+    lowercase: bool = False,
+) -> list[float]:
     """log p(y | x) = Σ_i log p(y_i | y_<i, x), EOS included, for each (source, target) pair;
     ``lowercase`` for a model trained with data.lowercase."""
     import numpy as np
+
     from nmt_cli.data import collate  # preprocessing's module: only forced decoding needs it
+
     src_ids = tokenizer.encode_src([normalize(s, lowercase) for s in sources])
     tgt_ids = tokenizer.encode_tgt([normalize(t, lowercase) for t in targets])
     out: list[float] = []
     for start in range(0, len(src_ids), batch_size):
-        batch = collate([np.asarray(s[:MAX_SOURCE_TOKENS], dtype=np.int64) for s in src_ids[start:start + batch_size]],
-                        [np.asarray(t, dtype=np.int64) for t in tgt_ids[start:start + batch_size]])
+        batch = collate(
+            [
+                np.asarray(s[:MAX_SOURCE_TOKENS], dtype=np.int64)
+                for s in src_ids[start : start + batch_size]
+            ],
+            [np.asarray(t, dtype=np.int64) for t in tgt_ids[start : start + batch_size]],
+        )
         logits, _ = model(batch.src.to(device), batch.src_lengths, batch.tgt_in.to(device))
         logp = torch.log_softmax(logits.float(), dim=-1)
         target = batch.tgt_out.to(device)
@@ -433,20 +538,32 @@ def force_decode(model, tokenizer: Tokenizer, sources: Sequence[str], targets: S
     return out
 
 
-def load_translator(models: Sequence[str], *, device: str = "auto", quantize: str = "none",
-                    beam_size: int | None = None, batch_size: int | None = None,
-                    batch_tokens: int | None = None, nbest: int = 1, attention: bool = False,
-                    shortlist: bool | None = None, length_penalty: float | None = None,
-                    workers: int | None = None, shortlist_per_source: int | None = None,
-                    shortlist_frequent: int | None = None, precision: str | None = None) -> "Translator":
+def load_translator(
+    models: Sequence[str],
+    *,
+    device: str = "auto",
+    quantize: str = "none",
+    beam_size: int | None = None,
+    batch_size: int | None = None,
+    batch_tokens: int | None = None,
+    nbest: int = 1,
+    attention: bool = False,
+    shortlist: bool | None = None,
+    length_penalty: float | None = None,
+    workers: int | None = None,
+    shortlist_per_source: int | None = None,
+    shortlist_frequent: int | None = None,
+    precision: str | None = None,
+) -> Translator:
     """A Translator for one model, or the ensemble of several (run dirs or checkpoint files with
     one vocabulary). Options left as None (or 0) take the first model's recipe's ``decode.*``.
     ``precision`` bf16 (``auto`` on a CPU with bf16 hardware) converts the weights to bf16, so that
     every matrix product runs in bf16; log-probabilities and scores stay fp32."""
     from nmt_cli.checkpoint import load_model
+    from nmt_cli.device import pick_device, resolve_decode_precision
     from nmt_cli.errors import UserError
     from nmt_cli.model.ensemble import Ensemble
-    from nmt_cli.device import pick_device, resolve_decode_precision
+
     if not models:
         raise UserError("-m/--model: give a run dir or checkpoint")
     dev = pick_device(device)
@@ -454,11 +571,16 @@ def load_translator(models: Sequence[str], *, device: str = "auto", quantize: st
     model, recipe, tokenizer, _ = loaded[0]
     for other in loaded[1:]:
         if other[2].tgt_proto != tokenizer.tgt_proto or other[2].src_proto != tokenizer.src_proto:
-            raise UserError(f"{other[3]}: uses a different vocabulary than {loaded[0][3]}; cannot ensemble")
+            raise UserError(
+                f"{other[3]}: uses a different vocabulary than {loaded[0][3]}; cannot ensemble"
+            )
         if other[1].data.lowercase != recipe.data.lowercase:
-            raise UserError(f"{other[3]}: data.lowercase differs from {loaded[0][3]}'s; cannot ensemble")
+            raise UserError(
+                f"{other[3]}: data.lowercase differs from {loaded[0][3]}'s; cannot ensemble"
+            )
     if quantize == "int8":
         from nmt_cli.quantize import quantize_int8
+
         loaded = [(quantize_int8(m), *rest) for m, *rest in loaded]
     elif quantize != "none":
         raise UserError(f"--quantize: '{quantize}' is not one of none, int8")
@@ -467,25 +589,36 @@ def load_translator(models: Sequence[str], *, device: str = "auto", quantize: st
     model = loaded[0][0] if len(loaded) == 1 else Ensemble([x[0] for x in loaded]).eval()
     if len(loaded) > 1:
         from nmt_cli.shortlist import merge_shortlists
+
         model.shortlist = merge_shortlists([x[0].shortlist for x in loaded])
     d = recipe.decode
     has_shortlist = getattr(model, "shortlist", None) is not None
     if shortlist and not has_shortlist:
-        raise UserError(f"--shortlist: {loaded[0][3]} has no vocabulary shortlist "
-                        "(trained before shortlists existed); use --no-shortlist")
+        raise UserError(
+            f"--shortlist: {loaded[0][3]} has no vocabulary shortlist "
+            "(trained before shortlists existed); use --no-shortlist"
+        )
     if shortlist is None:  # the recipe's default applies where the checkpoint has a shortlist
         shortlist = d.shortlist and has_shortlist
-    opts = DecodeOptions(beam_size=beam_size or d.beam_size,
-                         length_penalty=d.length_penalty if length_penalty is None else length_penalty,
-                         max_len_ratio=d.max_len_ratio, max_len_const=d.max_len_const,
-                         min_len=d.min_len, batch_size=batch_size or d.batch_size,
-                         batch_tokens=batch_tokens or 0,
-                         nbest=nbest, attention=attention, shortlist=shortlist,
-                         shortlist_per_source=d.shortlist_per_source if shortlist_per_source is None
-                         else shortlist_per_source,
-                         shortlist_frequent=d.shortlist_frequent if shortlist_frequent is None
-                         else shortlist_frequent,
-                         workers=workers or d.workers or torch.get_num_threads())
+    opts = DecodeOptions(
+        beam_size=beam_size or d.beam_size,
+        length_penalty=d.length_penalty if length_penalty is None else length_penalty,
+        max_len_ratio=d.max_len_ratio,
+        max_len_const=d.max_len_const,
+        min_len=d.min_len,
+        batch_size=batch_size or d.batch_size,
+        batch_tokens=batch_tokens or 0,
+        nbest=nbest,
+        attention=attention,
+        shortlist=shortlist,
+        shortlist_per_source=d.shortlist_per_source
+        if shortlist_per_source is None
+        else shortlist_per_source,
+        shortlist_frequent=d.shortlist_frequent
+        if shortlist_frequent is None
+        else shortlist_frequent,
+        workers=workers or d.workers or torch.get_num_threads(),
+    )
     if nbest > opts.beam_size:
         raise UserError(f"--nbest {nbest} exceeds the beam size {opts.beam_size}")
     translator = Translator(model, tokenizer, opts, dev, lowercase=recipe.data.lowercase)

@@ -4,7 +4,7 @@ number (``train.valid_metric``) that best checkpoints, early stopping and averag
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import sacrebleu
@@ -17,38 +17,61 @@ from nmt_cli.translate import DecodeOptions, decode_ids
 
 
 @torch.no_grad()
-def validate(model, split: EncodedSplit, refs: list[str], tokenizer: Tokenizer, recipe: Recipe,
-             device: torch.device, autocast) -> dict:
+def validate(
+    model,
+    split: EncodedSplit,
+    refs: list[str],
+    tokenizer: Tokenizer,
+    recipe: Recipe,
+    device: torch.device,
+    autocast,
+) -> dict:
     """Loss, perplexity and greedy-decoding BLEU on (at most valid_max_sentences of) the valid split."""
     model.eval()
     n = min(len(split), recipe.train.valid_max_sentences)
     total_nll, total_tokens = 0.0, 0
     order = np.argsort(np.asarray(split.tgt.lengths[:n]), kind="stable")
     for start in range(0, n, 64):
-        batch = make_batch(split, order[start:start + 64]).to(device)
+        batch = make_batch(split, order[start : start + 64]).to(device)
         with autocast():
             summed, _ = model(batch.src, batch.src_lengths, batch.tgt_in, tgt_out=batch.tgt_out)
         total_nll += float(summed)
         total_tokens += batch.tgt_tokens
     sources = [list(split.src.get(i)) for i in range(n)]
-    opts = DecodeOptions(beam_size=1, max_len_ratio=recipe.decode.max_len_ratio,
-                         max_len_const=recipe.decode.max_len_const,
-                         min_len=recipe.decode.min_len, batch_size=100)
+    opts = DecodeOptions(
+        beam_size=1,
+        max_len_ratio=recipe.decode.max_len_ratio,
+        max_len_const=recipe.decode.max_len_const,
+        min_len=recipe.decode.min_len,
+        batch_size=100,
+    )
     with autocast():
         hyps = decode_ids(model, [s or [PAD] for s in sources], opts, device)
     texts = tokenizer.decode_tgt([h[0].tokens for h in hyps])
     bleu = sacrebleu.corpus_bleu(texts, [refs[:n]]).score
     model.train()
     loss = total_nll / max(total_tokens, 1)
-    return {"loss": loss, "ppl": math.exp(min(loss, 50.0)), "bleu": bleu, "sentences": n,
-            "samples": list(zip(texts[:3], refs[:3]))}
+    return {
+        "loss": loss,
+        "ppl": math.exp(min(loss, 50.0)),
+        "bleu": bleu,
+        "sentences": n,
+        "samples": list(zip(texts[:3], refs[:3])),
+    }
 
 
 class Validator:
     """Measures a model on one valid split; ``score`` turns a result into higher-is-better."""
 
-    def __init__(self, split: EncodedSplit, refs: list[str], tokenizer: Tokenizer, recipe: Recipe,
-                 device: torch.device, autocast: Callable):
+    def __init__(
+        self,
+        split: EncodedSplit,
+        refs: list[str],
+        tokenizer: Tokenizer,
+        recipe: Recipe,
+        device: torch.device,
+        autocast: Callable,
+    ):
         self.split, self.refs, self.tokenizer, self.recipe = split, refs, tokenizer, recipe
         self.device, self.autocast = device, autocast
         self.metric = recipe.train.valid_metric
@@ -58,7 +81,9 @@ class Validator:
         return min(len(self.split), self.recipe.train.valid_max_sentences)
 
     def __call__(self, model: torch.nn.Module) -> dict:
-        return validate(model, self.split, self.refs, self.tokenizer, self.recipe, self.device, self.autocast)
+        return validate(
+            model, self.split, self.refs, self.tokenizer, self.recipe, self.device, self.autocast
+        )
 
     def score(self, result: dict) -> float:
         """The result as a score where higher is better (``train.valid_metric``)."""

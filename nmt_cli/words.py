@@ -9,8 +9,8 @@ row still sums to 1 and its argmax is the word `nmt translate --alignments` prin
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import torch
 
@@ -42,31 +42,53 @@ def words_of(pieces: Sequence[str], text: str) -> list[str]:
 @dataclass
 class WordAttention:
     """The attention of one translation, over pieces as the model saw them and over words."""
+
     source_pieces: list[str]
     target_pieces: list[str]
     piece_weights: list[list[float]]  # one row per target piece, one column per source piece
     source_words: list[str]
     target_words: list[str]
-    weights: list[list[float]]        # one row per target word (summing to 1), one column per source word
+    weights: list[list[float]]  # one row per target word (summing to 1), one column per source word
 
     def as_dict(self) -> dict:
-        return {"source_words": self.source_words, "target_words": self.target_words,
-                "weights": self.weights, "source_pieces": self.source_pieces,
-                "target_pieces": self.target_pieces, "piece_weights": self.piece_weights}
+        return {
+            "source_words": self.source_words,
+            "target_words": self.target_words,
+            "weights": self.weights,
+            "source_pieces": self.source_pieces,
+            "target_pieces": self.target_pieces,
+            "piece_weights": self.piece_weights,
+        }
 
 
-def word_attention(weights: torch.Tensor, src_pieces: Sequence[str], tgt_pieces: Sequence[str],
-                   source_text: str, target_text: str) -> WordAttention:
+def word_attention(
+    weights: torch.Tensor,
+    src_pieces: Sequence[str],
+    tgt_pieces: Sequence[str],
+    source_text: str,
+    target_text: str,
+) -> WordAttention:
     """Merge a (target pieces [+ EOS], source pieces) attention matrix into words; the EOS row,
     if present, is left out."""
-    att = weights[:len(tgt_pieces), :len(src_pieces)].float()
+    att = weights[: len(tgt_pieces), : len(src_pieces)].float()
     src_w, tgt_w = word_index(src_pieces), word_index(tgt_pieces)
     n_src = src_w[-1] + 1 if src_w else 0
     n_tgt = tgt_w[-1] + 1 if tgt_w else 0
-    by_source_word = torch.zeros(len(tgt_pieces), n_src).index_add_(1, torch.tensor(src_w, dtype=torch.long), att)
-    summed = torch.zeros(n_tgt, n_src).index_add_(0, torch.tensor(tgt_w, dtype=torch.long), by_source_word)
-    pieces_per_word = torch.bincount(torch.tensor(tgt_w, dtype=torch.long), minlength=n_tgt).clamp(min=1)
+    by_source_word = torch.zeros(len(tgt_pieces), n_src).index_add_(
+        1, torch.tensor(src_w, dtype=torch.long), att
+    )
+    summed = torch.zeros(n_tgt, n_src).index_add_(
+        0, torch.tensor(tgt_w, dtype=torch.long), by_source_word
+    )
+    pieces_per_word = torch.bincount(torch.tensor(tgt_w, dtype=torch.long), minlength=n_tgt).clamp(
+        min=1
+    )
     merged = summed / pieces_per_word.unsqueeze(1)
-    return WordAttention(list(src_pieces), list(tgt_pieces), att.tolist(),
-                         words_of(src_pieces, source_text), words_of(tgt_pieces, target_text),
-                         merged.tolist())
+    return WordAttention(
+        list(src_pieces),
+        list(tgt_pieces),
+        att.tolist(),
+        words_of(src_pieces, source_text),
+        words_of(tgt_pieces, target_text),
+        merged.tolist(),
+    )

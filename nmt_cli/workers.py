@@ -17,8 +17,9 @@ import multiprocessing
 import os
 import signal
 from collections import deque
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
-from typing import Callable, Iterable, Iterator, TypeVar
+from typing import TypeVar
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
@@ -49,14 +50,20 @@ def _worker_start(parent: int) -> None:
         os._exit(1)
 
 
-def ordered_map(func: Callable[[T], R], items: Iterable[T], workers: int, ahead: int = 2) -> Iterator[R]:
+def ordered_map(
+    func: Callable[[T], R], items: Iterable[T], workers: int, ahead: int = 2
+) -> Iterator[R]:
     """``map(func, items)`` on ``workers`` processes, in order; serial in this process when
     ``workers`` is 1 or fork is unavailable. ``func`` and each item must pickle."""
     if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
         yield from map(func, items)
         return
-    pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
-                               initializer=_worker_start, initargs=(os.getpid(),))
+    pool = ProcessPoolExecutor(
+        workers,
+        mp_context=multiprocessing.get_context("fork"),
+        initializer=_worker_start,
+        initargs=(os.getpid(),),
+    )
     pending: deque = deque()
     try:
         for item in items:

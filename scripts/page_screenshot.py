@@ -33,18 +33,30 @@ def main() -> None:
     from selenium.webdriver.support.ui import WebDriverWait
 
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    server = subprocess.Popen([sys.executable, "-m", "nmt_cli", "serve", "-m", args.model, "--port", "0"],
-                              stderr=subprocess.PIPE, text=True, env=env)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "nmt_cli", "serve", "-m", args.model, "--port", "0"],
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     line = server.stderr.readline()
     if "http://" not in line:
         sys.exit(f"nmt serve did not start: {line}{server.stderr.read()}")
-    url = line[line.index("http://"):].split()[0]
+    url = line[line.index("http://") :].split()[0]
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium") or "chromium"
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=1280,900",
-                 "--hide-scrollbars", "--force-device-scale-factor=1"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--window-size=1280,900",
+        "--hide-scrollbars",
+        "--force-device-scale-factor=1",
+    ):
         options.add_argument(flag)
-    driver = webdriver.Chrome(service=Service(executable_path=shutil.which("chromedriver")), options=options)
+    driver = webdriver.Chrome(
+        service=Service(executable_path=shutil.which("chromedriver")), options=options
+    )
     try:
         driver.get(url)
         wait = WebDriverWait(driver, 60)
@@ -56,7 +68,8 @@ def main() -> None:
         ActionChains(driver).move_to_element(word).perform()
         time.sleep(0.3)
         height, chrome = driver.execute_script(
-            "return [document.documentElement.scrollHeight, window.outerHeight - window.innerHeight]")
+            "return [document.documentElement.scrollHeight, window.outerHeight - window.innerHeight]"
+        )
         driver.set_window_size(1280, height + chrome + 8)
         time.sleep(0.3)
         args.output.parent.mkdir(parents=True, exist_ok=True)

@@ -34,9 +34,13 @@ def write_slice(directory: Path, n_train: int = 400, n_valid: int = 40) -> dict[
     for split, n in (("train", n_train), ("val", n_valid), ("test_2016_flickr", n_valid)):
         for lang in ("en", "fr"):
             (directory / f"{split}.{lang}").write_text(
-                "\n".join(multi30k_lines(split, lang, n)) + "\n", encoding="utf-8")
-    return {"train": str(directory / "train.{lang}"), "valid": str(directory / "val.{lang}"),
-            "test": [str(directory / "test_2016_flickr.{lang}")]}
+                "\n".join(multi30k_lines(split, lang, n)) + "\n", encoding="utf-8"
+            )
+    return {
+        "train": str(directory / "train.{lang}"),
+        "valid": str(directory / "val.{lang}"),
+        "test": [str(directory / "test_2016_flickr.{lang}")],
+    }
 
 
 TINY_MODEL = {"rnn": "gru", "embed_dim": 32, "hidden_dim": 32, "dropout": 0.1}
@@ -44,12 +48,19 @@ TINY_MODEL = {"rnn": "gru", "embed_dim": 32, "hidden_dim": 32, "dropout": 0.1}
 
 def tiny_recipe_dict(data: dict, **sections) -> dict:
     recipe = {
-        "name": "tiny", "src": "en", "tgt": "fr",
+        "name": "tiny",
+        "src": "en",
+        "tgt": "fr",
         "data": {"corpus": None, **data},
         "tokenizer": {"vocab_size": 300, "sample_sentences": 1000},
         "model": dict(TINY_MODEL),
-        "train": {"batch_tokens": 400, "valid_every": 1000, "checkpoint_every": 1000,
-                  "valid_max_sentences": 20, "seed": 7},
+        "train": {
+            "batch_tokens": 400,
+            "valid_every": 1000,
+            "checkpoint_every": 1000,
+            "valid_max_sentences": 20,
+            "seed": 7,
+        },
         "decode": {"beam_size": 2, "batch_size": 16},
     }
     for key, values in sections.items():
@@ -62,6 +73,7 @@ def tiny_run(tmp_path_factory):
     """A preprocessed run dir (real Multi30k slice, 300-piece vocabulary), shared read-only."""
     from nmt_cli.config import recipe_from_dict
     from nmt_cli.data import preprocess
+
     base = tmp_path_factory.mktemp("tiny")
     data = write_slice(base / "corpus")
     recipe = recipe_from_dict(tiny_recipe_dict(data))
@@ -70,12 +82,16 @@ def tiny_run(tmp_path_factory):
     return recipe, run_dir
 
 
-def trained_copy(tiny_run, tmp_path_factory, name: str, progress_bar: bool | None = None, **train_values) -> Path:
+def trained_copy(
+    tiny_run, tmp_path_factory, name: str, progress_bar: bool | None = None, **train_values
+) -> Path:
     """A copy of the tiny preprocessed run, trained with ``train_values`` over the recipe's train.*;
     returns its run dir."""
     import shutil
+
     from nmt_cli.config import recipe_from_dict
     from nmt_cli.training import train
+
     recipe, run_dir = tiny_run
     copy = tmp_path_factory.mktemp(name) / "run"
     shutil.copytree(run_dir, copy)

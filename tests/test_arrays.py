@@ -10,7 +10,9 @@ def test_chunked_writer_makes_a_valid_npy_only_on_close(tmp_path):
     writer.append(np.array([1, 2, 3]))
     writer.append(np.array([], dtype=np.int64))
     writer.append(np.arange(65530, 65536))
-    assert not path.exists() and (tmp_path / "a.npy.part").exists()  # a killed run leaves only .part
+    assert (
+        not path.exists() and (tmp_path / "a.npy.part").exists()
+    )  # a killed run leaves only .part
     writer.close()
     loaded = np.load(path, mmap_mode="r")
     assert loaded.dtype == np.uint16 and loaded.tolist() == [1, 2, 3, *range(65530, 65536)]

@@ -46,7 +46,7 @@ def test_concat_is_v_tanh_W1h_W2s():
     mask = torch.ones(2, 4, dtype=torch.bool)
     att = Attention("concat", 3, 5, attn_dim=6)
     sc = att.score
-    hidden = torch.tanh(sc.W1(h)[:, None, :, :] + sc.W2(s)[:, :, None, :])   # (B, T, S, A)
+    hidden = torch.tanh(sc.W1(h)[:, None, :, :] + sc.W2(s)[:, :, None, :])  # (B, T, S, A)
     scores = hidden @ sc.v[0]
     ctx, alpha = _manual(scores, h, mask[:, None, :])
     context, weights = att(att.prepare(h, mask), s)
@@ -54,12 +54,14 @@ def test_concat_is_v_tanh_W1h_W2s():
     assert torch.allclose(context, ctx, atol=1e-6)
 
 
-@pytest.mark.parametrize("scale", [1.0, 30.0])  # 30: most units saturated, where 2 sigmoid(2x) - 1 rounds
+@pytest.mark.parametrize(
+    "scale", [1.0, 30.0]
+)  # 30: most units saturated, where 2 sigmoid(2x) - 1 rounds
 def test_concat_scores_and_their_gradients_are_the_tanh_formulas_per_head(scale):
     torch.manual_seed(4)
     h, s = scale * torch.randn(2, 5, 6), scale * torch.randn(2, 3, 4)
     sc = Attention("concat", 6, 4, heads=2, attn_dim=7).score
-    got = sc.scores(sc.keys(h), s)                                              # (B, K, T, S)
+    got = sc.scores(sc.keys(h), s)  # (B, K, T, S)
     w1 = sc.W1(h).view(2, 5, 2, 7)
     w2 = sc.W2(s).view(2, 3, 2, 7)
     want = torch.einsum("btska,ka->bkts", torch.tanh(w1[:, None] + w2[:, :, None]), sc.v)
@@ -72,11 +74,12 @@ def test_concat_scores_and_their_gradients_are_the_tanh_formulas_per_head(scale)
 
 def test_concat_scores_decoded_a_few_sentences_at_a_time_equal_the_whole_batch(monkeypatch):
     import nmt_cli.model.attention as attention
+
     torch.manual_seed(5)
     h, s = torch.randn(7, 5, 6), torch.randn(7, 3, 4)
     sc = Attention("concat", 6, 4, heads=2, attn_dim=8).score
     keys = sc.keys(h)
-    whole = sc.scores(keys, s).detach()                 # with gradients: always the whole batch
+    whole = sc.scores(keys, s).detach()  # with gradients: always the whole batch
     monkeypatch.setattr(attention, "CHUNK_ELEMENTS", 2 * 3 * 5 * 8 * 2)  # two sentences a chunk
     with torch.no_grad():
         chunked = sc.scores(keys, s)
@@ -93,7 +96,7 @@ def test_concat_exponential_form_gives_the_training_scores(dtype, scale):
     mask = torch.tensor([[True] * 5, [True] * 3 + [False] * 2, [True] + [False] * 4])
     att = Attention("concat", 6, 4, heads=2, attn_dim=7).to(dtype)
     h, s = h.to(dtype), s.to(dtype)
-    plain = att.score.scores(att.score.keys(h), s).detach()           # the training form
+    plain = att.score.scores(att.score.keys(h), s).detach()  # the training form
     want_context, want_weights = (x.detach().float() for x in att(att.prepare(h, mask), s))
     with torch.no_grad():
         memory = att.prepare(h, mask)
@@ -101,13 +104,19 @@ def test_concat_exponential_form_gives_the_training_scores(dtype, scale):
         if memory.exp_keys is not None:
             assert memory.select(torch.tensor([2, 0])).exp_keys.shape[0] == 2
         searched = att.score.scores(memory.keys, s, memory.exp_keys)
-        out_of_range = att.score.scores(memory.keys, 100 * s, memory.exp_keys)  # queries past the limit
+        out_of_range = att.score.scores(
+            memory.keys, 100 * s, memory.exp_keys
+        )  # queries past the limit
         context, weights = att(memory, s)
     tolerance = 1e-5 if dtype == torch.float32 else 2e-2
     assert torch.isfinite(searched).all() and torch.isfinite(out_of_range).all()
     assert torch.allclose(searched.float(), plain.float(), atol=tolerance * scale, rtol=tolerance)
-    assert torch.allclose(out_of_range.float(), att.score.scores(att.score.keys(h), 100 * s).detach().float(),
-                          atol=tolerance * scale, rtol=tolerance)
+    assert torch.allclose(
+        out_of_range.float(),
+        att.score.scores(att.score.keys(h), 100 * s).detach().float(),
+        atol=tolerance * scale,
+        rtol=tolerance,
+    )
     assert torch.allclose(weights.float(), want_weights, atol=5 * tolerance)
     assert torch.allclose(context.float(), want_context, atol=5 * tolerance * scale)
     assert (weights[2, :, 1:] == 0).all()
@@ -176,7 +185,9 @@ def test_gradcheck(score):
     assert torch.autograd.gradcheck(fn, (h, s))
 
 
-@pytest.mark.parametrize("score, heads", [("dot", 1), ("general", 2), ("concat", 1), ("concat", 3), ("cosine", 2)])
+@pytest.mark.parametrize(
+    "score, heads", [("dot", 1), ("general", 2), ("concat", 1), ("concat", 3), ("cosine", 2)]
+)
 def test_projected_values_give_the_projected_context(score, heads):
     # W c + b from values W^(k) h_j (b on the first head's) equals W applied to the context itself
     torch.manual_seed(3)

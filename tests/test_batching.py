@@ -32,14 +32,16 @@ def test_jobs_queued_together_share_one_batch_and_get_their_own_answers():
     tr.release.clear()
     b = Batcher(max_batch_tokens=100, max_wait_ms=50, capacity=100, threads=1)
     b.start()
-    blocker = b.submit(job(tr, ["first"]))          # decoding, held
+    blocker = b.submit(job(tr, ["first"]))  # decoding, held
     time.sleep(0.05)
     futures = [b.submit(job(tr, [f"s{i} a", f"t{i}"], nbest=1 + i % 2)) for i in range(4)]
     tr.release.set()
     answers = [[r.text for r in f.result(10)] for f in futures]
     assert blocker.result(10)[0].text == "FIRST"
     assert answers == [[f"S{i} A", f"T{i}"] for i in range(4)]
-    assert tr.batches[1] == [s for i in range(4) for s in (f"s{i} a", f"t{i}")]  # one batch, arrival order
+    assert tr.batches[1] == [
+        s for i in range(4) for s in (f"s{i} a", f"t{i}")
+    ]  # one batch, arrival order
     b.close()
     assert b.pending == 0
 
@@ -51,8 +53,12 @@ def test_jobs_with_another_beam_or_over_the_token_budget_wait_for_the_next_batch
     b.start()
     b.submit(job(tr, ["x"]))
     time.sleep(0.05)
-    fs = [b.submit(job(tr, ["a b"])), b.submit(job(tr, ["c"], beam=2)), b.submit(job(tr, ["d e"])),
-          b.submit(job(tr, ["f g"]))]
+    fs = [
+        b.submit(job(tr, ["a b"])),
+        b.submit(job(tr, ["c"], beam=2)),
+        b.submit(job(tr, ["d e"])),
+        b.submit(job(tr, ["f g"])),
+    ]
     tr.release.set()
     for f in fs:
         f.result(10)

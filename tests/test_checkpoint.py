@@ -42,7 +42,9 @@ def test_pickle_that_runs_code_is_refused_and_nothing_runs(tmp_path):
 
 def _junk(count: int) -> list[bytes]:
     rng = random.Random(0)  # fixed: 300 blobs hit IndexError and struct.error inside the unpickler
-    return [b"", b"\x00" * 10] + [rng.randbytes(rng.choice([1, 10, 100, 1000, 4096])) for _ in range(count)]
+    return [b"", b"\x00" * 10] + [
+        rng.randbytes(rng.choice([1, 10, 100, 1000, 4096])) for _ in range(count)
+    ]
 
 
 def test_broken_files_give_one_line(tmp_path):
@@ -58,7 +60,7 @@ def test_truncated_checkpoint(tmp_path):
     path = tmp_path / "c.pt"
     ckpt.save_atomic({"format": ckpt.FORMAT, "model": {"w": torch.randn(1000)}}, path)
     data = path.read_bytes()
-    path.write_bytes(data[:len(data) // 2])
+    path.write_bytes(data[: len(data) // 2])
     with pytest.raises(CheckpointError, match="corrupt or truncated"):
         ckpt.load(path)
 
@@ -89,12 +91,15 @@ def test_not_a_checkpoint_and_missing(tmp_path):
         ckpt.resolve(tmp_path)
 
 
-@pytest.mark.parametrize("name, content, kind", [
-    ("en-fr.yaml", b"name: en-fr\nsrc: en\ntgt: fr\n", "a YAML file, perhaps a recipe"),
-    ("notes.txt", "caf\u00e9 cr\u00e8me\n".encode(), "a text file"),
-    ("noise.bin", bytes(range(1, 256)) * 4, "unknown binary content"),
-    ("empty.pt", b"", "an empty file"),
-])
+@pytest.mark.parametrize(
+    "name, content, kind",
+    [
+        ("en-fr.yaml", b"name: en-fr\nsrc: en\ntgt: fr\n", "a YAML file, perhaps a recipe"),
+        ("notes.txt", "caf\u00e9 cr\u00e8me\n".encode(), "a text file"),
+        ("noise.bin", bytes(range(1, 256)) * 4, "unknown binary content"),
+        ("empty.pt", b"", "an empty file"),
+    ],
+)
 def test_files_that_torch_never_wrote_are_named_not_checkpoints(tmp_path, name, content, kind):
     path = tmp_path / name
     path.write_bytes(content)
@@ -112,9 +117,14 @@ def trained_run(tiny_run, tmp_path_factory):
 
 def _outputs(loaded, lines, beam):
     from nmt_cli.translate import DecodeOptions, Translator
+
     model, _, tokenizer, _ = loaded
-    tr = Translator(model, tokenizer, DecodeOptions(beam_size=beam, batch_size=8, shortlist=True),
-                    warn=lambda m: None)
+    tr = Translator(
+        model,
+        tokenizer,
+        DecodeOptions(beam_size=beam, batch_size=8, shortlist=True),
+        warn=lambda m: None,
+    )
     return [(t.text, t.hypotheses[0].tokens, t.hypotheses[0].score) for t in tr.translate(lines)]
 
 
@@ -133,6 +143,7 @@ def test_mapped_load_gives_the_plain_load_s_weights_and_translations(trained_run
 
 def test_a_loaded_model_survives_its_file_being_replaced(trained_run, tmp_path):
     import shutil
+
     path = tmp_path / "model.pt"
     shutil.copyfile(ckpt.resolve(trained_run), path)
     loaded = ckpt.load_model(path)
@@ -146,6 +157,9 @@ def test_a_loaded_model_survives_its_file_being_replaced(trained_run, tmp_path):
 
 def test_mapping_falls_back_to_reading_a_legacy_file(tmp_path):
     path = tmp_path / "old.pt"
-    torch.save({"format": ckpt.FORMAT, "model": {"w": torch.arange(4.0)}}, path,
-               _use_new_zipfile_serialization=False)
+    torch.save(
+        {"format": ckpt.FORMAT, "model": {"w": torch.arange(4.0)}},
+        path,
+        _use_new_zipfile_serialization=False,
+    )
     assert torch.equal(ckpt.load(path, mmap=True)["model"]["w"], torch.arange(4.0))

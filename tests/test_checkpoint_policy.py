@@ -13,9 +13,16 @@ from nmt_cli.training import Progress
 
 def policy(tmp_path, progress, **cfg):
     """A policy whose checkpoints hold one weight equal to the step they were written at."""
+
     def payload():
-        return {"format": ckpt.FORMAT, "model": {"w": torch.full((2,), float(progress.step))},
-                "recipe": {}, "tokenizer": {}, "progress": {"step": progress.step}}
+        return {
+            "format": ckpt.FORMAT,
+            "model": {"w": torch.full((2,), float(progress.step))},
+            "recipe": {},
+            "tokenizer": {},
+            "progress": {"step": progress.step},
+        }
+
     return CheckpointPolicy(tmp_path, TrainConfig(**cfg), payload)
 
 
@@ -30,7 +37,9 @@ def test_keeps_the_newest_numbered_checkpoints_and_links_last_and_best(tmp_path)
         pol.save(p.step, best=p.step == 4)
     assert names(tmp_path) == ["best.pt", "last.pt", "step-4.pt", "step-6.pt"]
     assert ckpt.load(tmp_path / "checkpoints" / "last.pt")["progress"]["step"] == 6
-    assert os.path.samefile(tmp_path / "checkpoints" / "best.pt", tmp_path / "checkpoints" / "step-4.pt")
+    assert os.path.samefile(
+        tmp_path / "checkpoints" / "best.pt", tmp_path / "checkpoints" / "step-4.pt"
+    )
 
 
 def test_an_interruption_between_regular_steps_stays_out_of_averaging(tmp_path):
@@ -60,15 +69,18 @@ def test_judge_tracks_the_best_and_patience(tmp_path):
 
 
 @pytest.mark.parametrize("averaged_score, becomes_best", [(9.0, True), (1.0, False)])
-def test_average_of_the_newest_becomes_best_only_when_better(tmp_path, averaged_score, becomes_best):
+def test_average_of_the_newest_becomes_best_only_when_better(
+    tmp_path, averaged_score, becomes_best
+):
     p = Progress()
     pol = policy(tmp_path, p, checkpoint_every=1, valid_every=100, average_last=3)
     for p.step in (1, 2, 3, 4):
         pol.save(p.step, best=p.step == 4)
     p.best_metric = 5.0
     seen = []
-    steps, result, better = pol.average(p, lambda state: seen.append(state) or {"bleu": averaged_score},
-                                        lambda r: r["bleu"])
+    steps, result, better = pol.average(
+        p, lambda state: seen.append(state) or {"bleu": averaged_score}, lambda r: r["bleu"]
+    )
     assert steps == [2, 3, 4] and better is becomes_best
     assert torch.equal(seen[0]["w"], torch.full((2,), 3.0))  # the mean of 2, 3 and 4
     best = tmp_path / "checkpoints" / "best.pt"
@@ -79,7 +91,9 @@ def test_average_of_the_newest_becomes_best_only_when_better(tmp_path, averaged_
 def test_a_full_disk_costs_the_checkpoint_not_the_run(tmp_path, monkeypatch, caplog):
     p = Progress(step=1)
     pol = policy(tmp_path, p)
-    monkeypatch.setattr(ckpt, "save_atomic", lambda *a: (_ for _ in ()).throw(OSError(28, "No space left")))
+    monkeypatch.setattr(
+        ckpt, "save_atomic", lambda *a: (_ for _ in ()).throw(OSError(28, "No space left"))
+    )
     assert pol.save(1) is None
     assert "could not write checkpoint" in caplog.text
 

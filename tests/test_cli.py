@@ -3,13 +3,13 @@
 import gzip
 import importlib.util
 import json
-from collections import Counter
 import os
 import random
 import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -22,8 +22,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def nmt(*args, input: bytes | None = None, cwd=None, timeout=300, env=None):
     full_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "nmt_cli", *map(str, args)], input=input,
-                          capture_output=True, cwd=cwd or ROOT, timeout=timeout, env=full_env)
+    return subprocess.run(
+        [sys.executable, "-m", "nmt_cli", *map(str, args)],
+        input=input,
+        capture_output=True,
+        cwd=cwd or ROOT,
+        timeout=timeout,
+        env=full_env,
+    )
 
 
 def one_line_error(result, *needles):
@@ -46,14 +52,20 @@ def test_version_and_help():
             assert b"-m, --model RUN" in out.stdout, cmd
 
 
-@pytest.mark.parametrize("text, needle", [
-    ("model: {hiden_dim: 8}\n", "model.hiden_dim: unknown key (did you mean 'model.hidden_dim'?)"),
-    ("model: {rnn: transformer}\n", "model.rnn: 'transformer' is not one of gru, lstm, rnn"),
-    ("model: {dropout: 2}\n", "model.dropout: 2 is out of range"),
-    ("model: {layers: two}\n", "model.layers: expected an integer"),
-    ("model:\n  rnn: [\n", "broken YAML"),
-    ("", "the recipe is empty"),
-])
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        (
+            "model: {hiden_dim: 8}\n",
+            "model.hiden_dim: unknown key (did you mean 'model.hidden_dim'?)",
+        ),
+        ("model: {rnn: transformer}\n", "model.rnn: 'transformer' is not one of gru, lstm, rnn"),
+        ("model: {dropout: 2}\n", "model.dropout: 2 is out of range"),
+        ("model: {layers: two}\n", "model.layers: expected an integer"),
+        ("model:\n  rnn: [\n", "broken YAML"),
+        ("", "the recipe is empty"),
+    ],
+)
 def test_bad_recipes_end_in_one_line(tmp_path, text, needle):
     path = tmp_path / "bad.yaml"
     path.write_text(text)
@@ -62,14 +74,32 @@ def test_bad_recipes_end_in_one_line(tmp_path, text, needle):
 
 
 def test_bad_set_and_missing_recipe(tmp_path):
-    one_line_error(nmt("train", ROOT / "recipes/en-fr.yaml", "--set", "model.hidden_dim=wide",
-                       "--run-dir", tmp_path), "model.hidden_dim: expected an integer, got 'wide'")
+    one_line_error(
+        nmt(
+            "train",
+            ROOT / "recipes/en-fr.yaml",
+            "--set",
+            "model.hidden_dim=wide",
+            "--run-dir",
+            tmp_path,
+        ),
+        "model.hidden_dim: expected an integer, got 'wide'",
+    )
     one_line_error(nmt("train", tmp_path / "nope.yaml"), "recipe file not found")
 
 
 def test_fp16_on_a_cpu_is_refused_before_preprocessing(tmp_path):
-    result = nmt("train", "recipes/en-fr.yaml", "--run-dir", tmp_path / "run", "--device", "cpu",
-                 "--set", "train.precision=fp16", timeout=60)
+    result = nmt(
+        "train",
+        "recipes/en-fr.yaml",
+        "--run-dir",
+        tmp_path / "run",
+        "--device",
+        "cpu",
+        "--set",
+        "train.precision=fp16",
+        timeout=60,
+    )
     one_line_error(result, "fp16 needs a CUDA device")
     assert not (tmp_path / "run" / "data").exists()
 
@@ -77,7 +107,9 @@ def test_fp16_on_a_cpu_is_refused_before_preprocessing(tmp_path):
 def test_bad_command_lines_are_one_line():
     one_line_error(nmt("translate", "--bogus"), "No such option: --bogus", "nmt translate --help")
     one_line_error(nmt("translate", "-m", "x", "--beam-size", 0, input=b"hi\n"), "--beam-size")
-    one_line_error(nmt("translate", "-m", "x", "--length-penalty", -1, input=b"hi\n"), "--length-penalty")
+    one_line_error(
+        nmt("translate", "-m", "x", "--length-penalty", -1, input=b"hi\n"), "--length-penalty"
+    )
     one_line_error(nmt("train"), "Missing argument")
     one_line_error(nmt("bogus"), "No such command")
 
@@ -89,11 +121,23 @@ def test_translate_without_a_model_is_one_line(tmp_path):
     one_line_error(nmt("average", tmp_path, "--last", 3), str(tmp_path), "no numbered checkpoints")
     one_line_error(nmt("translate", "-m", "x", "--workers", 0, input=b"hi\n"), "--workers")
     no_plot_extra = importlib.util.find_spec("matplotlib") is None
-    one_line_error(nmt("translate", "-m", tmp_path / "nothing", "--attention-plot", tmp_path / "junk.pt" / "pics",
-                       input=b"hi\n"), "--attention-plot", "needs matplotlib" if no_plot_extra else "cannot create the folder")
+    one_line_error(
+        nmt(
+            "translate",
+            "-m",
+            tmp_path / "nothing",
+            "--attention-plot",
+            tmp_path / "junk.pt" / "pics",
+            input=b"hi\n",
+        ),
+        "--attention-plot",
+        "needs matplotlib" if no_plot_extra else "cannot create the folder",
+    )
     pair = tmp_path / "one.txt"
     pair.write_text("hi\n")
-    one_line_error(nmt("score", "-m", "a", "-m", "b", "--src", pair, "--tgt", pair), "-m", "one model")
+    one_line_error(
+        nmt("score", "-m", "a", "-m", "b", "--src", pair, "--tgt", pair), "-m", "one model"
+    )
 
 
 def test_eval_with_files(tmp_path):
@@ -108,47 +152,80 @@ def test_eval_with_files(tmp_path):
     # -m with --src and --ref of different lengths fails before any model is loaded.
     three = tmp_path / "three.txt"
     three.write_text("a\nb\nc\n")
-    one_line_error(nmt("eval", "-m", tmp_path / "no-run", "--src", hyp, "--ref", three), "differ in length", "2 vs 3")
+    one_line_error(
+        nmt("eval", "-m", tmp_path / "no-run", "--src", hyp, "--ref", three),
+        "differ in length",
+        "2 vs 3",
+    )
     one_line_error(nmt("eval", "--hyp", hyp, "--ref", ref, "--by-length"), "--by-length", "--src")
     empty = tmp_path / "empty.txt"
     empty.write_text("")
     one_line_error(nmt("eval", "--hyp", empty, "--ref", empty), "empty")
-    one_line_error(nmt("eval", "--hyp", hyp, "--ref", ref, "--src", ref, "--by-length", "--plot",
-                       tmp_path / "no-such-folder" / "chart.png"), "--plot", "does not exist")
-    one_line_error(nmt("eval", "--hyp", hyp, "--ref", ref, "--plot", tmp_path / "chart.png"), "--plot", "--by-length")
+    one_line_error(
+        nmt(
+            "eval",
+            "--hyp",
+            hyp,
+            "--ref",
+            ref,
+            "--src",
+            ref,
+            "--by-length",
+            "--plot",
+            tmp_path / "no-such-folder" / "chart.png",
+        ),
+        "--plot",
+        "does not exist",
+    )
+    one_line_error(
+        nmt("eval", "--hyp", hyp, "--ref", ref, "--plot", tmp_path / "chart.png"),
+        "--plot",
+        "--by-length",
+    )
 
 
 def test_help_and_file_scoring_do_not_import_torch(tmp_path):
     """Torch takes seconds to import: `nmt --help` and `nmt eval --hyp --ref` must not wait for it."""
     ref = tmp_path / "r.txt"
     ref.write_text("a man rides a bike .\n")
-    probe = ("import sys; from nmt_cli.cli import main; sys.argv = ['nmt'] + sys.argv[1:]\n"
-             "try:\n    main()\nexcept SystemExit:\n    pass\n"
-             "print('torch' in sys.modules, file=sys.stderr)")
+    probe = (
+        "import sys; from nmt_cli.cli import main; sys.argv = ['nmt'] + sys.argv[1:]\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('torch' in sys.modules, file=sys.stderr)"
+    )
     for args in (["--help"], ["eval", "--hyp", str(ref), "--ref", str(ref)]):
         result = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, cwd=ROOT)
-        assert result.stderr.decode().strip().splitlines()[-1] == "False", (args, result.stderr.decode())
+        assert result.stderr.decode().strip().splitlines()[-1] == "False", (
+            args,
+            result.stderr.decode(),
+        )
 
 
 def test_out_of_tree_device_backends_are_not_scanned_unless_asked():
     """nmt runs on torch's built-in devices: the command line skips torch's scan for device
     backends of other packages (30-40 ms of each start), unless the user's environment says."""
-    probe = ("import os, sys; import nmt_cli.cli as cli; sys.argv = ['nmt', '--version']\n"
-             "try:\n    cli.main()\nexcept SystemExit:\n    pass\n"
-             "print(os.environ.get('TORCH_DEVICE_BACKEND_AUTOLOAD'), file=sys.stderr)")
+    probe = (
+        "import os, sys; import nmt_cli.cli as cli; sys.argv = ['nmt', '--version']\n"
+        "try:\n    cli.main()\nexcept SystemExit:\n    pass\n"
+        "print(os.environ.get('TORCH_DEVICE_BACKEND_AUTOLOAD'), file=sys.stderr)"
+    )
     for given, want in ((None, "0"), ("1", "1")):
         env = {k: v for k, v in os.environ.items() if k != "TORCH_DEVICE_BACKEND_AUTOLOAD"}
         if given is not None:
             env["TORCH_DEVICE_BACKEND_AUTOLOAD"] = given
-        result = subprocess.run([sys.executable, "-c", probe], capture_output=True, cwd=ROOT, env=env)
+        result = subprocess.run(
+            [sys.executable, "-c", probe], capture_output=True, cwd=ROOT, env=env
+        )
         assert result.stderr.decode().strip().splitlines()[-1] == want, result.stderr.decode()
 
 
 def _trained_copy(tiny_run, tmp_path: Path) -> Path:
     """A copy of the tiny run dir with two training steps: a model translate can load."""
     import shutil
+
     from nmt_cli.config import recipe_from_dict
     from nmt_cli.training import train
+
     recipe, run_dir = tiny_run
     run = tmp_path / "run"
     shutil.copytree(run_dir, run)
@@ -165,18 +242,25 @@ def test_commands_collect_garbage_again_once_started(tiny_run, tmp_path):
     run = _trained_copy(tiny_run, tmp_path)
     ref = tmp_path / "r.txt"
     ref.write_text("a man rides a bike .\n")
-    probe = ("import gc, sys; import nmt_cli.cli as cli; sys.argv = ['nmt'] + sys.argv[1:]\n"
-             "cli._exit_without_teardown = lambda: None\n"
-             "try:\n    cli.main()\nexcept SystemExit:\n    pass\n"
-             "print(gc.isenabled(), gc.get_freeze_count() > 0, file=sys.stderr)")
+    probe = (
+        "import gc, sys; import nmt_cli.cli as cli; sys.argv = ['nmt'] + sys.argv[1:]\n"
+        "cli._exit_without_teardown = lambda: None\n"
+        "try:\n    cli.main()\nexcept SystemExit:\n    pass\n"
+        "print(gc.isenabled(), gc.get_freeze_count() > 0, file=sys.stderr)"
+    )
     # a command that ends before it starts its work (an error, --version) leaves it on too
-    for args, want in ((["eval", "--hyp", str(ref), "--ref", str(ref)], "True True"),
-                       (["translate", "-m", str(run), "-i", str(ref)], "True True"),
-                       (["translate", "-m", str(tmp_path / "no-such-run")], "True False"),
-                       (["--version"], "True False")):
+    for args, want in (
+        (["eval", "--hyp", str(ref), "--ref", str(ref)], "True True"),
+        (["translate", "-m", str(run), "-i", str(ref)], "True True"),
+        (["translate", "-m", str(tmp_path / "no-such-run")], "True False"),
+        (["--version"], "True False"),
+    ):
         result = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, cwd=ROOT)
         assert result.returncode == 0, result.stderr.decode()
-        assert result.stderr.decode().strip().splitlines()[-1] == want, (args, result.stderr.decode())
+        assert result.stderr.decode().strip().splitlines()[-1] == want, (
+            args,
+            result.stderr.decode(),
+        )
 
 
 def test_translate_writes_every_line_before_its_early_exit(tiny_run, tmp_path):
@@ -197,26 +281,39 @@ def test_translate_without_torchs_tracing_modules_gives_the_same_output(tiny_run
     """`nmt translate` leaves torch.export and the Meta kernels out of its process (a faster
     start); greedy, beam and int8 translations, scores and alignments are those of torch whole."""
     from nmt_cli.torch_import import OFF_SWITCH
+
     run = _trained_copy(tiny_run, tmp_path)
     lines = (run / "data" / "valid.src.txt").read_text(encoding="utf-8").split("\n")[:25]
     source = ("\n".join(lines) + "\n").encode()
-    for options in (["--beam-size", 1], ["--beam-size", 3, "--scores", "--alignments"],
-                    ["--beam-size", 2, "--quantize", "int8"]):
+    for options in (
+        ["--beam-size", 1],
+        ["--beam-size", 3, "--scores", "--alignments"],
+        ["--beam-size", 2, "--quantize", "int8"],
+    ):
         lean = nmt("translate", "-m", run, *options, input=source, env={OFF_SWITCH: "0"})
         whole = nmt("translate", "-m", run, *options, input=source, env={OFF_SWITCH: "1"})
-        assert lean.returncode == 0 and whole.returncode == 0, lean.stderr.decode() + whole.stderr.decode()
+        assert lean.returncode == 0 and whole.returncode == 0, (
+            lean.stderr.decode() + whole.stderr.decode()
+        )
         assert lean.stdout.decode().count("\n") == 25
         assert lean.stdout == whole.stdout, options
-    probe = ("import sys; import nmt_cli.cli as cli; sys.argv = ['nmt'] + sys.argv[1:]\n"
-             "cli._exit_without_teardown = lambda: None\n"
-             "cli.main()\n"
-             "print(type(sys.modules['torch.export']).__name__, file=sys.stderr)")
+    probe = (
+        "import sys; import nmt_cli.cli as cli; sys.argv = ['nmt'] + sys.argv[1:]\n"
+        "cli._exit_without_teardown = lambda: None\n"
+        "cli.main()\n"
+        "print(type(sys.modules['torch.export']).__name__, file=sys.stderr)"
+    )
     src = tmp_path / "one.txt"
     src.write_text(lines[0] + "\n", encoding="utf-8")
-    result = subprocess.run([sys.executable, "-c", probe, "translate", "-m", str(run), "-i", str(src)],
-                            capture_output=True, cwd=ROOT, env={k: v for k, v in os.environ.items() if k != OFF_SWITCH})
+    result = subprocess.run(
+        [sys.executable, "-c", probe, "translate", "-m", str(run), "-i", str(src)],
+        capture_output=True,
+        cwd=ROOT,
+        env={k: v for k, v in os.environ.items() if k != OFF_SWITCH},
+    )
     assert result.returncode == 0, result.stderr.decode()
     from nmt_cli.torch_import import CHECKED_RELEASES, installed_cpu_torch_release
+
     want = "_Placeholder" if installed_cpu_torch_release() in CHECKED_RELEASES else "module"
     assert result.stderr.decode().strip().splitlines()[-1] == want, result.stderr.decode()
 
@@ -225,8 +322,11 @@ def test_translate_without_torchs_tracing_modules_gives_the_same_output(tiny_run
 def test_end_to_end_on_real_multi30k(tmp_path):
     """preprocess -> train -> translate -> eval through the CLI on a slice of real data."""
     data = write_slice(tmp_path / "corpus", n_train=1500, n_valid=100)
-    recipe = tiny_recipe_dict(data, train={"valid_every": 50, "valid_max_sentences": 50, "lr": 0.003},
-                              model={"embed_dim": 64, "hidden_dim": 64})
+    recipe = tiny_recipe_dict(
+        data,
+        train={"valid_every": 50, "valid_max_sentences": 50, "lr": 0.003},
+        model={"embed_dim": 64, "hidden_dim": 64},
+    )
     recipe_path = tmp_path / "tiny.yaml"
     recipe_path.write_text(yaml.safe_dump(recipe))
     run = tmp_path / "run"
@@ -257,15 +357,21 @@ def test_end_to_end_on_real_multi30k(tmp_path):
     ev = nmt("eval", "--hyp", hyp_file, "--ref", ref_file, "--json")
     bleu = {s["metric"]: s for s in json.loads(ev.stdout)["scores"]}["bleu"]
     assert bleu["score"] > 0 and bleu["signature"].startswith("nrefs:1")
-    ev2 = nmt("eval", "-m", run, "--src", source, "--ref", ref_file, "--by-length", "--beam-size", 1)
+    ev2 = nmt(
+        "eval", "-m", run, "--src", source, "--ref", ref_file, "--by-length", "--beam-size", 1
+    )
     assert ev2.returncode == 0 and b"BLEU by source length" in ev2.stdout
     avg = nmt("average", run, "--last", 2, "-o", tmp_path / "avg.pt")
     assert avg.returncode == 0, avg.stderr.decode()
     assert nmt("translate", "-m", tmp_path / "avg.pt", input=b"A dog.\n").stdout.count(b"\n") == 1
     # The CPU speed options, through the CLI: int8 weights, the full vocabulary instead of the
     # shortlist, and a shortlist of the specials and each source piece's two best candidates only.
-    for extra in (["--quantize", "int8"], ["--no-shortlist"], ["--quantize", "int8", "--shortlist"],
-                  ["--shortlist-frequent", "4", "--shortlist-per-source", "2"]):
+    for extra in (
+        ["--quantize", "int8"],
+        ["--no-shortlist"],
+        ["--quantize", "int8", "--shortlist"],
+        ["--shortlist-frequent", "4", "--shortlist-per-source", "2"],
+    ):
         fast = nmt("translate", "-m", run, "--beam-size", 3, *extra, input=source.read_bytes())
         assert fast.returncode == 0 and fast.stderr == b"", fast.stderr.decode()
         assert fast.stdout.count(b"\n") == 50
@@ -278,7 +384,9 @@ def test_lowercase_recipe_end_to_end(tmp_path):
     recipe_path = tmp_path / "tiny.yaml"
     recipe_path.write_text(yaml.safe_dump(tiny_recipe_dict(data)))
     run = tmp_path / "run"
-    tr = nmt("train", recipe_path, "--run-dir", run, "--max-steps", 20, "--set", "data.lowercase=true")
+    tr = nmt(
+        "train", recipe_path, "--run-dir", run, "--max-steps", 20, "--set", "data.lowercase=true"
+    )
     assert tr.returncode == 0, tr.stderr.decode()
     stored = (run / "data" / "train.tgt.txt").read_text(encoding="utf-8")
     assert stored == stored.lower()
@@ -293,9 +401,13 @@ def test_lowercase_recipe_end_to_end(tmp_path):
     ev = nmt("eval", "-m", run, "--src", source, "--ref", ref, "--beam-size", 1)
     assert ev.returncode == 0 and b"trained with data.lowercase" in ev.stderr, ev.stderr.decode()
     tok_ref = tmp_path / "ref.tok.fr"
-    with gzip.open(MIRROR / "multi30k" / "tok" / "test_2016_flickr.lc.norm.tok.fr.gz", "rt", encoding="utf-8") as fh:
+    with gzip.open(
+        MIRROR / "multi30k" / "tok" / "test_2016_flickr.lc.norm.tok.fr.gz", "rt", encoding="utf-8"
+    ) as fh:
         tok_ref.write_text("".join(fh.readlines()[:20]), encoding="utf-8")
-    tok = nmt("eval", "-m", run, "--src", source, "--ref", tok_ref, "--lc-tok", "fr", "--beam-size", 1)
+    tok = nmt(
+        "eval", "-m", run, "--src", source, "--ref", tok_ref, "--lc-tok", "fr", "--beam-size", 1
+    )
     assert tok.returncode == 0 and b"data.lowercase" not in tok.stderr, tok.stderr.decode()
     # Preprocessed data remembers it: training the same run dir cased is refused with the key named.
     again = nmt("train", recipe_path, "--run-dir", run, "--max-steps", 30)
@@ -310,8 +422,21 @@ def test_signals_checkpoint_and_exit_cleanly(tmp_path, sig, code):
     recipe_path.write_text(yaml.safe_dump(tiny_recipe_dict(data)))
     run = tmp_path / "run"
     assert nmt("preprocess", recipe_path, "--run-dir", run).returncode == 0
-    proc = subprocess.Popen([sys.executable, "-m", "nmt_cli", "train", str(recipe_path), "--run-dir",
-                             str(run), "--max-steps", "100000"], stderr=subprocess.PIPE, cwd=ROOT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "nmt_cli",
+            "train",
+            str(recipe_path),
+            "--run-dir",
+            str(run),
+            "--max-steps",
+            "100000",
+        ],
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+    )
     log = run / "metrics.jsonl"
     deadline = time.time() + 120
     while not log.exists() and time.time() < deadline:  # wait until training really runs
@@ -329,8 +454,10 @@ def test_signals_checkpoint_and_exit_cleanly(tmp_path, sig, code):
 def test_translate_shows_progress_on_a_terminal_and_only_translations_on_stdout(tmp_path, tiny_run):
     import pty
     import shutil as sh
+
     from nmt_cli.config import recipe_from_dict
     from nmt_cli.training import train as run_train
+
     recipe, run_dir = tiny_run
     run = tmp_path / "run"
     sh.copytree(run_dir, run)
@@ -342,10 +469,28 @@ def test_translate_shows_progress_on_a_terminal_and_only_translations_on_stdout(
     import fcntl
     import struct
     import termios
+
     master, slave = pty.openpty()  # stderr is a terminal, stdout a pipe
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
-    proc = subprocess.Popen([sys.executable, "-m", "nmt_cli", "translate", "-m", str(run), "-i", str(src),
-                             "--beam-size", "1", "--threads", "1"], stdout=subprocess.PIPE, stderr=slave, cwd=ROOT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "nmt_cli",
+            "translate",
+            "-m",
+            str(run),
+            "-i",
+            str(src),
+            "--beam-size",
+            "1",
+            "--threads",
+            "1",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=slave,
+        cwd=ROOT,
+    )
     os.close(slave)
     out, _ = proc.communicate(timeout=300)
     shown = b""

@@ -11,12 +11,19 @@ PAGE = ROOT / "docs" / "recipe-keys.md"
 
 
 def test_committed_page_is_what_the_code_generates():
-    assert PAGE.read_text(encoding="utf-8") == render(), f"docs/recipe-keys.md is stale; run: {REGENERATE}"
+    assert PAGE.read_text(encoding="utf-8") == render(), (
+        f"docs/recipe-keys.md is stale; run: {REGENERATE}"
+    )
 
 
 def test_the_module_prints_the_page_as_utf8():
-    out = subprocess.run([sys.executable, "-m", "nmt_cli.config_doc"], cwd=ROOT, capture_output=True,
-                         check=True, env={"PYTHONPATH": str(ROOT), "LC_ALL": "C"}).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "nmt_cli.config_doc"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+        env={"PYTHONPATH": str(ROOT), "LC_ALL": "C"},
+    ).stdout
     assert out.decode("utf-8") == render()
 
 
@@ -48,8 +55,9 @@ def test_rows_carry_choices_ranges_defaults_and_resume_policy():
 
 
 def test_every_section_is_described_in_recipe_order():
-    assert sections() == [""] + [f.name for f in dataclasses.fields(Recipe)
-                                 if f.name not in ("name", "src", "tgt")]
+    assert sections() == [""] + [
+        f.name for f in dataclasses.fields(Recipe) if f.name not in ("name", "src", "tgt")
+    ]
     assert set(SECTION_PURPOSE) == set(sections())
     page = render()
     positions = [page.index(f"\n## {s or 'Top level'}\n") for s in sections()]

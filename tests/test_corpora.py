@@ -37,11 +37,18 @@ def test_tok_reference_from_gzip_or_plain_mirror(tmp_path, monkeypatch):
     # A mirror holding the upstream (uncompressed) file works too; a tampered one is refused.
     plain = tmp_path / "mirror" / "multi30k" / "tok"
     plain.mkdir(parents=True)
-    (plain / "val.lc.norm.tok.fr").write_text(gzip.open(
-        MIRROR / "multi30k" / "tok" / "val.lc.norm.tok.fr.gz", "rt", encoding="utf-8").read(), encoding="utf-8")
+    (plain / "val.lc.norm.tok.fr").write_text(
+        gzip.open(
+            MIRROR / "multi30k" / "tok" / "val.lc.norm.tok.fr.gz", "rt", encoding="utf-8"
+        ).read(),
+        encoding="utf-8",
+    )
     (plain / "val.lc.norm.tok.de").write_text("tampered\n", encoding="utf-8")
     monkeypatch.setenv("NMT_DATA_MIRROR", str(tmp_path / "mirror"))
-    assert corpora.fetch_tok_reference("multi30k", "val", "fr").read_text(encoding="utf-8").count("\n") == 1014
+    assert (
+        corpora.fetch_tok_reference("multi30k", "val", "fr").read_text(encoding="utf-8").count("\n")
+        == 1014
+    )
     with pytest.raises(DataError, match="sha256 mismatch"):
         corpora.fetch_tok_reference("multi30k", "val", "de")
     with pytest.raises(DataError, match="not found in NMT_DATA_MIRROR"):
@@ -94,7 +101,7 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if self.cut_after is None:
             self.wfile.write(self.payload)
         else:  # promise the whole file, send part of it, drop the connection
-            self.wfile.write(self.payload[:self.cut_after])
+            self.wfile.write(self.payload[: self.cut_after])
             self.wfile.flush()
             self.connection.shutdown(2)
 
@@ -159,10 +166,11 @@ def test_read_lines_replaces_invalid_utf8_and_reads_gzip(tmp_path):
 @pytest.mark.parametrize("reader", ["installed", "zlib"])
 def test_a_truncated_or_foreign_gzip_file_is_one_data_error(tmp_path, monkeypatch, reader):
     from nmt_cli.errors import DataError
+
     if reader == "zlib":  # the standard library's reader, as without the fast-gzip extra
         monkeypatch.setitem(corpora.COMPRESSED_OPENERS, ".gz", gzip.open)
     whole = gzip.compress(b"a line\nanother\n" * 50_000)
-    (tmp_path / "cut.gz").write_bytes(whole[:len(whole) // 2])
+    (tmp_path / "cut.gz").write_bytes(whole[: len(whole) // 2])
     (tmp_path / "plain.gz").write_bytes(b"not gzip at all\n")
     for name in ("cut.gz", "plain.gz"):
         with pytest.raises(DataError, match=f"{name}: cannot read"):

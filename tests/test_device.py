@@ -1,7 +1,13 @@
 import pytest
 import torch
 
-from nmt_cli.device import autocast_context, native_bf16, pick_device, resolve_decode_precision, resolve_precision
+from nmt_cli.device import (
+    autocast_context,
+    native_bf16,
+    pick_device,
+    resolve_decode_precision,
+    resolve_precision,
+)
 from nmt_cli.errors import UserError
 
 
@@ -45,6 +51,7 @@ def test_pick_device():
 
 def test_threads_come_from_the_flag_then_the_environment_then_the_idle_cores(monkeypatch):
     from nmt_cli import device
+
     monkeypatch.delenv("NMT_THREADS", raising=False)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
     monkeypatch.setattr(device, "default_threads", lambda: 3)
@@ -56,7 +63,9 @@ def test_threads_come_from_the_flag_then_the_environment_then_the_idle_cores(mon
     assert device.resolve_threads() == (5, "$NMT_THREADS")
     assert device.resolve_threads(1) == (1, "--threads")
     monkeypatch.setenv("NMT_THREADS", "many")
-    with pytest.raises(UserError, match=r"\$NMT_THREADS: must be a whole number of 1 or more, got 'many'"):
+    with pytest.raises(
+        UserError, match=r"\$NMT_THREADS: must be a whole number of 1 or more, got 'many'"
+    ):
         device.resolve_threads()
     with pytest.raises(UserError, match="--threads: must be 1 or more"):
         device.resolve_threads(0)
@@ -64,6 +73,7 @@ def test_threads_come_from_the_flag_then_the_environment_then_the_idle_cores(mon
 
 def test_configure_threads_sets_torch(monkeypatch):
     from nmt_cli import device
+
     before = torch.get_num_threads()
     try:
         assert device.configure_threads(1) == 1 and torch.get_num_threads() == 1
@@ -73,6 +83,7 @@ def test_configure_threads_sets_torch(monkeypatch):
 
 def test_default_threads_are_the_cores_other_processes_leave_free(monkeypatch):
     from nmt_cli import device
+
     monkeypatch.setattr(device, "usable_cores", lambda: 4)
     for busy, expected in ((0.0, 4), (0.3, 4), (1.0, 3), (1.6, 2), (3.9, 1), (4.0, 1)):
         monkeypatch.setattr(device, "busy_cores", lambda busy=busy: busy)
@@ -85,10 +96,13 @@ def test_default_threads_are_the_cores_other_processes_leave_free(monkeypatch):
 def test_busy_cores_sees_a_process_that_spins():
     import subprocess
     import sys
+
     from nmt_cli.device import busy_cores, usable_cores
+
     spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         import time
+
         time.sleep(0.3)
         # the spinner holds one core (other processes on a shared machine may hold more)
         assert 0.8 <= busy_cores(0.5) <= usable_cores() + 0.05

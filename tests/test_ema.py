@@ -17,7 +17,7 @@ def test_first_update_copies_then_blends_with_the_ramped_decay():
     ema.update(model)
     assert all(torch.all(p == 1.0) for p in ema.module.parameters())
     _set(model, 3.0)
-    d = ema.current_decay()                     # t = 1: min(0.999, 2/11)
+    d = ema.current_decay()  # t = 1: min(0.999, 2/11)
     assert d == pytest.approx(2 / 11)
     ema.update(model)
     expected = d * 1.0 + (1 - d) * 3.0

@@ -15,15 +15,21 @@ from tests.test_cli import nmt, one_line_error
 @pytest.fixture(scope="module")
 def initial(tiny_run, tmp_path_factory):
     """A tiny model trained for a few steps: what fine-tuning starts from."""
-    return trained_copy(tiny_run, tmp_path_factory, "initial", max_steps=6, checkpoint_every=6, ema_decay=0.9)
+    return trained_copy(
+        tiny_run, tmp_path_factory, "initial", max_steps=6, checkpoint_every=6, ema_decay=0.9
+    )
 
 
 def new_data_recipe(tmp_path, initial, **model):
     # Other sentences (the Multi30k val split) and another vocabulary size that must be ignored.
     data = write_slice(tmp_path / "new", n_train=60, n_valid=10)
     data["train"] = data["valid"]
-    raw = tiny_recipe_dict(data, tokenizer={"vocab_size": 150}, model=model,
-                           train={"init_from": str(initial), "max_steps": 2, "lr": 5e-4})
+    raw = tiny_recipe_dict(
+        data,
+        tokenizer={"vocab_size": 150},
+        model=model,
+        train={"init_from": str(initial), "max_steps": 2, "lr": 5e-4},
+    )
     return raw
 
 
@@ -38,7 +44,9 @@ def test_fine_tuning_keeps_the_tokenizer_and_starts_from_the_weights(initial, tm
     trainer = Trainer(recipe, run, device="cpu")
     start = ckpt.load(ckpt.resolve(initial))
     for name, value in trainer.model.state_dict().items():
-        assert torch.equal(value, start["model"][name]), name  # the moving average, which translates
+        assert torch.equal(value, start["model"][name]), (
+            name
+        )  # the moving average, which translates
     assert trainer.progress.step == 0 and not trainer.optimizer.state  # fresh optimiser
     assert trainer.lr.state_dict() == type(trainer.lr)(recipe.train).state_dict()
     summary = trainer.train()
@@ -68,5 +76,7 @@ def test_a_model_of_another_shape_is_refused_in_one_line(initial, tmp_path):
     path.write_text(yaml.safe_dump(raw))
     result = nmt("train", path, "--run-dir", tmp_path / "cli", "--init-from", initial)
     one_line_error(result, "does not match the initial model's shape", "model.hidden_dim")
-    missing = nmt("train", path, "--run-dir", tmp_path / "cli2", "--init-from", tmp_path / "nowhere.pt")
+    missing = nmt(
+        "train", path, "--run-dir", tmp_path / "cli2", "--init-from", tmp_path / "nowhere.pt"
+    )
     one_line_error(missing, "nowhere.pt")

@@ -30,8 +30,13 @@ def many_lines(tmp_path_factory):
 
 
 def start(*args, stdout=subprocess.DEVNULL):
-    return subprocess.Popen([sys.executable, "-m", "nmt_cli", *map(str, args)], stdout=stdout,
-                            stderr=subprocess.PIPE, cwd=ROOT, env={**__import__("os").environ, "NMT_THREADS": "1"})
+    return subprocess.Popen(
+        [sys.executable, "-m", "nmt_cli", *map(str, args)],
+        stdout=stdout,
+        stderr=subprocess.PIPE,
+        cwd=ROOT,
+        env={**__import__("os").environ, "NMT_THREADS": "1"},
+    )
 
 
 def handlers_installed(proc, timeout=120) -> None:
@@ -43,7 +48,9 @@ def handlers_installed(proc, timeout=120) -> None:
             status = open(f"/proc/{proc.pid}/status").read()
         except FileNotFoundError:
             break
-        caught = int(next(line for line in status.splitlines() if line.startswith("SigCgt:")).split()[1], 16)
+        caught = int(
+            next(line for line in status.splitlines() if line.startswith("SigCgt:")).split()[1], 16
+        )
         if caught & (1 << (signal.SIGTERM - 1)):
             return
         time.sleep(0.05)
@@ -77,7 +84,9 @@ def test_translate_to_a_file_leaves_no_file_on_sigint(model_run, many_lines, tmp
 
 
 def test_translate_to_stdout_says_how_many_lines_are_there_on_sigterm(model_run, many_lines):
-    proc = start("translate", "-m", model_run, "-i", many_lines, "--beam-size", 5, stdout=subprocess.PIPE)
+    proc = start(
+        "translate", "-m", model_run, "-i", many_lines, "--beam-size", 5, stdout=subprocess.PIPE
+    )
     first = proc.stdout.readline()  # the first chunk is written
     assert first
     proc.send_signal(signal.SIGTERM)
@@ -87,22 +96,42 @@ def test_translate_to_stdout_says_how_many_lines_are_there_on_sigterm(model_run,
     assert proc.returncode == 143 and "Traceback" not in err, err
     last = err.strip().splitlines()[-1]
     written = 1 + rest.count(b"\n")
-    assert last == (f"nmt: SIGTERM received: translation stopped after {written} lines; "
-                    "the lines before it are on stdout"), last
+    assert last == (
+        f"nmt: SIGTERM received: translation stopped after {written} lines; "
+        "the lines before it are on stdout"
+    ), last
 
 
 def test_translate_to_a_file_completes_by_rename(model_run, tmp_path):
     src = tmp_path / "src.en"
     src.write_text("A dog.\nTwo men talk.\n")
-    result = subprocess.run([sys.executable, "-m", "nmt_cli", "translate", "-m", str(model_run), "-i", str(src),
-                             "-o", str(tmp_path / "out.fr"), "--threads", "1"], capture_output=True, cwd=ROOT)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "nmt_cli",
+            "translate",
+            "-m",
+            str(model_run),
+            "-i",
+            str(src),
+            "-o",
+            str(tmp_path / "out.fr"),
+            "--threads",
+            "1",
+        ],
+        capture_output=True,
+        cwd=ROOT,
+    )
     assert result.returncode == 0, result.stderr.decode()
     assert (tmp_path / "out.fr").read_text().count("\n") == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out.fr", "src.en"]
 
 
 def test_eval_and_score_on_sigterm_and_sigint(model_run, many_lines, tmp_path):
-    proc = start("eval", "-m", model_run, "--src", many_lines, "--ref", many_lines, "--beam-size", 5)
+    proc = start(
+        "eval", "-m", model_run, "--src", many_lines, "--ref", many_lines, "--beam-size", 5
+    )
     handlers_installed(proc)
     time.sleep(3)  # into the translation (model loading takes well under that)
     stopped(proc, signal.SIGTERM, 143, "nothing was scored")
@@ -115,8 +144,11 @@ def test_eval_and_score_on_sigterm_and_sigint(model_run, many_lines, tmp_path):
 def test_preprocess_on_sigint_leaves_no_run_dir(tmp_path):
     data = write_slice(tmp_path / "corpus", n_train=29000, n_valid=50)
     recipe = tmp_path / "r.yaml"
-    recipe.write_text(yaml.safe_dump(tiny_recipe_dict(data, tokenizer={"vocab_size": 2000,
-                                                                        "sample_sentences": 29000})))
+    recipe.write_text(
+        yaml.safe_dump(
+            tiny_recipe_dict(data, tokenizer={"vocab_size": 2000, "sample_sentences": 29000})
+        )
+    )
     run = tmp_path / "run"
     proc = start("preprocess", recipe, "--run-dir", run)
     # The run dir exists from the start; the signal goes once the sample is drawn, with
@@ -136,7 +168,16 @@ def test_training_stopped_twice_keeps_a_loadable_last_checkpoint(tiny_run, tmp_p
     shutil.copytree(run_dir, run)
     recipe = tmp_path / "r.yaml"
     recipe.write_text((run / "recipe.yaml").read_text())
-    proc = start("train", recipe, "--run-dir", run, "--max-steps", 100000, "--set", "train.checkpoint_every=7")
+    proc = start(
+        "train",
+        recipe,
+        "--run-dir",
+        run,
+        "--max-steps",
+        100000,
+        "--set",
+        "train.checkpoint_every=7",
+    )
     for line in proc.stderr:  # progress lines come within seconds
         if line.startswith(b"step "):
             break
@@ -162,6 +203,8 @@ def test_the_innermost_task_names_what_is_unfinished():
     assert unfinished() == "stopped before it finished"
     with task("outer"):
         with task(lambda: "inner, computed when asked"):
-            assert str(Interrupted(signal.SIGTERM)) == "SIGTERM received: inner, computed when asked"
+            assert (
+                str(Interrupted(signal.SIGTERM)) == "SIGTERM received: inner, computed when asked"
+            )
         assert Interrupted(signal.SIGINT).exit_code == 130
         assert unfinished() == "outer"

@@ -29,14 +29,22 @@ def small(**kw) -> ModelConfig:
     return ModelConfig(**base)
 
 
-COMBINATIONS = list(itertools.product(["gru", "lstm", "rnn"], ["none", "dot", "general", "concat", "cosine"],
-                                      ["bahdanau", "luong", "conditional"], [False, True]))
+COMBINATIONS = list(
+    itertools.product(
+        ["gru", "lstm", "rnn"],
+        ["none", "dot", "general", "concat", "cosine"],
+        ["bahdanau", "luong", "conditional"],
+        [False, True],
+    )
+)
 
 
 @pytest.mark.parametrize("rnn, attention, decoder, feeding", COMBINATIONS)
 def test_every_variant_trains_a_step(rnn, attention, decoder, feeding):
     torch.manual_seed(0)
-    m = build_model(small(rnn=rnn, attention=attention, decoder=decoder, input_feeding=feeding), V, V)
+    m = build_model(
+        small(rnn=rnn, attention=attention, decoder=decoder, input_feeding=feeding), V, V
+    )
     src, lengths, tgt = batch()
     logits, weights = m(src, lengths, tgt)
     assert logits.shape == (3, 5, V)
@@ -50,12 +58,25 @@ def test_every_variant_trains_a_step(rnn, attention, decoder, feeding):
     assert all(g is not None and torch.isfinite(g).all() for g in grads)
 
 
-@pytest.mark.parametrize("rnn, attention, layers, bridge", [
-    ("gru", "general", 1, "linear"), ("lstm", "concat", 2, "mean"), ("gru", "none", 2, "last"),
-    ("lstm", "dot", 1, "zero"), ("gru", "cosine", 1, "mean")])
+@pytest.mark.parametrize(
+    "rnn, attention, layers, bridge",
+    [
+        ("gru", "general", 1, "linear"),
+        ("lstm", "concat", 2, "mean"),
+        ("gru", "none", 2, "last"),
+        ("lstm", "dot", 1, "zero"),
+        ("gru", "cosine", 1, "mean"),
+    ],
+)
 def test_fused_path_equals_step_by_step(rnn, attention, layers, bridge):
     torch.manual_seed(1)
-    m = build_model(small(rnn=rnn, attention=attention, layers=layers, bridge=bridge, decoder="luong"), V, V).double().eval()
+    m = (
+        build_model(
+            small(rnn=rnn, attention=attention, layers=layers, bridge=bridge, decoder="luong"), V, V
+        )
+        .double()
+        .eval()
+    )
     src, lengths, tgt = batch(1)
     state, memory = m.encode(src, lengths)
     assert m.decoder.fused(False)
@@ -67,8 +88,12 @@ def test_fused_path_equals_step_by_step(rnn, attention, layers, bridge):
 
 
 def test_variants_that_cannot_fuse_say_so():
-    for kw in (dict(decoder="bahdanau"), dict(input_feeding=True), dict(decoder="conditional"),
-               dict(decoder="conditional", attention="none")):
+    for kw in (
+        dict(decoder="bahdanau"),
+        dict(input_feeding=True),
+        dict(decoder="conditional"),
+        dict(decoder="conditional", attention="none"),
+    ):
         m = build_model(small(**kw), V, V)
         assert not m.decoder.fused(False)
     assert not build_model(small(), V, V).decoder.fused(True)
@@ -79,25 +104,29 @@ def test_conditional_step_is_two_transitions_around_attention(rnn, layers):
     """s'_i = f1(s_{i-1}, y_{i-1}); c_i = attend(s'_i); s_i = f2(s'_i, c_i) on the top layer;
     h~_i = tanh(W_o [s_i; c_i; y_{i-1}]) -- recomputed here from the modules' own weights."""
     torch.manual_seed(7)
-    m = build_model(small(rnn=rnn, layers=layers, decoder="conditional", attention="general"), V, V).double().eval()
+    m = (
+        build_model(small(rnn=rnn, layers=layers, decoder="conditional", attention="general"), V, V)
+        .double()
+        .eval()
+    )
     src, lengths, tgt = batch(2)
     d = m.decoder
     state, memory = m.encode(src, lengths)
     h_tilde, new_state, weights = d.step(tgt[:, 0], state, memory)
 
     e = m.tgt_embedding(tgt[:, 0]).unsqueeze(1)
-    first, first_state = d.rnn(e, state.rnn_state())                        # s'_i
+    first, first_state = d.rnn(e, state.rnn_state())  # s'_i
     first_hidden = first_state[0] if rnn == "lstm" else first_state
-    context, expected_weights = d.attention(memory.attention, first)         # query s'_i
+    context, expected_weights = d.attention(memory.attention, first)  # query s'_i
     top = (first_state[0][-1:], first_state[1][-1:]) if rnn == "lstm" else first_hidden[-1:]
-    second, second_state = d.transition(context, top)                       # s_i = f2(s'_i, c_i)
+    second, second_state = d.transition(context, top)  # s_i = f2(s'_i, c_i)
     second_hidden = second_state[0] if rnn == "lstm" else second_state
     expected = torch.tanh(d.combine(torch.cat([second, context, e], -1))).squeeze(1)
 
     assert torch.allclose(h_tilde, expected, atol=1e-10)
     assert torch.allclose(weights, expected_weights.squeeze(1), atol=1e-10)
     assert torch.allclose(new_state.hidden[-1], second_hidden[0], atol=1e-10)
-    if layers > 1:   # lower layers keep f1's state
+    if layers > 1:  # lower layers keep f1's state
         assert torch.allclose(new_state.hidden[:-1], first_hidden[:-1], atol=1e-10)
     assert not torch.allclose(second, first)
 
@@ -154,8 +183,17 @@ def test_embeddings_shared_and_tied():
 
 
 def test_multi_head_attention_model():
-    m = build_model(small(attention="concat", attention_heads=4, decoder="luong", input_feeding=True,
-                          initial_state_attention=True), V, V)
+    m = build_model(
+        small(
+            attention="concat",
+            attention_heads=4,
+            decoder="luong",
+            input_feeding=True,
+            initial_state_attention=True,
+        ),
+        V,
+        V,
+    )
     src, lengths, tgt = batch()
     logits, weights = m(src, lengths, tgt)
     assert m.decoder.context_dim == 64 and logits.shape == (3, 5, V)
@@ -169,36 +207,57 @@ def test_scheduled_sampling_feeds_back_predictions():
     same, _ = m(src, lengths, tgt, torch.tensor(0.0))
     assert torch.allclose(teacher, same, atol=1e-6)
     own, _ = m(src, lengths, tgt, torch.tensor(1.0))
-    assert torch.allclose(own[:, 0], teacher[:, 0], atol=1e-6)   # step 0 always reads BOS
+    assert torch.allclose(own[:, 0], teacher[:, 0], atol=1e-6)  # step 0 always reads BOS
     assert not torch.allclose(own[:, 1:], teacher[:, 1:])
 
 
 def test_overfits_64_real_pairs(tiny_run):
     from nmt_cli.data import load_split, make_batch
     from nmt_cli.tokenizer import Tokenizer
+
     _, run_dir = tiny_run
     tok = Tokenizer.load(run_dir)
     split = load_split(run_dir, "train")
     b = make_batch(split, list(range(64)))
     torch.manual_seed(6)
-    m = build_model(ModelConfig(embed_dim=64, hidden_dim=128, dropout=0.0), tok.src_vocab_size, tok.tgt_vocab_size)
+    m = build_model(
+        ModelConfig(embed_dim=64, hidden_dim=128, dropout=0.0),
+        tok.src_vocab_size,
+        tok.tgt_vocab_size,
+    )
     opt = torch.optim.Adam(m.parameters(), 3e-3)
     for _ in range(150):
         logits, _ = m(b.src, b.src_lengths, b.tgt_in)
-        loss = torch.nn.functional.cross_entropy(logits.reshape(-1, logits.size(-1)), b.tgt_out.reshape(-1),
-                                                 ignore_index=0)
+        loss = torch.nn.functional.cross_entropy(
+            logits.reshape(-1, logits.size(-1)), b.tgt_out.reshape(-1), ignore_index=0
+        )
         opt.zero_grad()
         loss.backward()
         opt.step()
     assert loss.item() < 0.1
 
 
-@pytest.mark.parametrize("rnn, layers, decoder, feeding", list(itertools.product(
-    ["gru", "lstm", "rnn"], [1, 2], ["bahdanau", "luong", "conditional"], [False, True])))
+@pytest.mark.parametrize(
+    "rnn, layers, decoder, feeding",
+    list(
+        itertools.product(
+            ["gru", "lstm", "rnn"], [1, 2], ["bahdanau", "luong", "conditional"], [False, True]
+        )
+    ),
+)
 def test_decoding_step_from_the_input_table_equals_the_rnn_module(rnn, layers, decoder, feeding):
     torch.manual_seed(0)
-    m = build_model(small(rnn=rnn, layers=layers, decoder=decoder, input_feeding=feeding,
-                          attention="general"), V, V).double().eval()
+    m = (
+        build_model(
+            small(
+                rnn=rnn, layers=layers, decoder=decoder, input_feeding=feeding, attention="general"
+            ),
+            V,
+            V,
+        )
+        .double()
+        .eval()
+    )
     src, lengths, tgt = batch()
     with torch.no_grad():
         state, memory = m.encode(src, lengths)
@@ -213,21 +272,34 @@ def test_decoding_step_from_the_input_table_equals_the_rnn_module(rnn, layers, d
         assert torch.allclose(w_fast, w_slow, atol=1e-10)
 
 
-@pytest.mark.parametrize("attention, heads, feeding", [("dot", 1, False), ("general", 2, True),
-                                                    ("concat", 1, False), ("concat", 2, True)])
+@pytest.mark.parametrize(
+    "attention, heads, feeding",
+    [("dot", 1, False), ("general", 2, True), ("concat", 1, False), ("concat", 2, True)],
+)
 def test_decoding_folds_the_combine_layer_into_the_attention_values(attention, heads, feeding):
     # Luong order, memory shared by several hypotheses (beam search): W_c's columns for c are
     # applied to the encoder states once (Decoder.context_projection); no step may change
     torch.manual_seed(2)
-    m = build_model(small(attention=attention, attention_heads=heads, decoder="luong",
-                          input_feeding=feeding), V, V).double().eval()
+    m = (
+        build_model(
+            small(
+                attention=attention, attention_heads=heads, decoder="luong", input_feeding=feeding
+            ),
+            V,
+            V,
+        )
+        .double()
+        .eval()
+    )
     src, lengths, tgt = batch()
     rows = torch.arange(3).repeat_interleave(2)
     with torch.no_grad():
         state, memory = m.encode(src, lengths)
         assert not memory.shared_by(1).attention.projected  # one row per sentence: nothing to save
         shared = memory.shared_by(2)
-        assert shared.attention.projected and shared.select(torch.tensor([0, 2])).attention.projected
+        assert (
+            shared.attention.projected and shared.select(torch.tensor([0, 2])).attention.projected
+        )
         state = state.select(rows)
         folded = [m.step(tgt[rows, i], state, shared) for i in range(3)]
     state, memory = m.encode(src, lengths)  # gradients on: the plain path
@@ -285,21 +357,29 @@ def test_prepare_decoding_builds_the_table_the_first_step_would_use():
     built = m.decoder._table
     with torch.no_grad():
         assert m.decoder._input_table() is built
-        expected = m.tgt_embedding.weight @ m.decoder.rnn.weight_ih_l0.t() + m.decoder.rnn.bias_ih_l0
+        expected = (
+            m.tgt_embedding.weight @ m.decoder.rnn.weight_ih_l0.t() + m.decoder.rnn.bias_ih_l0
+        )
     assert torch.allclose(built, expected, atol=1e-5)
 
 
 @pytest.mark.parametrize("feeding", [False, True])
 def test_loss_from_forward_equals_cross_entropy_of_its_logits(feeding):
     import torch.nn.functional as F
+
     torch.manual_seed(4)
     m = build_model(small(attention="concat", input_feeding=feeding), V, V).double().eval()
     src, lengths, tgt = batch(2)
     tgt_in, tgt_out = tgt, torch.cat([tgt[:, 1:], torch.zeros(3, 1, dtype=torch.long)], dim=1)
     logits, w_logits = m(src, lengths, tgt_in)
     summed, w_loss = m(src, lengths, tgt_in, tgt_out=tgt_out, label_smoothing=0.1)
-    expected = F.cross_entropy(logits.reshape(-1, V), tgt_out.reshape(-1), ignore_index=0,
-                               label_smoothing=0.1, reduction="sum")
+    expected = F.cross_entropy(
+        logits.reshape(-1, V),
+        tgt_out.reshape(-1),
+        ignore_index=0,
+        label_smoothing=0.1,
+        reduction="sum",
+    )
     assert summed.item() == pytest.approx(expected.item(), rel=1e-12)
     assert torch.equal(w_logits, w_loss)
 
@@ -307,7 +387,7 @@ def test_loss_from_forward_equals_cross_entropy_of_its_logits(feeding):
 @pytest.mark.parametrize("init", ["embedding", "uniform", "xavier"])
 def test_cosine_scale_starts_at_sqrt_of_the_memory_size_under_every_init(init):
     m = build_model(small(attention="cosine", attention_heads=2, init=init), V, V)
-    assert torch.equal(m.decoder.attention.score.scale.detach(), torch.full((2, 1, 1), 16 ** 0.5))
+    assert torch.equal(m.decoder.attention.score.scale.detach(), torch.full((2, 1, 1), 16**0.5))
 
 
 def test_output_layer_in_row_groups_equals_one_product_over_the_union(monkeypatch):
@@ -317,19 +397,20 @@ def test_output_layer_in_row_groups_equals_one_product_over_the_union(monkeypatc
     import nmt_cli.model.seq2seq as seq2seq
     import nmt_cli.search as search_module
     from nmt_cli.search import _group_columns, _union_positions
+
     torch.manual_seed(3)
     m = build_model(small(attention="concat", tie_embeddings=False), V, V).double().eval()
     g = torch.Generator().manual_seed(4)
     rows = 14
     allowed = torch.rand(rows, 30, generator=g) < 0.15
-    allowed[:, :4] = True                      # the specials, everywhere
-    allowed[:6, 20:] = False                   # the first group's columns leave out a third
-    allowed[:, 9] = True                       # a frequent piece, everywhere too
+    allowed[:, :4] = True  # the specials, everywhere
+    allowed[:6, 20:] = False  # the first group's columns leave out a third
+    allowed[:, 9] = True  # a frequent piece, everywhere too
     vocab = torch.arange(4, 34)
     src, lengths, tgt = batch()
     index = torch.arange(rows) % 3
     monkeypatch.setattr(search_module, "GROUPED_SHARE", 1.0)
-    columns = _group_columns(vocab, allowed, 6)          # 6, 6 and a last group of 2 rows
+    columns = _group_columns(vocab, allowed, 6)  # 6, 6 and a last group of 2 rows
     assert columns.group_rows == (6, 6, 2) and columns.ids.size(1) < 30
     assert columns.shared == 5 and all(ids[:5].tolist() == [4, 5, 6, 7, 13] for ids in columns.ids)
     groups = seq2seq.RowGroups(columns.group_rows, columns.widths, columns.shared)
@@ -340,13 +421,25 @@ def test_output_layer_in_row_groups_equals_one_product_over_the_union(monkeypatc
         grouped, _, _ = m.step(tgt[index, 0], state, memory, columns.ids, columns.allowed, groups)
         again, _, _ = m.step(tgt[index, 0], state, memory, columns.ids, columns.allowed, groups)
         # the same columns with nothing shared: every group multiplies all of its own
-        unshared, _, _ = m.step(tgt[index, 0], state, memory, columns.ids.clone(), columns.allowed.clone(),
-                                seq2seq.RowGroups(columns.group_rows, columns.widths))
+        unshared, _, _ = m.step(
+            tgt[index, 0],
+            state,
+            memory,
+            columns.ids.clone(),
+            columns.allowed.clone(),
+            seq2seq.RowGroups(columns.group_rows, columns.widths),
+        )
         # the middle group's rows gone, the groups kept: the other rows as before
         kept_rows = torch.tensor([*range(6), 12, 13])
         kept = columns.keep(kept_rows)
-        fewer, _, _ = m.step(tgt[index, 0][kept_rows], state.select(kept_rows), memory.select(kept_rows),
-                             kept.ids, kept.allowed, seq2seq.RowGroups(kept.group_rows, kept.widths, kept.shared))
+        fewer, _, _ = m.step(
+            tgt[index, 0][kept_rows],
+            state.select(kept_rows),
+            memory.select(kept_rows),
+            kept.ids,
+            kept.allowed,
+            seq2seq.RowGroups(kept.group_rows, kept.widths, kept.shared),
+        )
     assert grouped.shape == (rows, columns.ids.size(1))
     assert torch.equal(torch.isinf(grouped), ~columns.allowed)
     assert torch.allclose(grouped, one.gather(1, _union_positions(columns)), atol=1e-12)
@@ -359,13 +452,16 @@ def test_per_batch_cache_entries_leave_with_their_batch():
     # The decoding caches (cut output rows, row offsets, row groups) must not outlive the batch
     # whose tensors key them: a server decodes batch after batch in one process.
     import gc
+
     m = build_model(small(), V, V).eval()
     builds = []
     vocab = torch.arange(4, 20)
     first = m._per_batch("_rows_cache", (vocab,), lambda: builds.append(1) or "cut")
-    assert m._per_batch("_rows_cache", (vocab,), lambda: builds.append(1) or "again") == first == "cut"
+    assert (
+        m._per_batch("_rows_cache", (vocab,), lambda: builds.append(1) or "again") == first == "cut"
+    )
     assert len(builds) == 1 and len(m._rows_cache) == 1
-    other = torch.arange(4, 20)                # equal values, another tensor: its own entry
+    other = torch.arange(4, 20)  # equal values, another tensor: its own entry
     assert m._per_batch("_rows_cache", (other,), lambda: "other") == "other"
     del vocab
     gc.collect()
@@ -376,7 +472,9 @@ def test_per_batch_cache_entries_leave_with_their_batch():
 
 
 @pytest.mark.parametrize("init", ["embedding", "uniform", "xavier"])
-@pytest.mark.parametrize("kw", [{}, dict(rnn="lstm", attention="cosine", tie_embeddings=False, layers=2)])
+@pytest.mark.parametrize(
+    "kw", [{}, dict(rnn="lstm", attention="cosine", tie_embeddings=False, layers=2)]
+)
 def test_a_model_built_without_initial_values_loads_to_the_same_model(init, kw):
     torch.manual_seed(0)
     trained = build_model(small(init=init, **kw), V, V).eval()
@@ -398,6 +496,7 @@ def test_a_model_built_without_initial_values_loads_to_the_same_model(init, kw):
 def test_decoder_tanh_in_bf16_is_torch_tanh_exactly():
     """Decoding in bf16 on the CPU takes tanh through fp32 for speed: the values must be torch's own."""
     from nmt_cli.model.decoder import _tanh
+
     x = (torch.randn(320, 512) * 3).to(torch.bfloat16)
     with torch.no_grad():
         assert torch.equal(_tanh(x), torch.tanh(x))

@@ -18,17 +18,15 @@ def test_the_file_appears_only_when_complete(tmp_path):
 def test_an_interruption_keeps_the_old_file_and_leaves_no_temporary(tmp_path):
     out = tmp_path / "out.txt"
     out.write_text("yesterday's\n")
-    with pytest.raises(KeyboardInterrupt):
-        with atomic_text_output(out) as fh:
-            fh.write("half")
-            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt), atomic_text_output(out) as fh:
+        fh.write("half")
+        raise KeyboardInterrupt
     assert out.read_text() == "yesterday's\n" and list(tmp_path.iterdir()) == [out]
 
 
 def test_unwritable_places_are_one_line_errors(tmp_path):
-    with pytest.raises(UserError, match="is a folder"):
-        with atomic_text_output(tmp_path):
-            pass
+    with pytest.raises(UserError, match="is a folder"), atomic_text_output(tmp_path):
+        pass
     with pytest.raises(UserError, match="cannot write"):
         with atomic_text_output(tmp_path / "missing" / "out.txt"):
             pass

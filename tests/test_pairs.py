@@ -8,13 +8,27 @@ import pytest
 
 from nmt_cli.corpora import LineBlocks, iter_lines
 from nmt_cli.errors import DataError
-from nmt_cli.pairs import (NO_TAB, Cleaning, Deduplicator, PairSource, RawPairs, Reservoir, chunks, clean_raw_pairs, filter_reason,
-                           iter_aligned, iter_tsv, normalize_lines)
+from nmt_cli.pairs import (
+    NO_TAB,
+    Cleaning,
+    Deduplicator,
+    PairSource,
+    RawPairs,
+    Reservoir,
+    chunks,
+    clean_raw_pairs,
+    filter_reason,
+    iter_aligned,
+    iter_tsv,
+    normalize_lines,
+)
 from nmt_cli.tokenizer import normalize
 from tests.conftest import multi30k_lines
 
 
-@pytest.mark.parametrize("suffix, opener", [("", open), (".gz", gzip.open), (".bz2", bz2.open), (".xz", lzma.open)])
+@pytest.mark.parametrize(
+    "suffix, opener", [("", open), (".gz", gzip.open), (".bz2", bz2.open), (".xz", lzma.open)]
+)
 def test_aligned_files_stream_from_every_compression(tmp_path, suffix, opener):
     en, fr = multi30k_lines("val", "en", 30), multi30k_lines("val", "fr", 30)
     for lang, lines in (("en", en), ("fr", fr)):
@@ -27,7 +41,10 @@ def test_aligned_files_stream_from_every_compression(tmp_path, suffix, opener):
 def test_aligned_files_of_different_length_name_both_counts(tmp_path):
     (tmp_path / "a.en").write_text("x\ny\nz\n")
     (tmp_path / "a.fr").write_text("x\ny\n")
-    for first, second, counts in (("a.en", "a.fr", "3 lines but .* has 2"), ("a.fr", "a.en", "2 lines but .* has 3")):
+    for first, second, counts in (
+        ("a.en", "a.fr", "3 lines but .* has 2"),
+        ("a.fr", "a.en", "2 lines but .* has 3"),
+    ):
         with pytest.raises(DataError, match=counts):
             list(iter_aligned(tmp_path / first, tmp_path / second))
 
@@ -79,8 +96,24 @@ def test_reservoir_is_the_whole_stream_while_it_fits_and_uniform_beyond():
 # Lines that exercise every way normalize() and the filters can act: other whitespace (tab, no-break
 # space, line separator, U+3000), double and edge spaces, CR line ends, empty lines, invalid UTF-8,
 # a Greek final sigma for lowercasing, a long line and a ratio.
-AWKWARD = ["A  b", " lead", "trail ", "tab\there", "nb\u00a0sp", "sep\u2028x", "wide\u3000space", "cr end\r",
-           "", "ΟΔΟΣ ΚΑΙ", "x " * 30, "one", "a b c d e f g", "\x1fctl", "ok line", "É grand"]
+AWKWARD = [
+    "A  b",
+    " lead",
+    "trail ",
+    "tab\there",
+    "nb\u00a0sp",
+    "sep\u2028x",
+    "wide\u3000space",
+    "cr end\r",
+    "",
+    "ΟΔΟΣ ΚΑΙ",
+    "x " * 30,
+    "one",
+    "a b c d e f g",
+    "\x1fctl",
+    "ok line",
+    "É grand",
+]
 
 
 def _write(path, lines, opener=open, raw_tail=b""):
@@ -122,10 +155,16 @@ def _cleaned(source, cleaning, n):
         raw = RawPairs(block)
         assert len(raw) == chunk.read and list(raw) == raw[:] and raw[1:-1] == list(raw)[1:-1]
         # The line starts found while reading are the ones a block's own scan finds.
-        assert scanned.block == block and all(np.array_equal(a, b) for a, b in zip(scanned.starts, raw.starts))
+        assert scanned.block == block and all(
+            np.array_equal(a, b) for a, b in zip(scanned.starts, raw.starts)
+        )
         # Raw pairs (what SentencePiece's sample holds), cleaned on their own, give what the block gives.
         again = clean_raw_pairs(raw[:], cleaning)
-        assert (again.pairs(), again.dropped, again.read) == (chunk.pairs(), chunk.dropped, chunk.read)
+        assert (again.pairs(), again.dropped, again.read) == (
+            chunk.pairs(),
+            chunk.dropped,
+            chunk.read,
+        )
         kept += chunk.pairs()
         dropped.update(chunk.dropped)
         read += chunk.read
@@ -136,11 +175,20 @@ def _cleaned(source, cleaning, n):
 def test_block_cleaning_gives_what_pair_by_pair_cleaning_gives(tmp_path, lowercase):
     en = AWKWARD + multi30k_lines("val", "en", 200)
     fr = list(reversed(AWKWARD)) + multi30k_lines("val", "fr", 200)
-    _write(tmp_path / "c.en.gz", en, gzip.open, raw_tail=b"bad \xff\xfe utf8")  # unterminated last line
+    _write(
+        tmp_path / "c.en.gz", en, gzip.open, raw_tail=b"bad \xff\xfe utf8"
+    )  # unterminated last line
     _write(tmp_path / "c.fr.gz", fr, gzip.open, raw_tail="dernière".encode())
     tsv = tmp_path / "c.tsv"
-    _write(tsv, [f"{e}\t{f}" + ("\t0.5" if i % 3 else "") for i, (e, f) in enumerate(zip(en, fr))] + ["no tab", "\t"])
-    for source in (PairSource("c", (tmp_path / "c.en.gz", tmp_path / "c.fr.gz")), PairSource("t", (tsv,), tsv=True)):
+    _write(
+        tsv,
+        [f"{e}\t{f}" + ("\t0.5" if i % 3 else "") for i, (e, f) in enumerate(zip(en, fr))]
+        + ["no tab", "\t"],
+    )
+    for source in (
+        PairSource("c", (tmp_path / "c.en.gz", tmp_path / "c.fr.gz")),
+        PairSource("t", (tsv,), tsv=True),
+    ):
         want, want_dropped = _reference(list(source), lowercase, 10, 2.0)
         for n in (1, 7, 1000):
             kept, dropped, read = _cleaned(source, Cleaning(lowercase, 10, 2.0, tsv=source.tsv), n)
@@ -157,17 +205,29 @@ def test_normalize_lines_is_normalize_of_each_line():
 
 def test_bytes_cleaning_finds_every_kind_of_whitespace_and_nothing_else():
     import sys
+
     from nmt_cli.pairs import _normal_side, _wide_spaces
+
     spaces = [chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace() and c != 10]
     wide = [ch for ch in spaces if ord(ch) > 127]
     for ch in wide:
-        assert len(_wide_spaces(np.frombuffer(f"x{ch}y".encode(), dtype=np.uint8))) == 1, hex(ord(ch))
+        assert len(_wide_spaces(np.frombuffer(f"x{ch}y".encode(), dtype=np.uint8))) == 1, hex(
+            ord(ch)
+        )
     # Characters sharing the lead bytes of the wide spaces, and not spaces themselves: ’, …, etc.
-    neighbours = [chr(c) for lo, hi in ((0x80, 0x100), (0x1600, 0x1700), (0x2000, 0x2100), (0x3000, 0x3100))
-                  for c in range(lo, hi) if not chr(c).isspace()]
+    neighbours = [
+        chr(c)
+        for lo, hi in ((0x80, 0x100), (0x1600, 0x1700), (0x2000, 0x2100), (0x3000, 0x3100))
+        for c in range(lo, hi)
+        if not chr(c).isspace()
+    ]
     assert not len(_wide_spaces(np.frombuffer("".join(neighbours).encode(), dtype=np.uint8)))
     # Through the whole block cleaning: every space kind at a line's start, inside and end.
-    lines = [f"{ch}a{ch}b {ch} c{ch}" for ch in spaces] + [f"d{ch}" for ch in neighbours] + ["", " ", "e  f"]
+    lines = (
+        [f"{ch}a{ch}b {ch} c{ch}" for ch in spaces]
+        + [f"d{ch}" for ch in neighbours]
+        + ["", " ", "e  f"]
+    )
     block = "".join(line + "\n" for line in lines).encode()
     assert _normal_side(block) is not None  # the bytes path, not the str one
     chunk = Cleaning(False, 1000, 1000.0)((block, block))
@@ -179,7 +239,7 @@ def test_bytes_cleaning_finds_every_kind_of_whitespace_and_nothing_else():
 def test_line_blocks_take_whole_lines_across_reads(tmp_path, monkeypatch):
     monkeypatch.setattr(LineBlocks, "READ_BYTES", 5)
     path = tmp_path / "l.txt"
-    path.write_bytes("un\ndeux\n\ntrois quatre\r\nfin sans retour".encode())
+    path.write_bytes(b"un\ndeux\n\ntrois quatre\r\nfin sans retour")
     with LineBlocks(path) as blocks:
         assert blocks.take(2) == (b"un\ndeux\n", 2)
         assert blocks.take(2) == (b"\ntrois quatre\r\n", 2)
@@ -189,7 +249,10 @@ def test_line_blocks_take_whole_lines_across_reads(tmp_path, monkeypatch):
         block, starts = blocks.take_lines(3)
         assert (block, starts.tolist()) == (b"un\ndeux\n\n", [0, 3, 8, 9])
         block, starts = blocks.take_lines(5)
-        assert [block[a:b - 1] for a, b in zip(starts[:-1], starts[1:])] == [b"trois quatre\r", b"fin sans retour"]
+        assert [block[a : b - 1] for a, b in zip(starts[:-1], starts[1:])] == [
+            b"trois quatre\r",
+            b"fin sans retour",
+        ]
     with LineBlocks(path) as blocks:
         blocks.take(1)
         assert blocks.count_rest() == len(list(iter_lines(path))) - 1 == 4
@@ -227,14 +290,24 @@ def test_reservoir_skips_to_the_items_it_takes_with_the_same_draws(chunk):
             fast.offer(part)
         else:
             fast.pass_over(len(part))
-    assert fast.items == slow.items and fast.seen == slow.seen == 20_000 and fast._next() == slow._next()
+    assert (
+        fast.items == slow.items
+        and fast.seen == slow.seen == 20_000
+        and fast._next() == slow._next()
+    )
 
 
 def test_raw_pairs_are_cut_out_of_their_block_alone_or_together():
     import numpy as np
+
     aligned = RawPairs((b"a b\nc\n\nd e f", b"x\ny y\nz\nw"))
     assert len(aligned) == 4
-    assert aligned.take(np.array([2, 0, 3, 0])) == [(b"", b"z"), (b"a b", b"x"), (b"d e f", b"w"), (b"a b", b"x")]
+    assert aligned.take(np.array([2, 0, 3, 0])) == [
+        (b"", b"z"),
+        (b"a b", b"x"),
+        (b"d e f", b"w"),
+        (b"a b", b"x"),
+    ]
     assert aligned[1] == (b"c", b"y y") and aligned[1:3] == [(b"c", b"y y"), (b"", b"z")]
     with pytest.raises(IndexError):
         aligned[4]

@@ -1,14 +1,20 @@
 import pytest
 import torch
+from test_search import model as tiny_model
+from test_search import sources
 from torch import nn
 
 from nmt_cli.quantize import quantize_int8
 from nmt_cli.search import beam_search, greedy
 from nmt_cli.tokenizer import BOS
-from test_search import model as tiny_model, sources
 
-ORDERS = [("luong", False), ("luong", True), ("bahdanau", False), ("conditional", False),
-          ("conditional", True)]
+ORDERS = [
+    ("luong", False),
+    ("luong", True),
+    ("bahdanau", False),
+    ("conditional", False),
+    ("conditional", True),
+]
 
 
 def model(rnn="gru", decoder="luong", input_feeding=False, **kw):

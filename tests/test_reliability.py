@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from nmt_cli import checkpoint as ckpt
 from nmt_cli.config import recipe_from_dict
@@ -25,13 +26,27 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_sigkill_at_random_moments_never_breaks_the_run_dir(tmp_path):
     data = write_slice(tmp_path / "corpus", n_train=400, n_valid=20)
     recipe_path = tmp_path / "tiny.yaml"
-    recipe_path.write_text(yaml.safe_dump(tiny_recipe_dict(
-        data, train={"checkpoint_every": 3, "valid_every": 7, "valid_max_sentences": 10})))
+    recipe_path.write_text(
+        yaml.safe_dump(
+            tiny_recipe_dict(
+                data, train={"checkpoint_every": 3, "valid_every": 7, "valid_max_sentences": 10}
+            )
+        )
+    )
     run = tmp_path / "run"
     assert nmt("preprocess", recipe_path, "--run-dir", run).returncode == 0
     rng = random.Random(0)
-    cmd = [sys.executable, "-m", "nmt_cli", "train", str(recipe_path), "--run-dir", str(run),
-           "--max-steps", "100000"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "nmt_cli",
+        "train",
+        str(recipe_path),
+        "--run-dir",
+        str(run),
+        "--max-steps",
+        "100000",
+    ]
     last = run / "checkpoints" / "last.pt"
     last_step = 0
     for attempt in range(10):
@@ -50,10 +65,14 @@ def test_sigkill_at_random_moments_never_breaks_the_run_dir(tmp_path):
         proc.send_signal(signal.SIGKILL)
         proc.communicate()
         if last.exists():
-            payload = ckpt.load(last)    # loads after every kill
+            payload = ckpt.load(last)  # loads after every kill
             assert payload["progress"]["step"] >= last_step
             last_step = payload["progress"]["step"]
-        leftovers = [p.name for p in (run / "checkpoints").glob(".*.part")] if (run / "checkpoints").exists() else []
+        leftovers = (
+            [p.name for p in (run / "checkpoints").glob(".*.part")]
+            if (run / "checkpoints").exists()
+            else []
+        )
         # A half-written temp file may stay after SIGKILL; it never replaces a checkpoint.
         assert all(name.endswith(".part") for name in leftovers)
     assert last_step > 0, (tmp_path / "train-0.log").read_text()
@@ -88,11 +107,16 @@ def test_recipe_with_vanished_data_files(tmp_path):
     recipe_yaml = tmp_path / "r.yaml"
     recipe_yaml.write_text(yaml.safe_dump(tiny_recipe_dict(data)))
     shutil.rmtree(tmp_path / "corpus")
-    one_line_error(nmt("preprocess", recipe_yaml, "--run-dir", tmp_path / "run"), "train.en", "not found")
+    one_line_error(
+        nmt("preprocess", recipe_yaml, "--run-dir", tmp_path / "run"), "train.en", "not found"
+    )
 
 
-def test_checkpoint_write_error_keeps_previous_and_training_goes_on(tiny_run, tmp_path, monkeypatch):
+def test_checkpoint_write_error_keeps_previous_and_training_goes_on(
+    tiny_run, tmp_path, monkeypatch
+):
     from nmt_cli.training import train
+
     recipe, run_dir = tiny_run
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)
@@ -115,16 +139,27 @@ def test_checkpoint_write_error_keeps_previous_and_training_goes_on(tiny_run, tm
     assert "No space left on device" in (copy / "train.log").read_text()
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(extra=st.lists(st.tuples(st.binary(max_size=80), st.binary(max_size=80)), min_size=1, max_size=20))
+@settings(
+    max_examples=10, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    extra=st.lists(
+        st.tuples(st.binary(max_size=80), st.binary(max_size=80)), min_size=1, max_size=20
+    )
+)
 def test_preprocess_survives_random_bytes(tmp_path_factory, extra):
     base = tmp_path_factory.mktemp("prop")
     data = write_slice(base / "corpus", n_train=120, n_valid=5)
     for lang, idx in (("en", 0), ("fr", 1)):
         path = base / "corpus" / f"train.{lang}"
-        noise = b"\n".join(pair[idx].replace(b"\n", b" ").replace(b"\r", b" ") for pair in extra) + b"\n"
+        noise = (
+            b"\n".join(pair[idx].replace(b"\n", b" ").replace(b"\r", b" ") for pair in extra)
+            + b"\n"
+        )
         path.write_bytes(path.read_bytes() + noise)
-    recipe = recipe_from_dict(tiny_recipe_dict(data, tokenizer={"vocab_size": 200, "sample_sentences": 1000}))
+    recipe = recipe_from_dict(
+        tiny_recipe_dict(data, tokenizer={"vocab_size": 200, "sample_sentences": 1000})
+    )
     meta = preprocess(recipe, base / "run", log=lambda m: None)
     kept = meta["splits"]["train"]["src"]["sentences"]
     assert kept + sum(meta["dropped"].values()) == 120 + len(extra)
@@ -135,8 +170,9 @@ def test_huge_line_and_many_empty_lines(tiny_run, tmp_path):
     _, run_dir = tiny_run
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)
-    from nmt_cli.training import train as run_train
     from nmt_cli.config import load_recipe
+    from nmt_cli.training import train as run_train
+
     recipe = load_recipe(copy / "recipe.yaml", ["train.max_steps=2"])
     run_train(recipe, copy, device="cpu")
     data = b"word " * 200_000 + b"\n" + b"\n" * 100_000

@@ -9,6 +9,7 @@ from tests.conftest import MIRROR, multi30k_lines
 
 def test_scores_match_sacrebleu_and_carry_signatures():
     import sacrebleu
+
     hyps = ["Un homme fait du vélo .", "Deux chiens jouent dans la neige."]
     refs = ["Un homme fait du vélo.", "Deux chiens courent dans la neige."]
     out = {s.metric: s for s in scoring.score(hyps, refs)}
@@ -37,8 +38,11 @@ def test_lc_tok_reproduces_the_official_references_of_a_whole_test_set(lang):
     # The literature's numbers are only comparable if our pipeline makes the same tokens that
     # made the official references: run it on the raw references and expect them back.
     raw = multi30k_lines("test_2017_flickr", lang)
-    with gzip.open(MIRROR / "multi30k" / "tok" / f"test_2017_flickr.lc.norm.tok.{lang}.gz", "rt",
-                   encoding="utf-8") as fh:
+    with gzip.open(
+        MIRROR / "multi30k" / "tok" / f"test_2017_flickr.lc.norm.tok.{lang}.gz",
+        "rt",
+        encoding="utf-8",
+    ) as fh:
         official = fh.read().split("\n")[:-1]
     assert len(raw) == len(official) == 1000
     assert scoring.moses_lc_tok(raw, lang) == official
@@ -57,7 +61,9 @@ def test_bad_input():
         scoring.score(["a"], ["a", "b"])
     with pytest.raises(UserError, match="the references are empty"):
         scoring.score([], [])
-    with pytest.raises(UserError, match="--lc-tok xx: sacremoses has no Moses rules for 'xx' .*de, .*fr"):
+    with pytest.raises(
+        UserError, match="--lc-tok xx: sacremoses has no Moses rules for 'xx' .*de, .*fr"
+    ):
         scoring.score(["a"], ["a"], lc_tok="xx")
     with pytest.raises(UserError, match="unknown metric 'meteor'"):
         scoring.parse_metrics("bleu,meteor")

@@ -49,7 +49,9 @@ def test_batched_beam_equals_one_sentence_at_a_time():
     src, lengths = sources()
     together = beam_search(m, src, lengths, beam_size=4, nbest=3)
     for i in range(3):
-        alone = beam_search(m, src[i:i + 1, :int(lengths[i])], lengths[i:i + 1], beam_size=4, nbest=3)
+        alone = beam_search(
+            m, src[i : i + 1, : int(lengths[i])], lengths[i : i + 1], beam_size=4, nbest=3
+        )
         assert [h.tokens for h in alone[0]] == [h.tokens for h in together[i]]
 
 
@@ -62,9 +64,13 @@ def test_beam_scores_are_true_log_probabilities_and_sorted():
         norms = [h.norm_score for h in hyps]
         assert norms == sorted(norms, reverse=True)
         for h in hyps[:2]:
-            lp = sequence_logprob(m, src[i:i + 1, :int(lengths[i])], lengths[i:i + 1], h.tokens)
+            lp = sequence_logprob(
+                m, src[i : i + 1, : int(lengths[i])], lengths[i : i + 1], h.tokens
+            )
             assert h.score == pytest.approx(lp, abs=1e-3)
-            assert h.norm_score == pytest.approx(h.score / float(length_penalty(torch.tensor(len(h.tokens) + 1), 0.6)), abs=1e-4)
+            assert h.norm_score == pytest.approx(
+                h.score / float(length_penalty(torch.tensor(len(h.tokens) + 1), 0.6)), abs=1e-4
+            )
 
 
 def test_min_len_bars_the_empty_translation():
@@ -84,18 +90,24 @@ def test_min_len_bars_the_empty_translation():
 def test_max_length_is_respected():
     m = model(4)
     src, lengths = sources()
-    for hyps in (greedy(m, src, lengths, max_len_ratio=1.0, max_len_const=2),
-                 beam_search(m, src, lengths, beam_size=3, max_len_ratio=1.0, max_len_const=2)):
+    for hyps in (
+        greedy(m, src, lengths, max_len_ratio=1.0, max_len_const=2),
+        beam_search(m, src, lengths, beam_size=3, max_len_ratio=1.0, max_len_const=2),
+    ):
         for i, h in enumerate(hyps):
             assert len(h[0].tokens) <= int(lengths[i]) + 2
 
 
-@pytest.mark.parametrize("decoder, feeding", [("luong", False), ("bahdanau", True), ("conditional", False)])
+@pytest.mark.parametrize(
+    "decoder, feeding", [("luong", False), ("bahdanau", True), ("conditional", False)]
+)
 def test_attention_rows_come_back_from_both_searches(decoder, feeding):
     m = model(5, decoder=decoder, input_feeding=feeding)
     src, lengths = sources()
-    for hyps in (greedy(m, src, lengths, attention=True),
-                 beam_search(m, src, lengths, beam_size=3, attention=True)):
+    for hyps in (
+        greedy(m, src, lengths, attention=True),
+        beam_search(m, src, lengths, beam_size=3, attention=True),
+    ):
         for i, h in enumerate(hyps):
             a = h[0].attention
             assert a.shape == (len(h[0].tokens) + 1, int(lengths[i]))
@@ -115,7 +127,11 @@ OUTPUT = [UNK] + list(range(4, 4 + WORDS))  # what search may emit besides EOS
 
 def tiny(seed):
     torch.manual_seed(seed)
-    m = build_model(ModelConfig(embed_dim=8, hidden_dim=8, dropout=0.0), 4 + WORDS, 4 + WORDS).double().eval()
+    m = (
+        build_model(ModelConfig(embed_dim=8, hidden_dim=8, dropout=0.0), 4 + WORDS, 4 + WORDS)
+        .double()
+        .eval()
+    )
     with torch.no_grad():
         for p in m.parameters():
             p.mul_(3.0)  # peaked distributions, so that rankings (and pruning) matter
@@ -150,7 +166,7 @@ def reference_beam(m, src, k, alpha, cap, min_len=1):
             cands += [(score + logp[tok], prefix + [tok]) for tok in toks]
         cands.sort(key=lambda c: -c[0])
         alive = []
-        for score, seq in cands[:k - len(finished)]:
+        for score, seq in cands[: k - len(finished)]:
             if seq[-1] == EOS:
                 finished.append((seq[:-1], score, score / ((5 + t + 1) / 6) ** alpha))
             else:
@@ -183,13 +199,33 @@ def test_beam_search_equals_the_reference_beam_and_stops_only_when_safe():
     models = [tiny(seed) for seed in range(3)]  # kept alive: next_logp's cache goes by id
     for m, src in itertools.product(models, tiny_sources()):
         expected, ref_steps = reference_beam(m, src, 3, 1.0, cap=5)
-        full = beam_search(m, src, torch.tensor([src.size(1)]), beam_size=3, alpha=1.0, nbest=3,
-                           max_len_ratio=0.01, max_len_const=4)[0]
-        assert [(h.tokens, round(h.score, 9)) for h in full] == [(e[0], round(e[1], 9)) for e in expected]
+        full = beam_search(
+            m,
+            src,
+            torch.tensor([src.size(1)]),
+            beam_size=3,
+            alpha=1.0,
+            nbest=3,
+            max_len_ratio=0.01,
+            max_len_const=4,
+        )[0]
+        assert [(h.tokens, round(h.score, 9)) for h in full] == [
+            (e[0], round(e[1], 9)) for e in expected
+        ]
         counting = CountingSteps(m)
-        best = beam_search(counting, src, torch.tensor([src.size(1)]), beam_size=3, alpha=1.0, nbest=1,
-                           max_len_ratio=0.01, max_len_const=4)[0]
-        assert best[0].tokens == expected[0][0] and best[0].norm_score == pytest.approx(expected[0][2], abs=1e-6)
+        best = beam_search(
+            counting,
+            src,
+            torch.tensor([src.size(1)]),
+            beam_size=3,
+            alpha=1.0,
+            nbest=1,
+            max_len_ratio=0.01,
+            max_len_const=4,
+        )[0]
+        assert best[0].tokens == expected[0][0] and best[0].norm_score == pytest.approx(
+            expected[0][2], abs=1e-6
+        )
         early += counting.calls < ref_steps
     assert early > 0  # the stopping rule cut some search short, and changed nothing
 
@@ -213,9 +249,19 @@ def test_a_beam_wide_enough_finds_the_exhaustive_best():
     for src in tiny_sources(3):
         totals = forced_scores(m, src, outputs)
         for alpha in (0.0, 1.0, 3.0):
-            best = max((total / ((5 + len(seq) + 1) / 6) ** alpha, total, seq) for seq, total in zip(outputs, totals))
-            hyp = beam_search(m, src, torch.tensor([src.size(1)]), beam_size=len(outputs), alpha=alpha,
-                              max_len_ratio=0.01, max_len_const=4)[0][0]
+            best = max(
+                (total / ((5 + len(seq) + 1) / 6) ** alpha, total, seq)
+                for seq, total in zip(outputs, totals)
+            )
+            hyp = beam_search(
+                m,
+                src,
+                torch.tensor([src.size(1)]),
+                beam_size=len(outputs),
+                alpha=alpha,
+                max_len_ratio=0.01,
+                max_len_const=4,
+            )[0][0]
             assert hyp.tokens == best[2] and hyp.score == pytest.approx(best[1], abs=1e-9)
 
 
@@ -240,14 +286,17 @@ def test_greedy_drops_ended_sentences_without_changing_any():
     # Sentences end at different steps, so the batch shrinks several times on the way; each
     # sentence, with its own shortlist row and its attention, must come out as decoded alone.
     from nmt_cli.shortlist import Shortlist
+
     m = model(11, input_feeding=True)
     g, src, lengths = ragged_batch(24, seed=3)
     shortlist = Shortlist(torch.arange(4, 10), torch.randint(4, V, (V, 6), generator=g))
-    together = greedy(m, src, lengths, attention=True, vocab=shortlist.candidates(src, lengths), check_every=1)
+    together = greedy(
+        m, src, lengths, attention=True, vocab=shortlist.candidates(src, lengths), check_every=1
+    )
     ended = sorted(len(h[0].tokens) for h in together)
     assert len(set(ended)) >= 3  # the batch shrank more than once
     for i in range(24):
-        one, n = src[i:i + 1, :int(lengths[i])], lengths[i:i + 1]
+        one, n = src[i : i + 1, : int(lengths[i])], lengths[i : i + 1]
         alone = greedy(m, one, n, attention=True, vocab=shortlist.candidates(one, n))[0][0]
         assert together[i][0].tokens == alone.tokens
         assert together[i][0].score == pytest.approx(alone.score, abs=1e-5)
@@ -261,9 +310,11 @@ def test_nbest_scores_are_the_force_decoded_scores():
     with torch.no_grad():
         for i, hyps in enumerate(result):
             width = max(len(h.tokens) for h in hyps) + 1
-            tgt_in = torch.tensor([[BOS] + h.tokens + [0] * (width - 1 - len(h.tokens)) for h in hyps])
+            tgt_in = torch.tensor(
+                [[BOS] + h.tokens + [0] * (width - 1 - len(h.tokens)) for h in hyps]
+            )
             n = len(hyps)
-            logits, _ = m(src[i:i + 1].expand(n, -1), lengths[i:i + 1].expand(n), tgt_in)
+            logits, _ = m(src[i : i + 1].expand(n, -1), lengths[i : i + 1].expand(n), tgt_in)
             logp = torch.log_softmax(logits, -1)
             for j, h in enumerate(hyps):
                 forced = sum(float(logp[j, t, tok]) for t, tok in enumerate(h.tokens + [EOS]))
@@ -305,21 +356,32 @@ def test_beam_search_does_not_stop_while_a_longer_hypothesis_can_still_win():
     table[a, EOS] = -0.1
     table[b, b], table[b, EOS] = -0.05, -0.1
     for nbest in (1, 2):  # with 1 the stopping rule is tried at every step
-        hyps = beam_search(Bigram(table), torch.tensor([[7]]), torch.tensor([1]), beam_size=2, alpha=2.0,
-                           nbest=nbest, max_len_ratio=0.01, max_len_const=8)[0]
+        hyps = beam_search(
+            Bigram(table),
+            torch.tensor([[7]]),
+            torch.tensor([1]),
+            beam_size=2,
+            alpha=2.0,
+            nbest=nbest,
+            max_len_ratio=0.01,
+            max_len_const=8,
+        )[0]
         assert [h.tokens for h in hyps] == [[b] * 8, [a]][:nbest]
     assert hyps[0].score == pytest.approx(-1.65, abs=1e-5)
     assert hyps[0].norm_score == pytest.approx(-1.65 / (14 / 6) ** 2, abs=1e-5)
 
 
 @pytest.mark.parametrize("leave_share", [0.0, 0.125, 0.5])
-def test_beam_search_narrows_the_union_as_sentences_leave_without_changing_any(leave_share, monkeypatch):
+def test_beam_search_narrows_the_union_as_sentences_leave_without_changing_any(
+    leave_share, monkeypatch
+):
     # Done sentences leave at once (0.0) or once they are that share of the batch, staying
     # frozen until then: nobody's hypotheses may change
     # Each sentence allows few target ids of its own, so the union shrinks as sentences finish;
     # the output layer then runs over fewer columns, and no sentence's result may change.
     import nmt_cli.search as search_module
     from nmt_cli.shortlist import Shortlist
+
     monkeypatch.setattr(search_module, "GROUP_ROWS", 10_000)  # the union itself, not row groups
     monkeypatch.setattr(search_module, "BEAM_GROUP_ROWS", 10_000)
     m = model(12)
@@ -333,12 +395,19 @@ def test_beam_search_narrows_the_union_as_sentences_leave_without_changing_any(l
         return plain_step(prev, state, memory, vocab, allowed)
 
     m.step = counting_step
-    together = beam_search(m, src, lengths, beam_size=3, nbest=2, vocab=shortlist.candidates(src, lengths),
-                           leave_share=leave_share)
+    together = beam_search(
+        m,
+        src,
+        lengths,
+        beam_size=3,
+        nbest=2,
+        vocab=shortlist.candidates(src, lengths),
+        leave_share=leave_share,
+    )
     assert columns[-1] < columns[0]
     m.step = plain_step
     for i in range(16):
-        one, n = src[i:i + 1, :int(lengths[i])], lengths[i:i + 1]
+        one, n = src[i : i + 1, : int(lengths[i])], lengths[i : i + 1]
         alone = beam_search(m, one, n, beam_size=3, nbest=2, vocab=shortlist.candidates(one, n))[0]
         assert [h.tokens for h in together[i]] == [h.tokens for h in alone]
         assert [h.score for h in together[i]] == pytest.approx([h.score for h in alone], abs=1e-5)
@@ -350,6 +419,7 @@ def test_the_output_layer_in_row_groups_changes_nothing(monkeypatch, search):
     # columns (search._group_columns): hypotheses and scores as over the batch's union.
     import nmt_cli.search as search_module
     from nmt_cli.shortlist import Shortlist
+
     m = model(13)
     g, src, lengths = ragged_batch(12, seed=6)
     shortlist = Shortlist(torch.arange(4, 6), torch.randint(4, V, (V, 2), generator=g))
@@ -386,6 +456,7 @@ def test_row_groups_keep_each_rows_set_the_specials_in_place_and_map_back_to_ids
     import nmt_cli.search as search_module
     from nmt_cli.search import _group_columns, _remaining_columns, _union_positions
     from nmt_cli.tokenizer import PAD
+
     monkeypatch.setattr(search_module, "GROUPED_SHARE", 1.0)
     vocab = torch.tensor([0, 1, 2, 3, 7, 9, 12, 15, 20, 21])
     allowed = torch.zeros(5, 10, dtype=torch.bool)
@@ -394,21 +465,27 @@ def test_row_groups_keep_each_rows_set_the_specials_in_place_and_map_back_to_ids
     allowed[1, 9] = True
     allowed[2, 4] = True
     allowed[4, [6, 7, 8]] = True
-    columns = _group_columns(vocab, allowed, 2)          # rows 0-1, 2-3 and 4
+    columns = _group_columns(vocab, allowed, 2)  # rows 0-1, 2-3 and 4
     assert columns.group_rows == (2, 2, 1) and columns.widths == (7, 5, 7)
     # each group's own columns first, in id order (the specials at 0..3), then PAD
-    assert columns.ids.tolist() == [[0, 1, 2, 3, 9, 20, 21], [0, 1, 2, 3, 7, PAD, PAD], [0, 1, 2, 3, 12, 15, 20]]
+    assert columns.ids.tolist() == [
+        [0, 1, 2, 3, 9, 20, 21],
+        [0, 1, 2, 3, 7, PAD, PAD],
+        [0, 1, 2, 3, 12, 15, 20],
+    ]
     for row in range(5):
         own = vocab[allowed[row]].tolist()
         assert columns.ids[row // 2][columns.allowed[row]].tolist() == own
-    assert not columns.allowed[2:4, 5:].any()            # padding: allowed to nobody
+    assert not columns.allowed[2:4, 5:].any()  # padding: allowed to nobody
     # a chosen column maps back to its group's id
     assert columns.token_ids(torch.tensor([4, 4, 4, 4, 6])).tolist() == [9, 9, 7, 7, 20]
     assert columns.token_ids(torch.tensor([[4], [6]]), torch.tensor([1, 4])).tolist() == [[9], [20]]
     # values over the union, laid out as the groups' columns
     over_union = vocab.float().expand(5, -1)
     laid_out = over_union.gather(1, _union_positions(columns))
-    assert torch.equal(laid_out[columns.allowed], columns.ids.repeat_interleave(2, 0)[:5][columns.allowed].float())
+    assert torch.equal(
+        laid_out[columns.allowed], columns.ids.repeat_interleave(2, 0)[:5][columns.allowed].float()
+    )
     assert columns.arithmetic() == 2 * 7 + 2 * 5 + 7
     # rows leaving: the same groups over the same columns while that costs little more
     kept = _remaining_columns(columns, torch.tensor([0, 1, 4]), vocab, allowed[[0, 1, 4]], 2)
@@ -420,7 +497,7 @@ def test_row_groups_keep_each_rows_set_the_specials_in_place_and_map_back_to_ids
     # not worth it: the union for every row
     monkeypatch.setattr(search_module, "GROUPED_SHARE", 0.1)
     assert _group_columns(vocab, allowed, 2).group_rows is None
-    assert _group_columns(vocab, allowed, 5).group_rows is None   # one group
+    assert _group_columns(vocab, allowed, 5).group_rows is None  # one group
 
 
 @pytest.mark.parametrize("search", ["greedy", "beam"])
@@ -432,6 +509,7 @@ def test_bf16_shapes_rounded_up_to_whole_multiples_change_nothing(monkeypatch, s
     import nmt_cli.model.seq2seq as seq2seq
     import nmt_cli.search as search_module
     from nmt_cli.shortlist import Shortlist
+
     m = model(14).to(torch.bfloat16)
     g, src, lengths = ragged_batch(12, seed=7)
     shortlist = Shortlist(torch.arange(4, 6), torch.randint(4, V, (V, 2), generator=g))
@@ -452,7 +530,7 @@ def test_bf16_shapes_rounded_up_to_whole_multiples_change_nothing(monkeypatch, s
     for multiple in (1, 8):
         monkeypatch.setattr(seq2seq, "COLUMN_MULTIPLE", multiple)
         monkeypatch.setattr(search_module, "COLUMN_MULTIPLE", multiple)
-        monkeypatch.setattr(search_module, "ROW_MULTIPLE", multiple // 2 or 1)       # 4 rows
+        monkeypatch.setattr(search_module, "ROW_MULTIPLE", multiple // 2 or 1)  # 4 rows
         monkeypatch.setattr(search_module, "SENTENCE_MULTIPLE", multiple // 4 or 1)  # 2 sentences
         widths.clear()
         groups.clear()
@@ -460,11 +538,13 @@ def test_bf16_shapes_rounded_up_to_whole_multiples_change_nothing(monkeypatch, s
         if search == "greedy":
             results[multiple] = greedy(m, src, lengths, vocab=shortlist.candidates(src, lengths))
         else:
-            results[multiple] = beam_search(m, src, lengths, beam_size=3, nbest=2,
-                                            vocab=shortlist.candidates(src, lengths))
+            results[multiple] = beam_search(
+                m, src, lengths, beam_size=3, nbest=2, vocab=shortlist.candidates(src, lengths)
+            )
     assert widths and all(w % 8 == 0 for w in widths)
-    assert len(set(row_counts)) > 2 and all(n % (4 if search == "greedy" else 6) == 0
-                                            for n in row_counts[1:]), row_counts
+    assert len(set(row_counts)) > 2 and all(
+        n % (4 if search == "greedy" else 6) == 0 for n in row_counts[1:]
+    ), row_counts
     assert groups and not any(groups)
     for exact, rounded in zip(results[1], results[8]):
         assert [h.tokens for h in exact] == [h.tokens for h in rounded]
@@ -473,6 +553,7 @@ def test_bf16_shapes_rounded_up_to_whole_multiples_change_nothing(monkeypatch, s
 
 def test_union_padding_adds_columns_no_row_allows():
     from nmt_cli.search import _pad_union
+
     vocab, allowed = torch.arange(10), torch.ones(3, 10, dtype=torch.bool)
     padded_vocab, padded_allowed = _pad_union(vocab, allowed, 8)
     assert padded_vocab.tolist() == list(range(10)) + [0] * 6
@@ -484,6 +565,7 @@ def test_union_padding_adds_columns_no_row_allows():
 
 def test_narrowing_keeps_every_rows_set_and_the_specials_in_place():
     from nmt_cli.search import _narrow
+
     vocab = torch.tensor([0, 1, 2, 3, 7, 9, 12, 15, 20, 21])
     allowed = torch.zeros(2, 10, dtype=torch.bool)
     allowed[:, :4] = True
@@ -495,5 +577,5 @@ def test_narrowing_keeps_every_rows_set_and_the_specials_in_place():
     assert narrow_allowed[1].tolist() == [True, True, True, True, False, True]
     wide = torch.ones(20, dtype=torch.long).cumsum(0)
     nearly_all = torch.ones(2, 20, dtype=torch.bool)
-    nearly_all[:, 19] = False                   # less than a tenth would go: not worth a copy of W_s
+    nearly_all[:, 19] = False  # less than a tenth would go: not worth a copy of W_s
     assert _narrow(wide, nearly_all)[0] is wide

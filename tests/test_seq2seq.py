@@ -36,24 +36,29 @@ def w(module, name):
 
 # ---------------------------------------------------------------- recurrent cells (one step)
 
+
 def gru(rnn, layer, x, h, suffix=""):
     """Cho et al. 2014: r = σ(W_r x + U_r h), z = σ(W_z x + U_z h),
     n = tanh(W_n x + r ⊙ (U_n h)), h' = (1 - z) ⊙ n + z ⊙ h (biases on both sides, as stored)."""
     wi, wh = w(rnn, f"weight_ih_l{layer}{suffix}"), w(rnn, f"weight_hh_l{layer}{suffix}")
     bi, bh = w(rnn, f"bias_ih_l{layer}{suffix}"), w(rnn, f"bias_hh_l{layer}{suffix}")
     n_h = h.numel()
-    W_r, W_z, W_n = wi[:n_h], wi[n_h:2 * n_h], wi[2 * n_h:]
-    U_r, U_z, U_n = wh[:n_h], wh[n_h:2 * n_h], wh[2 * n_h:]
+    W_r, W_z, W_n = wi[:n_h], wi[n_h : 2 * n_h], wi[2 * n_h :]
+    U_r, U_z, U_n = wh[:n_h], wh[n_h : 2 * n_h], wh[2 * n_h :]
     r = torch.sigmoid(W_r @ x + bi[:n_h] + U_r @ h + bh[:n_h])
-    z = torch.sigmoid(W_z @ x + bi[n_h:2 * n_h] + U_z @ h + bh[n_h:2 * n_h])
-    n = torch.tanh(W_n @ x + bi[2 * n_h:] + r * (U_n @ h + bh[2 * n_h:]))
+    z = torch.sigmoid(W_z @ x + bi[n_h : 2 * n_h] + U_z @ h + bh[n_h : 2 * n_h])
+    n = torch.tanh(W_n @ x + bi[2 * n_h :] + r * (U_n @ h + bh[2 * n_h :]))
     return (1 - z) * n + z * h, None
 
 
 def lstm(rnn, layer, x, h, m, suffix=""):
     """i, f, o = σ(W x + U h + b), g = tanh(W_g x + U_g h + b_g); m' = f ⊙ m + i ⊙ g, h' = o ⊙ tanh(m')."""
-    pre = w(rnn, f"weight_ih_l{layer}{suffix}") @ x + w(rnn, f"bias_ih_l{layer}{suffix}") + \
-        w(rnn, f"weight_hh_l{layer}{suffix}") @ h + w(rnn, f"bias_hh_l{layer}{suffix}")
+    pre = (
+        w(rnn, f"weight_ih_l{layer}{suffix}") @ x
+        + w(rnn, f"bias_ih_l{layer}{suffix}")
+        + w(rnn, f"weight_hh_l{layer}{suffix}") @ h
+        + w(rnn, f"bias_hh_l{layer}{suffix}")
+    )
     i, f, g, o = pre.chunk(4)
     m = torch.sigmoid(f) * m + torch.sigmoid(i) * torch.tanh(g)
     return torch.sigmoid(o) * torch.tanh(m), m
@@ -74,6 +79,7 @@ def stacked(kind, rnn, x, hs, ms):
 
 
 # ---------------------------------------------------------------- encoder and bridge
+
 
 def encode(model, cfg, src):
     """BiRNN over one unpadded sentence: states h_1..h_N of the top layer and each layer's
@@ -109,14 +115,21 @@ def bridge(model, cfg, states, finals, final_cells):
     else:  # mean over the sentence's own positions only
         mean = sum(states) / len(states)
         inputs, cell_inputs = [mean] * cfg.layers, [mean] * cfg.layers
-    s0 = [torch.tanh(w(b.hidden[l], "weight") @ inputs[l] + w(b.hidden[l], "bias")) for l in range(cfg.layers)]
+    s0 = [
+        torch.tanh(w(b.hidden[l], "weight") @ inputs[l] + w(b.hidden[l], "bias"))
+        for l in range(cfg.layers)
+    ]
     m0 = [None] * cfg.layers
     if cfg.rnn == "lstm":
-        m0 = [w(b.cell[l], "weight") @ cell_inputs[l] + w(b.cell[l], "bias") for l in range(cfg.layers)]
+        m0 = [
+            w(b.cell[l], "weight") @ cell_inputs[l] + w(b.cell[l], "bias")
+            for l in range(cfg.layers)
+        ]
     return s0, m0, s0[-1]
 
 
 # ---------------------------------------------------------------- attention
+
 
 def attend(model, cfg, states, q):
     """K heads, each with its own parameters; contexts concatenated, weights averaged."""
@@ -124,18 +137,21 @@ def attend(model, cfg, states, q):
     heads, hm = cfg.attention_heads, cfg.hidden_dim
     contexts, alphas = [], []
     for k in range(heads):
-        if cfg.attention == "dot":                        # e_j = h_j^T q
+        if cfg.attention == "dot":  # e_j = h_j^T q
             e = torch.stack([h @ q for h in states])
-        elif cfg.attention == "general":                  # e_j = q^T W_a h_j
-            W_a = w(score.W, "weight")[k * hm:(k + 1) * hm]
+        elif cfg.attention == "general":  # e_j = q^T W_a h_j
+            W_a = w(score.W, "weight")[k * hm : (k + 1) * hm]
             e = torch.stack([q @ (W_a @ h) for h in states])
-        elif cfg.attention == "concat":                   # e_j = v^T tanh(W1 h_j + W2 q + b)
+        elif cfg.attention == "concat":  # e_j = v^T tanh(W1 h_j + W2 q + b)
             a = score.attn_dim
-            W1, W2 = w(score.W1, "weight")[k * a:(k + 1) * a], w(score.W2, "weight")[k * a:(k + 1) * a]
-            b2, v = w(score.W2, "bias")[k * a:(k + 1) * a], w(score, "v")[k]
+            W1, W2 = (
+                w(score.W1, "weight")[k * a : (k + 1) * a],
+                w(score.W2, "weight")[k * a : (k + 1) * a],
+            )
+            b2, v = w(score.W2, "bias")[k * a : (k + 1) * a], w(score, "v")[k]
             e = torch.stack([v @ torch.tanh(W1 @ h + W2 @ q + b2) for h in states])
-        else:                                             # e_j = g cos(h_j, W q)
-            Wq = w(score.W, "weight")[k * hm:(k + 1) * hm] @ q
+        else:  # e_j = g cos(h_j, W q)
+            Wq = w(score.W, "weight")[k * hm : (k + 1) * hm] @ q
             g = float(w(score, "scale")[k])
             e = torch.stack([g * (h @ Wq) / (h.norm() * Wq.norm()) for h in states])
         alpha = torch.exp(e - e.max()) / torch.exp(e - e.max()).sum()
@@ -145,6 +161,7 @@ def attend(model, cfg, states, q):
 
 
 # ---------------------------------------------------------------- decoder
+
 
 def decode(model, cfg, src, targets=None, steps=None, greedy_rules=False):
     """Log-probabilities of each step for one sentence, and the tokens read. ``targets``: teacher
@@ -167,28 +184,30 @@ def decode(model, cfg, src, targets=None, steps=None, greedy_rules=False):
     W_comb, b_comb = w(d.combine, "weight"), w(d.combine, "bias")
     states, finals, final_cells = encode(model, cfg, src)
     s, m, summary = bridge(model, cfg, states, finals, final_cells)
-    h_tilde = torch.zeros(W_comb.size(0), dtype=D)                       # h~_0
+    h_tilde = torch.zeros(W_comb.size(0), dtype=D)  # h~_0
     read_out = attend(model, cfg, states, s[-1])[0] if cfg.initial_state_attention else None  # c_0
     y = BOS
     out, chosen = [], []
     for i in range(len(targets) + 1 if targets is not None else steps):
         e = E[y]
-        fed = ([h_tilde] if cfg.input_feeding else []) + ([read_out] if read_out is not None else [])
+        fed = ([h_tilde] if cfg.input_feeding else []) + (
+            [read_out] if read_out is not None else []
+        )
         if cfg.attention == "none":
             c = summary
             s, m = stacked(cfg.rnn, d.rnn, torch.cat([e, c, *fed]), s, m)
             h_tilde = torch.tanh(W_comb @ torch.cat([s[-1], c, e]) + b_comb)
         elif cfg.decoder == "bahdanau":
-            c, _ = attend(model, cfg, states, s[-1])                     # query s_{i-1}
+            c, _ = attend(model, cfg, states, s[-1])  # query s_{i-1}
             s, m = stacked(cfg.rnn, d.rnn, torch.cat([e, c, *fed]), s, m)
             h_tilde = torch.tanh(W_comb @ torch.cat([s[-1], c, e]) + b_comb)
         elif cfg.decoder == "luong":
             s, m = stacked(cfg.rnn, d.rnn, torch.cat([e, *fed]), s, m)
-            c, _ = attend(model, cfg, states, s[-1])                     # query s_i
+            c, _ = attend(model, cfg, states, s[-1])  # query s_i
             h_tilde = torch.tanh(W_comb @ torch.cat([c, s[-1]]) + b_comb)
         else:
-            s, m = stacked(cfg.rnn, d.rnn, torch.cat([e, *fed]), s, m)    # s'_i
-            c, _ = attend(model, cfg, states, s[-1])                     # query s'_i
+            s, m = stacked(cfg.rnn, d.rnn, torch.cat([e, *fed]), s, m)  # s'_i
+            c, _ = attend(model, cfg, states, s[-1])  # query s'_i
             top, top_m = cell(cfg.rnn, d.transition, 0, c, s[-1], m[-1])  # s_i = f2(s'_i, c_i)
             s, m = s[:-1] + [top], m[:-1] + [top_m]
             h_tilde = torch.tanh(W_comb @ torch.cat([s[-1], c, e]) + b_comb)
@@ -204,10 +223,10 @@ def decode(model, cfg, src, targets=None, steps=None, greedy_rules=False):
             if greedy_rules:
                 pick[PAD] = pick[BOS] = -math.inf
                 if i == 0:
-                    pick[EOS] = -math.inf                                 # min_len 1
+                    pick[EOS] = -math.inf  # min_len 1
                 if i == steps - 1:
                     pick[:] = -math.inf
-                    pick[EOS] = logp[EOS]                                 # the length cap
+                    pick[EOS] = logp[EOS]  # the length cap
             y = int(pick.argmax())
             chosen.append(y)
             if greedy_rules and y == EOS:
@@ -224,7 +243,9 @@ VARIANTS = {
     "luong": dict(decoder="luong", attention="general"),
     "luong+feeding": dict(decoder="luong", attention="dot", input_feeding=True),
     "conditional": dict(decoder="conditional", attention="concat"),
-    "conditional+feeding, lstm": dict(decoder="conditional", attention="general", input_feeding=True, rnn="lstm"),
+    "conditional+feeding, lstm": dict(
+        decoder="conditional", attention="general", input_feeding=True, rnn="lstm"
+    ),
     "rnnenc (no attention)": dict(decoder="bahdanau", attention="none"),
     "bridge last": dict(bridge="last", attention="general"),
     "bridge linear, 2 layers": dict(bridge="linear", layers=2, attention="concat"),
@@ -232,11 +253,19 @@ VARIANTS = {
     "bridge mean, no attention": dict(bridge="mean", attention="none", decoder="bahdanau"),
     "multi-head concat": dict(attention="concat", attention_heads=3, input_feeding=True),
     "multi-head cosine": dict(attention="cosine", attention_heads=2, decoder="bahdanau"),
-    "initial_state_attention": dict(decoder="luong", attention="concat", initial_state_attention=True),
-    "initial_state_attention+feeding, 2 heads": dict(decoder="luong", attention="general", attention_heads=2,
-                                                     input_feeding=True, initial_state_attention=True),
-    "initial_state_attention, conditional": dict(decoder="conditional", attention="concat",
-                                                 initial_state_attention=True),
+    "initial_state_attention": dict(
+        decoder="luong", attention="concat", initial_state_attention=True
+    ),
+    "initial_state_attention+feeding, 2 heads": dict(
+        decoder="luong",
+        attention="general",
+        attention_heads=2,
+        input_feeding=True,
+        initial_state_attention=True,
+    ),
+    "initial_state_attention, conditional": dict(
+        decoder="conditional", attention="concat", initial_state_attention=True
+    ),
 }
 
 
@@ -244,7 +273,9 @@ def build(name):
     cfg = ModelConfig(**{**SMALL, **VARIANTS[name]})
     torch.manual_seed(sorted(VARIANTS).index(name))
     model = build_model(cfg, V, V).to(D).eval()
-    with torch.no_grad():  # PyTorch's default init makes tiny models nearly uniform; spread them out
+    with (
+        torch.no_grad()
+    ):  # PyTorch's default init makes tiny models nearly uniform; spread them out
         for p in model.parameters():
             p.mul_(3.0)
         model.tgt_embedding.weight[PAD].zero_()
@@ -258,9 +289,9 @@ def batch():
     tgt_lengths = [4, 2, 3]
     tgt = torch.randint(4, V, (3, 4), generator=g)
     for i in range(3):
-        src[i, src_lengths[i]:] = PAD
-        tgt[i, tgt_lengths[i]:] = PAD
-    tgt_in = torch.cat([torch.full((3, 1), BOS), tgt], dim=1)           # BOS y_1 .. y_T
+        src[i, src_lengths[i] :] = PAD
+        tgt[i, tgt_lengths[i] :] = PAD
+    tgt_in = torch.cat([torch.full((3, 1), BOS), tgt], dim=1)  # BOS y_1 .. y_T
     return src, src_lengths, tgt, tgt_lengths, tgt_in
 
 
@@ -278,9 +309,11 @@ def test_teacher_forced_and_step_by_step_equal_the_reference(name):
         stepwise = torch.stack(stepwise, dim=1)
     for i in range(3):
         n = tgt_lengths[i]
-        expected, _ = decode(model, cfg, src[i, :src_lengths[i]].tolist(), targets=tgt[i, :n].tolist())
-        assert torch.allclose(forced[i, :n + 1], expected, atol=1e-9, rtol=0), name
-        assert torch.allclose(stepwise[i, :n + 1], expected, atol=1e-9, rtol=0), name
+        expected, _ = decode(
+            model, cfg, src[i, : src_lengths[i]].tolist(), targets=tgt[i, :n].tolist()
+        )
+        assert torch.allclose(forced[i, : n + 1], expected, atol=1e-9, rtol=0), name
+        assert torch.allclose(stepwise[i, : n + 1], expected, atol=1e-9, rtol=0), name
 
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))
@@ -305,10 +338,15 @@ def test_hypotheses_sharing_one_memory_row_equal_the_reference(name):
         stepwise = torch.stack(stepwise, dim=1)
     for row in range(3 * k):
         i = row // k
-        expected, _ = decode(model, cfg, src[i, :src_lengths[i]].tolist(), targets=targets[row, :steps - 1].tolist())
+        expected, _ = decode(
+            model,
+            cfg,
+            src[i, : src_lengths[i]].tolist(),
+            targets=targets[row, : steps - 1].tolist(),
+        )
         assert torch.allclose(stepwise[row], expected[:steps], atol=1e-9, rtol=0), (name, row)
         if attention[0] is not None:  # padding positions of the shared row stay at zero weight
-            assert float(attention[-1][row, int(src_lengths[i]):].abs().sum()) == 0.0
+            assert float(attention[-1][row, int(src_lengths[i]) :].abs().sum()) == 0.0
 
 
 @pytest.mark.parametrize("name", sorted(VARIANTS))
@@ -319,11 +357,13 @@ def test_loop_function_and_greedy_search_equal_the_reference(name):
         looped = torch.log_softmax(model(src, src_lengths, tgt_in, torch.tensor(1.0))[0], dim=-1)
         searched = greedy(model, src, src_lengths, max_len_ratio=1.0, max_len_const=3)
     for i in range(3):
-        sentence = src[i, :src_lengths[i]].tolist()
-        n = tgt_lengths[i] + 1                      # where the padded target ends, PAD is read
+        sentence = src[i, : src_lengths[i]].tolist()
+        n = tgt_lengths[i] + 1  # where the padded target ends, PAD is read
         expected, _ = decode(model, cfg, sentence, steps=n)
         assert torch.allclose(looped[i, :n], expected, atol=1e-9, rtol=0), name
-        path, tokens = decode(model, cfg, sentence, steps=int(src_lengths[i]) + 3 + 1, greedy_rules=True)
+        path, tokens = decode(
+            model, cfg, sentence, steps=int(src_lengths[i]) + 3 + 1, greedy_rules=True
+        )
         assert tokens[-1] == EOS and searched[i][0].tokens == tokens[:-1], name
         score = sum(float(path[j, t]) for j, t in enumerate(tokens))
         assert searched[i][0].score == pytest.approx(score, abs=1e-5), name  # summed in float32

@@ -45,14 +45,18 @@ class Server:
     """`nmt serve --port 0` in a child process; ``url`` once it listens."""
 
     def __init__(self, run: Path, *options: str):
-        self.proc = subprocess.Popen(nmt_command("serve", "-m", str(run), "--port", "0", *options),
-                                     stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, env=child_env(),
-                                     text=True)
+        self.proc = subprocess.Popen(
+            nmt_command("serve", "-m", str(run), "--port", "0", *options),
+            stderr=subprocess.PIPE,
+            stdout=subprocess.DEVNULL,
+            env=child_env(),
+            text=True,
+        )
         line = self.proc.stderr.readline()
         if "http://" not in line:
             self.proc.kill()
             raise AssertionError(f"nmt serve did not start: {line}{self.proc.stderr.read()}")
-        self.url = line[line.index("http://"):].split()[0].rstrip("/")
+        self.url = line[line.index("http://") :].split()[0].rstrip("/")
         self.log: list[str] = []
         threading.Thread(target=lambda: self.log.extend(self.proc.stderr), daemon=True).start()
 
@@ -67,8 +71,12 @@ class Server:
 
     def request(self, method: str, path: str, body=None, headers=None, timeout=60):
         data = body if isinstance(body, (bytes, type(None))) else json.dumps(body).encode()
-        req = urllib.request.Request(self.url + path, data=data, method=method,
-                                     headers={"Content-Type": "application/json", **(headers or {})})
+        req = urllib.request.Request(
+            self.url + path,
+            data=data,
+            method=method,
+            headers={"Content-Type": "application/json", **(headers or {})},
+        )
         try:
             with urllib.request.urlopen(req, timeout=timeout) as resp:
                 return resp.status, resp.read()
@@ -88,8 +96,14 @@ def server(run_dir):
 
 
 def cli_translate(run: Path, lines: list[str], *args: str) -> list[str]:
-    out = subprocess.run(nmt_command("translate", "-m", str(run), *args), input="\n".join(lines) + "\n",
-                         capture_output=True, text=True, env=child_env(), check=True)
+    out = subprocess.run(
+        nmt_command("translate", "-m", str(run), *args),
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        check=True,
+    )
     return out.stdout.split("\n")[:-1]
 
 
@@ -102,55 +116,86 @@ def cli(run_dir):
     """What `nmt translate` writes for the lines the tests send: {line: output}, plain and with
     --alignments (two processes for all tests: each costs a torch start-up)."""
     lines = LIBRE_LINES + NATIVE_LINES + multi30k_lines("test_2016_flickr", "en", 64)
-    return {"plain": dict(zip(lines, cli_translate(run_dir, lines))),
-            "aligned": dict(zip(NATIVE_LINES, cli_translate(run_dir, NATIVE_LINES, "--alignments")))}
+    return {
+        "plain": dict(zip(lines, cli_translate(run_dir, lines))),
+        "aligned": dict(zip(NATIVE_LINES, cli_translate(run_dir, NATIVE_LINES, "--alignments"))),
+    }
 
 
 def test_page_models_languages_and_health(server, run_dir):
     status, page = server.request("GET", "/")
-    assert status == 200 and b"<textarea" in page and b"http" not in page.replace(b"http-equiv", b"")
+    assert (
+        status == 200 and b"<textarea" in page and b"http" not in page.replace(b"http-equiv", b"")
+    )
     for name in ("app.js", "style.css"):
         assert server.request("GET", f"/static/{name}")[0] == 200
-    assert server.json("GET", "/health") == (200, {"status": "ok", "models": ["tiny"], "pending_sentences": 0,
-                                                    "batching": True, "decoded_batches": 0,
-                                                    "decoded_sentences": 0})
+    assert server.json("GET", "/health") == (
+        200,
+        {
+            "status": "ok",
+            "models": ["tiny"],
+            "pending_sentences": 0,
+            "batching": True,
+            "decoded_batches": 0,
+            "decoded_sentences": 0,
+        },
+    )
     status, models = server.json("GET", "/v1/models")
     (model,) = models["models"]
-    assert status == 200 and model["id"] == "tiny" and (model["source"], model["target"]) == ("en", "fr")
-    assert model["step"] == 40 and model["checkpoint"] in ("best.pt", "last.pt") and model["beam_size"] == 2
-    assert server.json("GET", "/languages") == (200, [{"code": "en", "name": "English", "targets": ["fr"]}])
+    assert (
+        status == 200
+        and model["id"] == "tiny"
+        and (model["source"], model["target"]) == ("en", "fr")
+    )
+    assert (
+        model["step"] == 40
+        and model["checkpoint"] in ("best.pt", "last.pt")
+        and model["beam_size"] == 2
+    )
+    assert server.json("GET", "/languages") == (
+        200,
+        [{"code": "en", "name": "English", "targets": ["fr"]}],
+    )
 
 
 def test_libretranslate_requests_answer_as_nmt_translate(server, cli):
     lines = LIBRE_LINES
     expected = [cli["plain"][line] for line in lines]
-    assert server.json("POST", "/translate", {"q": lines[0], "source": "en", "target": "fr", "format": "text"}) == \
-        (200, {"translatedText": expected[0]})
-    assert server.json("POST", "/translate", {"q": lines, "source": "en", "target": "fr"}) == \
-        (200, {"translatedText": expected})
+    assert server.json(
+        "POST", "/translate", {"q": lines[0], "source": "en", "target": "fr", "format": "text"}
+    ) == (200, {"translatedText": expected[0]})
+    assert server.json("POST", "/translate", {"q": lines, "source": "en", "target": "fr"}) == (
+        200,
+        {"translatedText": expected},
+    )
     # A form post, as some LibreTranslate clients send it; lines of one text stay lines.
     form = urllib.parse.urlencode({"q": "\n".join(lines), "source": "en", "target": "fr"}).encode()
-    status, raw = server.request("POST", "/translate", form,
-                                 headers={"Content-Type": "application/x-www-form-urlencoded"})
+    status, raw = server.request(
+        "POST", "/translate", form, headers={"Content-Type": "application/x-www-form-urlencoded"}
+    )
     assert status == 200 and json.loads(raw) == {"translatedText": "\n".join(expected)}
-    status, body = server.json("POST", "/translate", {"q": lines[0], "source": "en", "target": "fr",
-                                                      "alternatives": 1})
+    status, body = server.json(
+        "POST", "/translate", {"q": lines[0], "source": "en", "target": "fr", "alternatives": 1}
+    )
     assert status == 200 and len(body["alternatives"]) == 1
 
 
 def test_native_translate_gives_nbest_alignment_and_word_attention(server, cli, run_dir):
     from nmt_cli import Translator
+
     lines = NATIVE_LINES
     aligned = [cli["aligned"][line] for line in lines]
     api = Translator.load(run_dir, device="cpu").translate(lines, nbest=2)
-    status, body = server.json("POST", "/v1/translate", {"src": lines, "nbest": 2, "alignments": True,
-                                                         "attention": True})
+    status, body = server.json(
+        "POST", "/v1/translate", {"src": lines, "nbest": 2, "alignments": True, "attention": True}
+    )
     assert status == 200 and body["model"] == "tiny"
     for k, tr in enumerate(body["translations"]):
         text, alignment = aligned[k].split("\t")
         assert (tr["text"], tr["alignment"]) == (text, alignment)
-        assert [(a["text"], a["score"]) for a in tr["nbest"]] == \
-            [(a.text, pytest.approx(a.score, abs=1e-4)) for a in api[k].alternatives]
+        assert [(a["text"], a["score"]) for a in tr["nbest"]] == [
+            (a.text, pytest.approx(a.score, abs=1e-4)) for a in api[k].alternatives
+        ]
         att = tr["attention"]
         assert att["source_words"] == lines[k].split()
         assert len(att["target_words"]) == len(tr["text"].split()) == len(att["weights"])
@@ -178,12 +223,14 @@ def test_64_concurrent_requests_each_answer_as_nmt_translate(server, cli):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("shortlist", [
-    "--shortlist", "--no-shortlist"])
-def test_concurrent_answers_equal_nmt_translate_with_a_narrow_shortlist(run_dir, tmp_path, shortlist):
+@pytest.mark.parametrize("shortlist", ["--shortlist", "--no-shortlist"])
+def test_concurrent_answers_equal_nmt_translate_with_a_narrow_shortlist(
+    run_dir, tmp_path, shortlist
+):
     """As the 64-request test, with a shortlist narrower than the tiny vocabulary (8 frequent
     pieces, 2 per source piece), as a real model's is; and with it turned off on both sides."""
     from nmt_cli.checkpoint import load, resolve, save_atomic
+
     payload = load(resolve(run_dir))
     payload["recipe"]["decode"].update(shortlist=True, shortlist_frequent=8, shortlist_per_source=2)
     narrow = tmp_path / "narrow.pt"
@@ -193,8 +240,14 @@ def test_concurrent_answers_equal_nmt_translate_with_a_narrow_shortlist(run_dir,
     s = Server(narrow, "--threads", "2", "--max-wait-ms", "20", shortlist)
     try:
         with ThreadPoolExecutor(16) as clients:
-            answers = list(clients.map(lambda line: s.json("POST", "/translate",
-                                                           {"q": line, "source": "en", "target": "fr"}), lines))
+            answers = list(
+                clients.map(
+                    lambda line: s.json(
+                        "POST", "/translate", {"q": line, "source": "en", "target": "fr"}
+                    ),
+                    lines,
+                )
+            )
     finally:
         assert s.stop() == 0
     assert [body.get("translatedText") for _, body in answers] == expected
@@ -204,23 +257,80 @@ BAD = [
     # (route, body bytes, content type, status, words in the error)
     ("/translate", b'{"q": "A dog.", "source": "en"', "application/json", 400, "not valid JSON"),
     ("/translate", b'["A dog."]', "application/json", 400, "JSON object"),
-    ("/translate", '{"q": "caf\xe9", "source": "en", "target": "fr"}'.encode("latin-1"), "application/json",
-     400, "UTF-8"),
-    ("/translate", b'{"q": 7, "source": "en", "target": "fr"}', "application/json", 400, "expected a string"),
-    ("/translate", b'{"q": "   ", "source": "en", "target": "fr"}', "application/json", 400, "empty text"),
+    (
+        "/translate",
+        '{"q": "caf\xe9", "source": "en", "target": "fr"}'.encode("latin-1"),
+        "application/json",
+        400,
+        "UTF-8",
+    ),
+    (
+        "/translate",
+        b'{"q": 7, "source": "en", "target": "fr"}',
+        "application/json",
+        400,
+        "expected a string",
+    ),
+    (
+        "/translate",
+        b'{"q": "   ", "source": "en", "target": "fr"}',
+        "application/json",
+        400,
+        "empty text",
+    ),
     ("/translate", b'{"source": "en", "target": "fr"}', "application/json", 400, "q: missing"),
-    ("/translate", b'{"q": "A dog.", "source": "auto", "target": "fr"}', "application/json", 400, "auto"),
-    ("/translate", b'{"q": "A dog.", "source": "en", "target": "de"}', "application/json", 400, "no model translates"),
-    ("/translate", b'{"q": "A dog.", "source": "en", "target": "fr", "format": "html"}', "application/json",
-     400, "format"),
-    ("/translate", json.dumps({"q": "a " * 3000, "source": "en", "target": "fr"}).encode(), "application/json",
-     413, "too long"),
+    (
+        "/translate",
+        b'{"q": "A dog.", "source": "auto", "target": "fr"}',
+        "application/json",
+        400,
+        "auto",
+    ),
+    (
+        "/translate",
+        b'{"q": "A dog.", "source": "en", "target": "de"}',
+        "application/json",
+        400,
+        "no model translates",
+    ),
+    (
+        "/translate",
+        b'{"q": "A dog.", "source": "en", "target": "fr", "format": "html"}',
+        "application/json",
+        400,
+        "format",
+    ),
+    (
+        "/translate",
+        json.dumps({"q": "a " * 3000, "source": "en", "target": "fr"}).encode(),
+        "application/json",
+        413,
+        "too long",
+    ),
     ("/v1/translate", b'{"src": "A dog."}', "application/json", 400, "list of sentences"),
     ("/v1/translate", b'{"src": ["A dog.", ""]}', "application/json", 400, "src[1]: empty text"),
-    ("/v1/translate", b'{"src": ["A dog."], "beam_size": "wide"}', "application/json", 400, "beam_size"),
+    (
+        "/v1/translate",
+        b'{"src": ["A dog."], "beam_size": "wide"}',
+        "application/json",
+        400,
+        "beam_size",
+    ),
     ("/v1/translate", b'{"src": ["A dog."], "nbest": 9}', "application/json", 400, "nbest"),
-    ("/v1/translate", b'{"src": ["A dog."], "attention": "yes"}', "application/json", 400, "attention"),
-    ("/v1/translate", b'{"src": ["A dog."], "model": "../../etc/passwd"}', "application/json", 400, "no model"),
+    (
+        "/v1/translate",
+        b'{"src": ["A dog."], "attention": "yes"}',
+        "application/json",
+        400,
+        "attention",
+    ),
+    (
+        "/v1/translate",
+        b'{"src": ["A dog."], "model": "../../etc/passwd"}',
+        "application/json",
+        400,
+        "no model",
+    ),
     ("/v1/translate", b"\xff\xfe", "application/json", 400, "UTF-8"),
     ("/static/serve.py", None, "application/json", 404, "no such file"),
     ("/static/..%2F..%2Fpyproject.toml", None, "application/json", 404, "Not Found"),
@@ -228,36 +338,64 @@ BAD = [
 
 
 @pytest.mark.parametrize("route,body,content_type,status,words", BAD, ids=[b[4] for b in BAD])
-def test_bad_input_gets_a_one_line_json_error_and_the_server_stays_up(server, route, body, content_type,
-                                                                       status, words):
-    got, raw = server.request("POST" if body is not None else "GET", route, body,
-                              headers={"Content-Type": content_type})
+def test_bad_input_gets_a_one_line_json_error_and_the_server_stays_up(
+    server, route, body, content_type, status, words
+):
+    got, raw = server.request(
+        "POST" if body is not None else "GET", route, body, headers={"Content-Type": content_type}
+    )
     assert got == status
     assert b"\n" not in raw.strip() and words in json.loads(raw)["error"]
-    assert server.json("POST", "/translate", {"q": "A dog.", "source": "en", "target": "fr"})[0] == 200
+    assert (
+        server.json("POST", "/translate", {"q": "A dog.", "source": "en", "target": "fr"})[0] == 200
+    )
 
 
 @pytest.mark.slow
 def test_api_key_queue_limit_and_time_limit(run_dir):
     long_line = " ".join(["a man with a big red hat rides a small horse"] * 12)
-    s = Server(run_dir, "--api-key", "s3cret", "--max-queue", "12", "--timeout", "0.5", "--threads", "1",
-               "--max-chars", "100000")
+    s = Server(
+        run_dir,
+        "--api-key",
+        "s3cret",
+        "--max-queue",
+        "12",
+        "--timeout",
+        "0.5",
+        "--threads",
+        "1",
+        "--max-chars",
+        "100000",
+    )
     try:
         q = {"q": "A dog.", "source": "en", "target": "fr"}
         assert s.json("POST", "/translate", q)[0] == 403
-        assert s.json("POST", "/translate", {**q, "api_key": "s3cre"}) == (403, {"error": "invalid or missing api_key"})
+        assert s.json("POST", "/translate", {**q, "api_key": "s3cre"}) == (
+            403,
+            {"error": "invalid or missing api_key"},
+        )
         assert s.json("POST", "/translate", {**q, "api_key": "s3cret"})[0] == 200
-        assert s.json("POST", "/v1/translate", {"src": ["A dog."]}, headers={"X-API-Key": "s3cret"})[0] == 200
+        assert (
+            s.json("POST", "/v1/translate", {"src": ["A dog."]}, headers={"X-API-Key": "s3cret"})[0]
+            == 200
+        )
         assert s.json("GET", "/languages")[0] == 200  # no key needed to read what is served
-        assert s.json("POST", "/v1/translate", {"src": ["A dog."] * 13, "api_key": "s3cret"})[0] == 413
+        assert (
+            s.json("POST", "/v1/translate", {"src": ["A dog."] * 13, "api_key": "s3cret"})[0] == 413
+        )
 
         slow = {"src": [long_line] * 10, "beam_size": 4, "api_key": "s3cret"}
         with ThreadPoolExecutor(1) as pool:
             first = pool.submit(s.json, "POST", "/v1/translate", slow)
             deadline = time.monotonic() + 30
-            while s.json("GET", "/health")[1]["pending_sentences"] == 0 and time.monotonic() < deadline:
+            while (
+                s.json("GET", "/health")[1]["pending_sentences"] == 0
+                and time.monotonic() < deadline
+            ):
                 time.sleep(0.01)
-            status, body = s.json("POST", "/v1/translate", {"src": ["A dog."] * 5, "api_key": "s3cret"})
+            status, body = s.json(
+                "POST", "/v1/translate", {"src": ["A dog."] * 5, "api_key": "s3cret"}
+            )
             assert (status, body["error"].split(" (")[0]) == (503, "the queue is full")
             assert first.result() == (504, {"error": "the translation took longer than 0.5 s"})
         deadline = time.monotonic() + 60
@@ -273,8 +411,10 @@ def test_sigterm_finishes_the_requests_in_flight_and_exits_0(run_dir):
     s = Server(run_dir, "--threads", "1")
     lines = multi30k_lines("test_2016_flickr", "en", 6)
     with ThreadPoolExecutor(6) as pool:
-        answers = [pool.submit(s.json, "POST", "/v1/translate", {"src": [line] * 4, "beam_size": 4})
-                   for line in lines]
+        answers = [
+            pool.submit(s.json, "POST", "/v1/translate", {"src": [line] * 4, "beam_size": 4})
+            for line in lines
+        ]
         deadline = time.monotonic() + 30
         while s.json("GET", "/health")[1]["pending_sentences"] < 12 and time.monotonic() < deadline:
             time.sleep(0.005)
@@ -287,18 +427,27 @@ def test_sigterm_finishes_the_requests_in_flight_and_exits_0(run_dir):
 
 # ---------------------------------------------------------------------- the page in a browser
 
+
 def chromium_driver():
     webdriver = pytest.importorskip("selenium.webdriver")
     binary = shutil.which("chromium") or shutil.which("chromium-browser")
     driver_path = shutil.which("chromedriver")
     if not binary or not driver_path:
-        pytest.skip("Debian's chromium and chromium-driver are not installed (scripts/setup.sh installs them)")
+        pytest.skip(
+            "Debian's chromium and chromium-driver are not installed (scripts/setup.sh installs them)"
+        )
     options = webdriver.ChromeOptions()
     options.binary_location = binary
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                 "--window-size=1280,900"):
+    for flag in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-gpu",
+        "--disable-dev-shm-usage",
+        "--window-size=1280,900",
+    ):
         options.add_argument(flag)
     from selenium.webdriver.chrome.service import Service as ChromeService
+
     return webdriver.Chrome(service=ChromeService(executable_path=driver_path), options=options)
 
 
@@ -307,6 +456,7 @@ def test_page_translates_and_hovering_a_word_highlights_what_it_attended_to(serv
     from selenium.webdriver.common.action_chains import ActionChains
     from selenium.webdriver.common.by import By
     from selenium.webdriver.support.ui import WebDriverWait
+
     driver = chromium_driver()
     try:
         driver.get(server.url + "/")
@@ -317,9 +467,11 @@ def test_page_translates_and_hovering_a_word_highlights_what_it_attended_to(serv
         driver.find_element(By.ID, "translate").click()
         wait.until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#heatmap td.cell")) > 0)
         segments = driver.find_elements(By.CSS_SELECTOR, "#segments .segment-text")
-        expected = server.json("POST", "/v1/translate", {"src": ["A man is riding a bike.",
-                                                                 "Two dogs play in the snow."],
-                                                         "attention": True})[1]["translations"]
+        expected = server.json(
+            "POST",
+            "/v1/translate",
+            {"src": ["A man is riding a bike.", "Two dogs play in the snow."], "attention": True},
+        )[1]["translations"]
         assert [s.text for s in segments] == [t["text"] for t in expected]
         weights = expected[0]["attention"]["weights"]
         heads = driver.find_elements(By.CSS_SELECTOR, "#heatmap th.src-word")
@@ -328,14 +480,17 @@ def test_page_translates_and_hovering_a_word_highlights_what_it_attended_to(serv
         row = weights[j]
         want = {i for i, w in enumerate(row) if w >= 0.2 or i == row.index(max(row))}
         ActionChains(driver).move_to_element(
-            driver.find_element(By.CSS_SELECTOR, f"#heatmap th.tgt-word[data-row='{j}']")).perform()
+            driver.find_element(By.CSS_SELECTOR, f"#heatmap th.tgt-word[data-row='{j}']")
+        ).perform()
         wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#heatmap td.attended"))
         lit = driver.find_elements(By.CSS_SELECTOR, "#heatmap td.attended")
         assert {int(c.get_attribute("data-col")) for c in lit} == want
         assert {int(c.get_attribute("data-row")) for c in lit} == {j}
         lit_words = driver.find_elements(By.CSS_SELECTOR, "#pair-source .word.attended")
         assert {int(w.get_attribute("data-i")) for w in lit_words} == want
-        assert len(driver.find_elements(By.CSS_SELECTOR, "#nbest-list li")) == 2  # the tiny recipe's beam
+        assert (
+            len(driver.find_elements(By.CSS_SELECTOR, "#nbest-list li")) == 2
+        )  # the tiny recipe's beam
         driver.save_screenshot(str(tmp_path / "page.png"))
         assert (tmp_path / "page.png").stat().st_size > 10_000
     finally:

@@ -23,19 +23,33 @@ def test_learns_the_associated_pieces_not_the_common_ones():
     assert sl.table[10, 0] == 20 and sl.table[11, 0] == 21
     assert sl.frequent.tolist() == [0, 1, 2, 3, 30]  # the specials, then the commonest piece
     vocab = sl.vocabulary(torch.tensor([[10, 5]]))
-    assert vocab.tolist() == sorted(vocab.tolist()) and 20 in vocab and vocab[:4].tolist() == [0, 1, 2, 3]
+    assert (
+        vocab.tolist() == sorted(vocab.tolist())
+        and 20 in vocab
+        and vocab[:4].tolist() == [0, 1, 2, 3]
+    )
 
 
 def test_learning_on_real_data(tiny_run):
     from nmt_cli.data import load_shortlist
+
     recipe, run_dir = tiny_run
     stored = load_shortlist(run_dir)
     assert stored is not None and stored.table.shape[0] == 300
     # A real sentence's shortlist is a small part of the vocabulary that holds most of its reference.
     from nmt_cli.data import load_split
+
     split = load_split(run_dir, "train")
-    sl = learn_shortlist(split.src.ids, split.src.offsets, split.tgt.ids, split.tgt.offsets, 300, 300,
-                         frequent=50, per_source=10)
+    sl = learn_shortlist(
+        split.src.ids,
+        split.src.offsets,
+        split.tgt.ids,
+        split.tgt.offsets,
+        300,
+        300,
+        frequent=50,
+        per_source=10,
+    )
     vocab = set(sl.vocabulary(torch.as_tensor(split.src.get(0).astype(np.int64))[None]).tolist())
     assert len(vocab) < 150
     covered = np.mean([t in vocab for t in split.tgt.get(0)])
@@ -45,15 +59,21 @@ def test_learning_on_real_data(tiny_run):
 def test_search_over_a_shortlist_equals_search_over_a_vocabulary_without_the_rest():
     torch.manual_seed(0)
     v = 30
-    model = build_model(ModelConfig(embed_dim=12, hidden_dim=16, dropout=0.0, tie_embeddings=False), v, v).eval()
+    model = build_model(
+        ModelConfig(embed_dim=12, hidden_dim=16, dropout=0.0, tie_embeddings=False), v, v
+    ).eval()
     src, lengths = torch.tensor([[5, 6, 7], [8, 9, 0]]), torch.tensor([3, 2])
     vocab = torch.tensor([0, 1, 2, 3, 5, 9, 12, 17, 25])
     banned = torch.ones(v, dtype=torch.bool)
     banned[vocab] = False
-    masked = build_model(ModelConfig(embed_dim=12, hidden_dim=16, dropout=0.0, tie_embeddings=False), v, v).eval()
+    masked = build_model(
+        ModelConfig(embed_dim=12, hidden_dim=16, dropout=0.0, tie_embeddings=False), v, v
+    ).eval()
     masked.load_state_dict(model.state_dict())
     with torch.no_grad():
-        masked.output.bias[banned] = float("-inf")  # the full-vocabulary equivalent of the shortlist
+        masked.output.bias[banned] = float(
+            "-inf"
+        )  # the full-vocabulary equivalent of the shortlist
     for search, kw in ((greedy, {}), (beam_search, {"beam_size": 3, "nbest": 3})):
         fast = search(model, src, lengths, vocab=vocab, **kw)
         slow = search(masked, src, lengths, **kw)
@@ -65,6 +85,7 @@ def test_search_over_a_shortlist_equals_search_over_a_vocabulary_without_the_res
 
 def pytest_approx(x):
     import pytest
+
     return pytest.approx(x, abs=1e-4)
 
 
@@ -88,7 +109,16 @@ def test_per_source_keeps_each_pieces_best_candidates():
     other = Shortlist(torch.tensor([0, 1, 2, 3]), torch.tensor([[30, 31, 32], [40, 41, 42]]))
     merged = merge_shortlists([sl, other])
     assert merged.vocabulary(src, per_source=1).tolist() == [0, 1, 2, 3, 10, 20, 30, 40]
-    assert merge_shortlists([merged, sl]).vocabulary(src, per_source=1).tolist() == [0, 1, 2, 3, 10, 20, 30, 40]
+    assert merge_shortlists([merged, sl]).vocabulary(src, per_source=1).tolist() == [
+        0,
+        1,
+        2,
+        3,
+        10,
+        20,
+        30,
+        40,
+    ]
 
 
 def test_frequent_pieces_are_ranked_and_a_decoder_takes_the_commonest():
@@ -105,17 +135,29 @@ def test_frequent_pieces_are_ranked_and_a_decoder_takes_the_commonest():
 
 
 def test_an_unranked_older_shortlist_is_used_whole():
-    payload = {"frequent": torch.tensor([0, 1, 2, 3, 7, 9], dtype=torch.int32),
-               "table": torch.tensor([[3], [8]], dtype=torch.int32)}  # saved before "ranked" existed
+    payload = {
+        "frequent": torch.tensor([0, 1, 2, 3, 7, 9], dtype=torch.int32),
+        "table": torch.tensor([[3], [8]], dtype=torch.int32),
+    }  # saved before "ranked" existed
     old = Shortlist.from_payload(payload)
     assert not old.ranked
     assert old.vocabulary(torch.tensor([[1]]), frequent=5).tolist() == [0, 1, 2, 3, 7, 8, 9]
-    new = Shortlist.from_payload(Shortlist(torch.tensor([0, 1, 2, 3, 9, 7]), torch.tensor([[3], [8]])).to_payload())
-    assert new.ranked and new.vocabulary(torch.tensor([[1]]), frequent=5).tolist() == [0, 1, 2, 3, 8, 9]
+    new = Shortlist.from_payload(
+        Shortlist(torch.tensor([0, 1, 2, 3, 9, 7]), torch.tensor([[3], [8]])).to_payload()
+    )
+    assert new.ranked and new.vocabulary(torch.tensor([[1]]), frequent=5).tolist() == [
+        0,
+        1,
+        2,
+        3,
+        8,
+        9,
+    ]
 
 
 def test_run_dir_keeps_the_ranking_and_reads_older_files_unranked(tmp_path):
     from nmt_cli.data import load_shortlist, save_shortlist
+
     data = tmp_path / "run" / "data"
     data.mkdir(parents=True)
     save_shortlist(data, Shortlist(torch.tensor([0, 1, 2, 3, 9, 7]), torch.tensor([[3], [8]])))
@@ -140,23 +182,27 @@ def test_ensemble_interleaves_ranked_frequent_pieces():
 def _reference_table(src_ids, src_offsets, tgt_ids, tgt_offsets, vocab, per_source):
     """The shortlist's ranking written pair by pair and piece by piece (module doc)."""
     from collections import Counter
+
     cooc, s_docs, t_docs = Counter(), Counter(), Counter()
     for i in range(len(src_offsets) - 1):
-        s = set(src_ids[src_offsets[i]:src_offsets[i + 1]].tolist())
-        t = set(tgt_ids[tgt_offsets[i]:tgt_offsets[i + 1]].tolist())
+        s = set(src_ids[src_offsets[i] : src_offsets[i + 1]].tolist())
+        t = set(tgt_ids[tgt_offsets[i] : tgt_offsets[i + 1]].tolist())
         s_docs.update(s)
         t_docs.update(t)
         cooc.update((a, b) for a in s for b in t)
     table = np.full((vocab, per_source), EOS)
     for a in range(vocab):
-        ranked = sorted((b for (x, b) in cooc if x == a),
-                        key=lambda b: (-cooc[a, b] ** 2 / (s_docs[a] * t_docs[b]), b))
-        table[a, :len(ranked[:per_source])] = ranked[:per_source]
+        ranked = sorted(
+            (b for (x, b) in cooc if x == a),
+            key=lambda b: (-(cooc[a, b] ** 2) / (s_docs[a] * t_docs[b]), b),
+        )
+        table[a, : len(ranked[:per_source])] = ranked[:per_source]
     return table
 
 
 def test_counting_in_chunks_of_pairs_equals_counting_pair_by_pair(monkeypatch):
     import nmt_cli.shortlist as shortlist
+
     g = np.random.default_rng(4)
     lengths = g.integers(1, 9, size=(2, 57))
     src_offsets, tgt_offsets = (np.concatenate([[0], np.cumsum(n)]) for n in lengths)

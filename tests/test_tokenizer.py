@@ -15,7 +15,12 @@ def test_joint_model_has_fixed_special_ids_and_round_trips(pair):
     en, fr = pair
     tok = train_tokenizer(TokenizerConfig(vocab_size=500, sample_sentences=3000), en, fr, seed=3)
     assert tok.joint and tok.src is tok.tgt and tok.src_vocab_size == tok.tgt_vocab_size == 500
-    assert [tok.tgt.id_to_piece(i) for i in (PAD, UNK, BOS, EOS)] == ["<pad>", "<unk>", "<s>", "</s>"]
+    assert [tok.tgt.id_to_piece(i) for i in (PAD, UNK, BOS, EOS)] == [
+        "<pad>",
+        "<unk>",
+        "<s>",
+        "</s>",
+    ]
     # Encoding never emits the control ids, and decoding gives the (whitespace-normalised) text back.
     held_out = [" ".join(line.split()) for line in multi30k_lines("val", "fr", 200)]
     ids = tok.encode_tgt(held_out)
@@ -26,7 +31,9 @@ def test_joint_model_has_fixed_special_ids_and_round_trips(pair):
 
 def test_separate_models_save_and_load_as_two_files(pair, tmp_path):
     en, fr = pair
-    tok = train_tokenizer(TokenizerConfig(vocab_size=300, joint=False, sample_sentences=1500), en, fr)
+    tok = train_tokenizer(
+        TokenizerConfig(vocab_size=300, joint=False, sample_sentences=1500), en, fr
+    )
     assert not tok.joint and tok.src_proto != tok.tgt_proto
     tok.save(tmp_path)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["spm.src.model", "spm.tgt.model"]

@@ -12,30 +12,50 @@ import pytest
 import torch
 
 from nmt_cli import torch_import
-from nmt_cli.torch_import import (CHECKED_RELEASES, OFF_SWITCH, TRACING_MODULES, _Placeholder,
-                                  _PlaceholderFinder, installed_cpu_torch_release, skip_tracing_modules)
+from nmt_cli.torch_import import (
+    CHECKED_RELEASES,
+    OFF_SWITCH,
+    TRACING_MODULES,
+    _Placeholder,
+    _PlaceholderFinder,
+    installed_cpu_torch_release,
+    skip_tracing_modules,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
-KEYS = ("CPU", "QuantizedCPU", "AutogradCPU", "CompositeImplicitAutograd", "CompositeExplicitAutograd",
-        "Autograd", "Meta")
+KEYS = (
+    "CPU",
+    "QuantizedCPU",
+    "AutogradCPU",
+    "CompositeImplicitAutograd",
+    "CompositeExplicitAutograd",
+    "Autograd",
+    "Meta",
+)
 RELEASE = ".".join(torch.__version__.split(".")[:2])
 # what the gate should read here: a GPU build of torch reads as no release, and imports it whole
-CPU_RELEASE = RELEASE if torch.version.cuda is None and getattr(torch.version, "hip", None) is None else None
+CPU_RELEASE = (
+    RELEASE if torch.version.cuda is None and getattr(torch.version, "hip", None) is None else None
+)
 
 
 def _fresh_process(probe: str, full_import: bool) -> dict:
     env = {k: v for k, v in os.environ.items() if k != OFF_SWITCH}
     if full_import:
         env[OFF_SWITCH] = "1"
-    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, cwd=ROOT, env=env, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, cwd=ROOT, env=env, timeout=120
+    )
     assert result.returncode == 0, result.stderr.decode()
     return json.loads(result.stdout.decode().strip().splitlines()[-1])
 
 
 def test_the_release_is_read_without_importing_torch():
     """The gate costs no torch import: it reads torch/version.py."""
-    probe = ("import json, sys\nfrom nmt_cli.torch_import import installed_cpu_torch_release\n"
-             "print(json.dumps([installed_cpu_torch_release(), 'torch' in sys.modules]))")
+    probe = (
+        "import json, sys\nfrom nmt_cli.torch_import import installed_cpu_torch_release\n"
+        "print(json.dumps([installed_cpu_torch_release(), 'torch' in sys.modules]))"
+    )
     assert _fresh_process(probe, full_import=False) == [CPU_RELEASE, False]
 
 
@@ -43,11 +63,13 @@ def test_every_aten_kernel_but_the_meta_ones_stays_registered():
     """The dispatcher's tables with the placeholders differ from torch's whole import only in Meta
     kernels and in the prims, rngprims and export namespaces: what eager decoding runs (int8's
     quantized kernels included) is all there."""
-    probe = ("import json, sys\nfrom nmt_cli.torch_import import skip_tracing_modules, _Placeholder\n"
-             "skipped = skip_tracing_modules()\nimport torch\n"
-             f"tables = {{k: torch._C._dispatch_get_registrations_for_dispatch_key(k) for k in {KEYS!r}}}\n"
-             "print(json.dumps({'skipped': skipped, 'tables': tables, 'placeholders': "
-             f"[isinstance(sys.modules[m], _Placeholder) for m in {TRACING_MODULES!r}]}}))")
+    probe = (
+        "import json, sys\nfrom nmt_cli.torch_import import skip_tracing_modules, _Placeholder\n"
+        "skipped = skip_tracing_modules()\nimport torch\n"
+        f"tables = {{k: torch._C._dispatch_get_registrations_for_dispatch_key(k) for k in {KEYS!r}}}\n"
+        "print(json.dumps({'skipped': skipped, 'tables': tables, 'placeholders': "
+        f"[isinstance(sys.modules[m], _Placeholder) for m in {TRACING_MODULES!r}]}}))"
+    )
     lean = _fresh_process(probe, full_import=False)
     whole = _fresh_process(probe, full_import=True)
     assert whole["skipped"] is False and whole["placeholders"] == [False, False]
@@ -60,7 +82,11 @@ def test_every_aten_kernel_but_the_meta_ones_stays_registered():
     for key in ("CompositeExplicitAutograd", "Autograd"):
         lean_ops, whole_ops = set(lean["tables"][key]), set(whole["tables"][key])
         assert lean_ops <= whole_ops, key
-        assert {op.split("::")[0] for op in whole_ops - lean_ops} <= {"prims", "rngprims", "export"}, key
+        assert {op.split("::")[0] for op in whole_ops - lean_ops} <= {
+            "prims",
+            "rngprims",
+            "export",
+        }, key
         assert any(op.startswith("aten::") for op in lean_ops), key
     assert len(lean["tables"]["Meta"]) < len(whole["tables"]["Meta"])
 
@@ -69,7 +95,10 @@ def test_a_placeholder_names_what_is_missing_and_the_switch():
     """Code that reaches for a left-out module after all learns why and how to load it; dunder
     probes (copy, pickle, inspect) get a plain AttributeError."""
     placeholder = _Placeholder("torch.export")
-    with pytest.raises(AttributeError, match=f"torch.export.export: nmt translate does not load it .*{OFF_SWITCH}=1"):
+    with pytest.raises(
+        AttributeError,
+        match=f"torch.export.export: nmt translate does not load it .*{OFF_SWITCH}=1",
+    ):
         placeholder.export
     with pytest.raises(AttributeError) as dunder:
         placeholder.__wrapped__
@@ -82,6 +111,7 @@ def test_the_finder_answers_its_names_with_placeholders_and_refuses_their_submod
     monkeypatch.setattr(sys, "meta_path", [_PlaceholderFinder(), *sys.meta_path])
     monkeypatch.delitem(sys.modules, "nmt_placeholder_probe", raising=False)
     import nmt_placeholder_probe
+
     assert isinstance(nmt_placeholder_probe, _Placeholder)
     assert nmt_placeholder_probe.__path__ == []
     with pytest.raises(ModuleNotFoundError, match=f"nmt_placeholder_probe.graph: .*{OFF_SWITCH}=1"):
@@ -91,13 +121,19 @@ def test_the_finder_answers_its_names_with_placeholders_and_refuses_their_submod
     assert _PlaceholderFinder().find_spec("torch.nn", None) is None
 
 
-@pytest.mark.parametrize("text, release", [
-    ("__version__ = '2.13.0+cpu'\ncuda: Optional[str] = None\nhip: Optional[str] = None\n", "2.13"),
-    ("__version__: str = '2.14.1'\ncuda = None\n", "2.14"),
-    ("__version__ = '2.13.0'\ncuda: Optional[str] = '12.8'\n", None),
-    ("__version__ = '2.13.0+rocm6.3'\nhip: Optional[str] = '6.3.1'\n", None),
-    ("git_version = 'abc'\n", None),
-])
+@pytest.mark.parametrize(
+    "text, release",
+    [
+        (
+            "__version__ = '2.13.0+cpu'\ncuda: Optional[str] = None\nhip: Optional[str] = None\n",
+            "2.13",
+        ),
+        ("__version__: str = '2.14.1'\ncuda = None\n", "2.14"),
+        ("__version__ = '2.13.0'\ncuda: Optional[str] = '12.8'\n", None),
+        ("__version__ = '2.13.0+rocm6.3'\nhip: Optional[str] = '6.3.1'\n", None),
+        ("git_version = 'abc'\n", None),
+    ],
+)
 def test_the_release_and_build_are_read_from_version_py(tmp_path, monkeypatch, text, release):
     """GPU builds were not checked, so they read as no release at all and import torch whole."""
     (tmp_path / "version.py").write_text(text, encoding="utf-8")

@@ -12,9 +12,13 @@ from nmt_cli.train_log import TrainingLog, format_duration, remaining_seconds
 
 def test_remaining_time_is_whichever_limit_comes_first():
     assert remaining_seconds(TrainConfig(max_steps=100), 50, 0, 10.0) == pytest.approx(10.0)
-    assert remaining_seconds(TrainConfig(max_steps=100), 60, 20, 10.0) == pytest.approx(10.0)  # resumed at 20
+    assert remaining_seconds(TrainConfig(max_steps=100), 60, 20, 10.0) == pytest.approx(
+        10.0
+    )  # resumed at 20
     assert remaining_seconds(TrainConfig(max_minutes=1.0), 5, 0, 15.0) == pytest.approx(45.0)
-    assert remaining_seconds(TrainConfig(max_steps=1000, max_minutes=1.0), 10, 0, 15.0) == pytest.approx(45.0)
+    assert remaining_seconds(
+        TrainConfig(max_steps=1000, max_minutes=1.0), 10, 0, 15.0
+    ) == pytest.approx(45.0)
     assert remaining_seconds(TrainConfig(max_steps=0, max_minutes=0), 10, 0, 15.0) is None
     assert remaining_seconds(TrainConfig(max_steps=100), 0, 0, 3.0) is None  # no rate yet
     assert format_duration(75) == "1m15s" and format_duration(3 * 3600 + 60) == "3h01m"
@@ -44,18 +48,34 @@ def test_validation_is_announced_recorded_and_summarised(tmp_path, caplog):
     history = []
     with caplog.at_level(logging.INFO, logger="nmt"):
         tl.validating(10, 40)
-        tl.validation(history, 10, {"loss": 3.21, "ppl": 24.8, "bleu": 12.345, "samples": [("a", "b")]},
-                      improved=True, lowered=False)
+        tl.validation(
+            history,
+            10,
+            {"loss": 3.21, "ppl": 24.8, "bleu": 12.345, "samples": [("a", "b")]},
+            improved=True,
+            lowered=False,
+        )
         record = tl.averaged([5, 10], {"loss": 3.0, "bleu": 13.0}, better=True)
     text = caplog.text
     assert "step 10: validating on 40 sentences" in text
     assert "step 10: valid loss 3.210  ppl 24.80  BLEU 12.35  (best)" in text and "hyp: a" in text
-    assert history[0]["valid_bleu"] == 12.35 and record == {"steps": [5, 10], "valid_loss": 3.0,
-                                                            "valid_bleu": 13.0, "best": True}
+    assert history[0]["valid_bleu"] == 12.35 and record == {
+        "steps": [5, 10],
+        "valid_loss": 3.0,
+        "valid_bleu": 13.0,
+        "best": True,
+    }
     kinds = [json.loads(x)["kind"] for x in (tmp_path / "metrics.jsonl").read_text().splitlines()]
     assert kinds == ["valid", "averaged"]
-    tl.finish({"stop_reason": "finished", "steps": 10, "wall_s": 1.0, "tgt_tokens_per_s": 5.0,
-               "peak_rss_mb": 1.0})
+    tl.finish(
+        {
+            "stop_reason": "finished",
+            "steps": 10,
+            "wall_s": 1.0,
+            "tgt_tokens_per_s": 5.0,
+            "peak_rss_mb": 1.0,
+        }
+    )
     assert json.loads((tmp_path / "summary.json").read_text())["steps"] == 10
     assert not (tmp_path / "summary.json.part").exists()
 

@@ -7,10 +7,9 @@ import torch
 
 from nmt_cli import checkpoint as ckpt
 from nmt_cli.checkpoint import load_model
-from nmt_cli.config import recipe_from_dict
+from nmt_cli.config import TrainConfig, recipe_from_dict
 from nmt_cli.errors import CheckpointError, DataError, UserError
 from nmt_cli.schedule import LearningRate, sampling_probability
-from nmt_cli.config import TrainConfig
 from nmt_cli.train_log import TrainingLog
 from nmt_cli.training import Trainer, train
 
@@ -31,8 +30,11 @@ def params(path):
 @pytest.mark.parametrize("sharded", [False, True], ids=["one-shard", "sharded"])
 def test_resume_is_exact(tiny_run, tmp_path, monkeypatch, sharded):
     cut, end = 20, 40
-    if sharded:  # 400 pairs, 4 shards of 9-11 batches an epoch: step 51 stops inside epoch 2's second shard
+    if (
+        sharded
+    ):  # 400 pairs, 4 shards of 9-11 batches an epoch: step 51 stops inside epoch 2's second shard
         import nmt_cli.data as data
+
         monkeypatch.setattr(data, "EPOCH_SHARD", 100)
         monkeypatch.setattr(data, "SHARD_BLOCK", 16)
         cut, end = 51, 60
@@ -40,10 +42,15 @@ def test_resume_is_exact(tiny_run, tmp_path, monkeypatch, sharded):
     train(r_end, straight, device="cpu")
     r_cut, split_run = fresh_run(tiny_run, tmp_path / "b", max_steps=cut, checkpoint_every=cut)
     train(r_cut, split_run, device="cpu")
-    r_end_b = recipe_from_dict({**r_cut.to_dict(), "train": {**r_cut.to_dict()["train"], "max_steps": end}})
+    r_end_b = recipe_from_dict(
+        {**r_cut.to_dict(), "train": {**r_cut.to_dict()["train"], "max_steps": end}}
+    )
     summary = train(r_end_b, split_run, device="cpu")
     assert summary["resumed_from"] == cut and summary["final_step"] == end
-    a, b = params(straight / "checkpoints" / "last.pt"), params(split_run / "checkpoints" / "last.pt")
+    a, b = (
+        params(straight / "checkpoints" / "last.pt"),
+        params(split_run / "checkpoints" / "last.pt"),
+    )
     assert a.keys() == b.keys()
     for k in a:
         assert torch.equal(a[k], b[k]), k
@@ -58,9 +65,14 @@ def test_subword_sampling_changes_training_and_resumes_exactly(tiny_run, tmp_pat
     train(r6, split_run, device="cpu")
     r12b = recipe_from_dict({**r6.to_dict(), "train": {**r6.to_dict()["train"], "max_steps": 12}})
     train(r12b, split_run, device="cpu")
-    a, b = params(straight / "checkpoints" / "last.pt"), params(split_run / "checkpoints" / "last.pt")
+    a, b = (
+        params(straight / "checkpoints" / "last.pt"),
+        params(split_run / "checkpoints" / "last.pt"),
+    )
     assert all(torch.equal(a[k], b[k]) for k in a)
-    plain, plain_run = fresh_run(tiny_run, tmp_path / "c", max_steps=12, **{**opts, "subword_alpha": 0.0})
+    plain, plain_run = fresh_run(
+        tiny_run, tmp_path / "c", max_steps=12, **{**opts, "subword_alpha": 0.0}
+    )
     train(plain, plain_run, device="cpu")
     c = params(plain_run / "checkpoints" / "last.pt")
     assert not all(torch.equal(a[k], c[k]) for k in a)
@@ -74,10 +86,19 @@ def test_subword_sampling_without_stored_training_text_says_what_to_do(tiny_run,
 
 
 def test_summary_and_logs(tiny_run, tmp_path):
-    recipe, run_dir = fresh_run(tiny_run, tmp_path, max_steps=12, valid_every=6, valid_max_sentences=8)
+    recipe, run_dir = fresh_run(
+        tiny_run, tmp_path, max_steps=12, valid_every=6, valid_max_sentences=8
+    )
     summary = train(recipe, run_dir, device="cpu")
     on_disk = json.loads((run_dir / "summary.json").read_text())
-    for key in ("steps", "wall_s", "tgt_tokens", "tgt_tokens_per_s", "src_tokens_per_s", "peak_rss_mb"):
+    for key in (
+        "steps",
+        "wall_s",
+        "tgt_tokens",
+        "tgt_tokens_per_s",
+        "src_tokens_per_s",
+        "peak_rss_mb",
+    ):
         assert key in on_disk and on_disk[key] > 0, key
     assert summary["steps"] == 12
     records = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -90,7 +111,9 @@ def test_summary_and_logs(tiny_run, tmp_path):
 
 
 def test_keeps_only_the_newest_checkpoints(tiny_run, tmp_path):
-    recipe, run_dir = fresh_run(tiny_run, tmp_path, max_steps=10, checkpoint_every=2, keep_checkpoints=2)
+    recipe, run_dir = fresh_run(
+        tiny_run, tmp_path, max_steps=10, checkpoint_every=2, keep_checkpoints=2
+    )
     train(recipe, run_dir, device="cpu")
     steps = [p.name for p in ckpt.step_checkpoints(run_dir)]
     assert steps == ["step-8.pt", "step-10.pt"]
@@ -102,7 +125,9 @@ def test_changed_recipe_refuses_resume_and_lists_keys(tiny_run, tmp_path):
     raw = recipe.to_dict()
     raw["model"]["hidden_dim"] = 64
     raw["train"]["max_steps"] = 5
-    with pytest.raises(CheckpointError, match=r"keys that matter: model\.hidden_dim; use --restart"):
+    with pytest.raises(
+        CheckpointError, match=r"keys that matter: model\.hidden_dim; use --restart"
+    ):
         Trainer(recipe_from_dict(raw), run_dir, device="cpu")
     assert Trainer(recipe_from_dict(raw), run_dir, device="cpu", restart=True).progress.step == 0
 
@@ -110,7 +135,10 @@ def test_changed_recipe_refuses_resume_and_lists_keys(tiny_run, tmp_path):
 def test_non_finite_losses_skip_batches_then_stop(tiny_run, tmp_path, monkeypatch):
     recipe, run_dir = fresh_run(tiny_run, tmp_path, max_steps=10, max_nan_batches=3)
     import nmt_cli.model.seq2seq as seq2seq
-    monkeypatch.setattr(seq2seq, "output_loss", lambda *a, **k: torch.tensor(float("nan"), requires_grad=True))
+
+    monkeypatch.setattr(
+        seq2seq, "output_loss", lambda *a, **k: torch.tensor(float("nan"), requires_grad=True)
+    )
     with pytest.raises(UserError, match="3 non-finite losses in a row"):
         train(recipe, run_dir, device="cpu")
 
@@ -131,15 +159,25 @@ def test_average_of_checkpoints_translates(tiny_run, tmp_path):
 def test_learning_rate_schedules():
     cfg = TrainConfig(lr=1.0, schedule="inverse_sqrt", warmup_steps=100)
     lr = LearningRate(cfg)
-    assert lr(50) == pytest.approx(0.5) and lr(100) == pytest.approx(1.0) and lr(400) == pytest.approx(0.5)
+    assert (
+        lr(50) == pytest.approx(0.5)
+        and lr(100) == pytest.approx(1.0)
+        and lr(400) == pytest.approx(0.5)
+    )
     cos = LearningRate(TrainConfig(lr=1.0, schedule="cosine", max_steps=100, min_lr=0.0))
     assert cos(50) == pytest.approx(0.5) and cos(100) == pytest.approx(0.0, abs=1e-9)
     timed = LearningRate(TrainConfig(lr=1.0, schedule="cosine", max_minutes=10, min_lr=0.1))
     assert timed(1, 0.0) == pytest.approx(1.0) and timed(1, 5.0) == pytest.approx(0.55)
     assert timed(1, 10.0) == pytest.approx(0.1) and timed(1, 12.0) == pytest.approx(0.1)
-    both = LearningRate(TrainConfig(lr=1.0, schedule="cosine", max_steps=100, max_minutes=10, min_lr=0.0))
-    assert both(50, 1.0) == pytest.approx(0.5) and both(10, 5.0) == pytest.approx(0.5)  # whichever ends first
-    plateau = LearningRate(TrainConfig(lr=1.0, schedule="plateau", plateau_patience=1, plateau_factor=0.5))
+    both = LearningRate(
+        TrainConfig(lr=1.0, schedule="cosine", max_steps=100, max_minutes=10, min_lr=0.0)
+    )
+    assert both(50, 1.0) == pytest.approx(0.5) and both(10, 5.0) == pytest.approx(
+        0.5
+    )  # whichever ends first
+    plateau = LearningRate(
+        TrainConfig(lr=1.0, schedule="plateau", plateau_patience=1, plateau_factor=0.5)
+    )
     assert not plateau.observe(10.0, True)
     assert not plateau.observe(9.0, True)
     assert plateau.observe(9.0, True) and plateau(5) == pytest.approx(0.5)
@@ -150,7 +188,12 @@ def test_sampling_schedules():
     lin = TrainConfig(sampling="linear", sampling_prob=0.4, sampling_steps=100)
     assert sampling_probability(lin, 50) == pytest.approx(0.2)
     inv = TrainConfig(sampling="inverse_sigmoid", sampling_prob=1.0, sampling_steps=1000)
-    assert sampling_probability(inv, 0) < 0.02 < sampling_probability(inv, 1000) < sampling_probability(inv, 3000)
+    assert (
+        sampling_probability(inv, 0)
+        < 0.02
+        < sampling_probability(inv, 1000)
+        < sampling_probability(inv, 3000)
+    )
 
 
 def test_tensorboard_gets_each_numeric_metric_at_its_step(tiny_run, tmp_path, monkeypatch):
@@ -164,8 +207,15 @@ def test_tensorboard_gets_each_numeric_metric_at_its_step(tiny_run, tmp_path, mo
             scalars.append("closed")
 
     monkeypatch.setattr(TrainingLog, "open_tensorboard", lambda self: Writer())
-    recipe, run_dir = fresh_run(tiny_run, tmp_path, max_steps=12, checkpoint_every=4, valid_every=6,
-                                valid_max_sentences=16, average_last=3)
+    recipe, run_dir = fresh_run(
+        tiny_run,
+        tmp_path,
+        max_steps=12,
+        checkpoint_every=4,
+        valid_every=6,
+        valid_max_sentences=16,
+        average_last=3,
+    )
     summary = train(recipe, run_dir, device="cpu")
     assert scalars[-1] == "closed"
     tags = {tag: (value, step) for tag, value, step in scalars[:-1]}
@@ -178,8 +228,16 @@ def test_tensorboard_gets_each_numeric_metric_at_its_step(tiny_run, tmp_path, mo
 
 def test_early_stopping_and_max_minutes(tiny_run, tmp_path):
     # lr so small that valid BLEU cannot move: patience 2 stops after the 3rd validation.
-    recipe, run_dir = fresh_run(tiny_run, tmp_path / "early", max_steps=500, valid_every=4,
-                                valid_max_sentences=4, patience=2, lr=1e-9, schedule="constant")
+    recipe, run_dir = fresh_run(
+        tiny_run,
+        tmp_path / "early",
+        max_steps=500,
+        valid_every=4,
+        valid_max_sentences=4,
+        patience=2,
+        lr=1e-9,
+        schedule="constant",
+    )
     summary = train(recipe, run_dir, device="cpu")
     assert summary["stop_reason"].startswith("early stopping") and summary["final_step"] == 12
     recipe, run_dir = fresh_run(tiny_run, tmp_path / "clock", max_steps=100000, max_minutes=0.002)
@@ -187,16 +245,26 @@ def test_early_stopping_and_max_minutes(tiny_run, tmp_path):
     assert summary["stop_reason"] == "reached max_minutes 0.002" and summary["final_step"] < 1000
 
 
-def _ddp_rank(rank: int, world: int, port: int, recipe_dict: dict, run_dir: str, out: str,
-              late_start_s: float) -> None:
+def _ddp_rank(
+    rank: int, world: int, port: int, recipe_dict: dict, run_dir: str, out: str, late_start_s: float
+) -> None:
     import os
     import time
     from pathlib import Path
+
     import torch.distributed as dist
-    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                      WORLD_SIZE=str(world), LOCAL_RANK=str(rank))
+
+    os.environ.update(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        RANK=str(rank),
+        WORLD_SIZE=str(world),
+        LOCAL_RANK=str(rank),
+    )
     torch.set_num_threads(1)
-    trainer = Trainer(recipe_from_dict(recipe_dict), Path(run_dir), device="cpu", progress_bar=False)
+    trainer = Trainer(
+        recipe_from_dict(recipe_dict), Path(run_dir), device="cpu", progress_bar=False
+    )
     if rank == 1:
         time.sleep(late_start_s)  # its clock reads less: a time-driven lr must still agree
     trainer.train()
@@ -206,16 +274,28 @@ def _ddp_rank(rank: int, world: int, port: int, recipe_dict: dict, run_dir: str,
 
 def test_two_process_gloo_run_keeps_ranks_identical(tiny_run, tmp_path):
     import socket
+
     import torch.multiprocessing as mp
+
     # Cosine over a 9 s budget with rank 1 starting 4 s late: rank 0 waits for it in the first
     # all-reduce, so from step 2 its clock (4/9 of the budget > 2/6 of the steps) sets the lr
     # unless the ranks share one clock.
-    recipe, run_dir = fresh_run(tiny_run, tmp_path, max_steps=6, valid_every=6, valid_max_sentences=4,
-                                checkpoint_every=6, schedule="cosine", max_minutes=0.15)
+    recipe, run_dir = fresh_run(
+        tiny_run,
+        tmp_path,
+        max_steps=6,
+        valid_every=6,
+        valid_max_sentences=4,
+        checkpoint_every=6,
+        schedule="cosine",
+        max_minutes=0.15,
+    )
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    mp.spawn(_ddp_rank, args=(2, port, recipe.to_dict(), str(run_dir), str(tmp_path), 4.0), nprocs=2)
+    mp.spawn(
+        _ddp_rank, args=(2, port, recipe.to_dict(), str(run_dir), str(tmp_path), 4.0), nprocs=2
+    )
     a, b = (torch.load(tmp_path / f"rank{r}.pt", weights_only=True) for r in (0, 1))
     start = params(run_dir / "checkpoints" / "step-6.pt")
     for name in a:
@@ -225,14 +305,22 @@ def test_two_process_gloo_run_keeps_ranks_identical(tiny_run, tmp_path):
     assert summary["final_step"] == 6
     # Throughput counts both ranks' batches: the first 12 of the shared order (6 steps x 2 ranks).
     from nmt_cli.data import iterate_epoch, load_split
+
     split, cfg = load_split(run_dir, "train"), recipe.train
     both = [b.tgt_tokens for _, b in iterate_epoch(split, cfg.batch_tokens, cfg.seed, 0)][:12]
     assert summary["tgt_tokens"] == sum(both)
 
 
 def test_average_last_writes_the_mean_and_keeps_the_better_as_best(tiny_run, tmp_path):
-    recipe, run_dir = fresh_run(tiny_run, tmp_path, max_steps=12, checkpoint_every=4, valid_every=6,
-                                valid_max_sentences=16, average_last=3)
+    recipe, run_dir = fresh_run(
+        tiny_run,
+        tmp_path,
+        max_steps=12,
+        checkpoint_every=4,
+        valid_every=6,
+        valid_max_sentences=16,
+        average_last=3,
+    )
     summary = train(recipe, run_dir, device="cpu")
     ckpts = run_dir / "checkpoints"
     averaged = params(ckpts / "averaged.pt")
@@ -256,9 +344,13 @@ def test_average_last_writes_the_mean_and_keeps_the_better_as_best(tiny_run, tmp
 
 
 def test_ema_checkpoints_translate_with_the_average_and_resume_exactly(tiny_run, tmp_path):
-    r40, straight = fresh_run(tiny_run, tmp_path / "a", max_steps=40, checkpoint_every=20, ema_decay=0.99)
+    r40, straight = fresh_run(
+        tiny_run, tmp_path / "a", max_steps=40, checkpoint_every=20, ema_decay=0.99
+    )
     train(r40, straight, device="cpu")
-    r20, split_run = fresh_run(tiny_run, tmp_path / "b", max_steps=20, checkpoint_every=20, ema_decay=0.99)
+    r20, split_run = fresh_run(
+        tiny_run, tmp_path / "b", max_steps=20, checkpoint_every=20, ema_decay=0.99
+    )
     train(r20, split_run, device="cpu")
     r40b = recipe_from_dict({**r20.to_dict(), "train": {**r20.to_dict()["train"], "max_steps": 40}})
     assert train(r40b, split_run, device="cpu")["resumed_from"] == 20
@@ -279,8 +371,17 @@ def test_accumulated_batches_weigh_every_target_token_the_same(tiny_run, tmp_pat
     """Two accumulated batches of 1 and 8 sentences make the same update as one batch of all 9
     (in fp32: under bf16 autocast, which ``auto`` picks on a bf16 CPU, the two differ by rounding)."""
     from nmt_cli.data import load_split, make_batch
-    recipe, run = fresh_run(tiny_run, tmp_path, optimizer="sgd", lr=0.5, clip_norm=0.0, accumulate=2,
-                            label_smoothing=0.0, precision="fp32")
+
+    recipe, run = fresh_run(
+        tiny_run,
+        tmp_path,
+        optimizer="sgd",
+        lr=0.5,
+        clip_norm=0.0,
+        accumulate=2,
+        label_smoothing=0.0,
+        precision="fp32",
+    )
     raw = recipe.to_dict()
     raw["model"]["dropout"] = 0.0
     trainer = Trainer(recipe_from_dict(raw), run, device="cpu", progress_bar=False)

@@ -3,12 +3,22 @@ import shutil
 
 import pytest
 import torch
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from nmt_cli.checkpoint import load_model
 from nmt_cli.search import Hypothesis
-from nmt_cli.translate import (DecodeOptions, _batches, OutputOptions, Translator, alignment_pairs, count_lines,
-                               force_decode, shade_rows, translate_stream)
+from nmt_cli.translate import (
+    DecodeOptions,
+    OutputOptions,
+    Translator,
+    _batches,
+    alignment_pairs,
+    count_lines,
+    force_decode,
+    shade_rows,
+    translate_stream,
+)
 from tests.conftest import trained_copy
 
 
@@ -21,8 +31,12 @@ def trained(tiny_run, tmp_path_factory):
 
 def translator(trained, **kw):
     model, tokenizer, _ = trained
-    return Translator(model, tokenizer, DecodeOptions(**{"beam_size": 2, "batch_size": 4, **kw}),
-                      warn=lambda m: None)
+    return Translator(
+        model,
+        tokenizer,
+        DecodeOptions(**{"beam_size": 2, "batch_size": 4, **kw}),
+        warn=lambda m: None,
+    )
 
 
 def run_stream(tr, data: bytes, **out) -> list[str]:
@@ -32,7 +46,13 @@ def run_stream(tr, data: bytes, **out) -> list[str]:
 
 
 def test_n_lines_in_n_lines_out_in_order(trained):
-    lines = ["A man is riding a bike.", "", "   ", "Two dogs.", "A woman with a red hat sings on a stage."]
+    lines = [
+        "A man is riding a bike.",
+        "",
+        "   ",
+        "Two dogs.",
+        "A woman with a red hat sings on a stage.",
+    ]
     tr = translator(trained)
     out = run_stream(tr, ("\n".join(lines) + "\n").encode())
     assert len(out) == 5
@@ -50,25 +70,32 @@ def test_worker_threads_give_the_same_output_in_order(trained, beam):
     one = translator(trained, beam_size=beam, shortlist=True).translate(lines)
     two = translator(trained, beam_size=beam, shortlist=True, workers=2).translate(lines)
     assert [t.text for t in two] == [t.text for t in one]
-    assert [t.hypotheses[0].score for t in two] == pytest.approx([t.hypotheses[0].score for t in one], abs=1e-4)
+    assert [t.hypotheses[0].score for t in two] == pytest.approx(
+        [t.hypotheses[0].score for t in one], abs=1e-4
+    )
     assert torch.get_num_threads() == threads  # the pool gives the cores back
 
 
 def test_shortlist_frequent_limits_the_pieces_a_sentence_may_use(trained):
     model, tokenizer, run_dir = trained
     lines = (run_dir / "data" / "valid.src.txt").read_text(encoding="utf-8").split("\n")[:8]
-    out = translator(trained, shortlist=True, shortlist_per_source=2, shortlist_frequent=4,
-                     batch_size=1).translate(lines)
+    out = translator(
+        trained, shortlist=True, shortlist_per_source=2, shortlist_frequent=4, batch_size=1
+    ).translate(lines)
     assert len(out) == len(lines)
     for t in out:  # one sentence per batch: its own specials and candidates, no frequent pieces
         allowed = set(model.shortlist.vocabulary(torch.tensor([t.src_ids]), 2, 4).tolist())
         assert len(allowed) <= 4 + 2 * len(t.src_ids) and set(t.hypotheses[0].tokens) <= allowed
-    wide = translator(trained, shortlist=True, shortlist_per_source=2, batch_size=1).translate(lines)
+    wide = translator(trained, shortlist=True, shortlist_per_source=2, batch_size=1).translate(
+        lines
+    )
     assert [t.text for t in wide] != [t.text for t in out]  # 0 = all 300 of this tiny vocabulary
 
 
 def test_invalid_utf8_and_missing_final_newline(trained):
-    out = run_stream(translator(trained), b"\xff\xfe broken \xc3\n\xe2\x82 last line without newline")
+    out = run_stream(
+        translator(trained), b"\xff\xfe broken \xc3\n\xe2\x82 last line without newline"
+    )
     assert len(out) == 2
 
 
@@ -79,22 +106,40 @@ def test_invalid_utf8_lines_are_translated_and_named_in_one_warning(trained):
     lines = [b"A dog runs.", b"A \xff cat.", b"Two men.", b"\xc3", b"ok"] + [b"bad \xfe"] * 6
     buf = io.StringIO()
     # chunks of 2 lines: the warning still comes once, at the end, with every line number
-    n = translate_stream(tr, io.BytesIO(b"\n".join(lines) + b"\n"), buf, interactive=False,
-                         out=OutputOptions(), chunk_lines=2)
+    n = translate_stream(
+        tr,
+        io.BytesIO(b"\n".join(lines) + b"\n"),
+        buf,
+        interactive=False,
+        out=OutputOptions(),
+        chunk_lines=2,
+    )
     assert n == len(lines) == buf.getvalue().count("\n")
-    assert warnings == ["warning: input 8 lines (2, 4, 6, 7, 8 and 3 more) are not valid UTF-8; the bad "
-                        "bytes were replaced by U+FFFD and translated as such"]
+    assert warnings == [
+        "warning: input 8 lines (2, 4, 6, 7, 8 and 3 more) are not valid UTF-8; the bad "
+        "bytes were replaced by U+FFFD and translated as such"
+    ]
     warnings.clear()
-    translate_stream(tr, io.BytesIO(b"fine\n\xff\n"), io.StringIO(), interactive=False, out=OutputOptions())
-    assert warnings == ["warning: input line 2 is not valid UTF-8; the bad bytes were replaced by U+FFFD "
-                        "and translated as such"]
+    translate_stream(
+        tr, io.BytesIO(b"fine\n\xff\n"), io.StringIO(), interactive=False, out=OutputOptions()
+    )
+    assert warnings == [
+        "warning: input line 2 is not valid UTF-8; the bad bytes were replaced by U+FFFD "
+        "and translated as such"
+    ]
     warnings.clear()
     run_stream(tr, "Un café à Noël.\n".encode())
     assert warnings == []
 
 
 def test_count_lines_matches_what_the_stream_reads(tmp_path):
-    for data, n in ((b"", 0), (b"a\n", 1), (b"a\nb", 2), (b"\n\n", 2), (b"x" * 3_000_000 + b"\ny\n", 2)):
+    for data, n in (
+        (b"", 0),
+        (b"a\n", 1),
+        (b"a\nb", 2),
+        (b"\n\n", 2),
+        (b"x" * 3_000_000 + b"\ny\n", 2),
+    ):
         (tmp_path / "f").write_bytes(data)
         assert count_lines(tmp_path / "f") == n
 
@@ -103,16 +148,20 @@ def test_terminal_heat_map_shows_whole_pieces():
     weights = torch.tensor([[0.9, 0.05, 0.05], [0.1, 0.1, 0.8]])
     src, tgt = ["\u2581photographer", "\u2581at", "\u2581work"], ["\u2581photographe", "</s>"]
     rows = shade_rows(weights, src, tgt).split("\n")
-    assert all(piece in rows[0] for piece in src) and rows[1].lstrip().startswith("\u2581photographe")
+    assert all(piece in rows[0] for piece in src) and rows[1].lstrip().startswith(
+        "\u2581photographe"
+    )
     assert rows[2].lstrip().startswith("</s>")
-    cells = rows[1][len(rows[1]) - len(rows[0].lstrip()):]
+    cells = rows[1][len(rows[1]) - len(rows[0].lstrip()) :]
     assert cells.startswith("\u2588" * len(src[0]))  # the strongest cell is as wide as its piece
 
 
 def test_overlong_line_is_truncated_with_one_warning(trained):
     model, tokenizer, _ = trained
     warnings = []
-    tr = Translator(model, tokenizer, DecodeOptions(beam_size=1), max_source_tokens=20, warn=warnings.append)
+    tr = Translator(
+        model, tokenizer, DecodeOptions(beam_size=1), max_source_tokens=20, warn=warnings.append
+    )
     result = tr.translate(["word " * 500, "dog " * 300])
     assert len(result) == 2 and all(r.truncated for r in result)
     assert len(warnings) == 1
@@ -129,7 +178,9 @@ def test_scores_and_nbest_formats(trained):
 
 def test_alignments_from_greedy_and_beam(trained):
     for beam in (1, 3):
-        out = run_stream(translator(trained, beam_size=beam, attention=True), b"A man sleeps.\n", alignments=True)
+        out = run_stream(
+            translator(trained, beam_size=beam, attention=True), b"A man sleeps.\n", alignments=True
+        )
         text, align = out[0].split("\t")
         pairs = [tuple(map(int, p.split("-"))) for p in align.split()]
         assert pairs and all(0 <= i < 3 for i, _ in pairs)
@@ -147,7 +198,9 @@ def test_alignment_sums_subwords_per_word():
 
 def test_attention_plot_files(trained, tmp_path):
     pytest.importorskip("matplotlib")
-    out = run_stream(translator(trained, attention=True), b"A man.\nA dog runs.\n", attention_plot=str(tmp_path))
+    out = run_stream(
+        translator(trained, attention=True), b"A man.\nA dog runs.\n", attention_plot=str(tmp_path)
+    )
     assert len(out) == 2
     pngs = sorted(p.name for p in tmp_path.glob("*.png"))
     assert pngs == ["000000.png", "000001.png"]
@@ -173,23 +226,30 @@ def test_lowercase_translator_lowercases_what_it_encodes_and_keeps_the_line(trai
     assert shouted.src_ids == quiet.src_ids == tokenizer.encode_src(["a man is walking."])[0]
     assert shouted.text == quiet.text
     assert shouted.source == "A MAN IS WALKING."
-    cased = Translator(model, tokenizer, DecodeOptions(beam_size=1)).translate(["A MAN IS WALKING."])[0]
+    cased = Translator(model, tokenizer, DecodeOptions(beam_size=1)).translate(
+        ["A MAN IS WALKING."]
+    )[0]
     assert cased.src_ids != quiet.src_ids
 
 
 def test_load_translator_follows_the_recipes_lowercase(trained, monkeypatch):
     import dataclasses
+
     from nmt_cli import checkpoint
     from nmt_cli.errors import UserError
     from nmt_cli.translate import load_translator
+
     _, _, run_dir = trained
     real = checkpoint.load_model
 
     def load(path, device="cpu"):  # the same run, as if trained with data.lowercase
         model, recipe, tokenizer, where = real(path, device)
         if str(path).endswith("lower"):
-            recipe = dataclasses.replace(recipe, data=dataclasses.replace(recipe.data, lowercase=True))
+            recipe = dataclasses.replace(
+                recipe, data=dataclasses.replace(recipe.data, lowercase=True)
+            )
         return model, recipe, tokenizer, where
+
     monkeypatch.setattr(checkpoint, "load_model", load)
     lower = run_dir.parent / "lower"
     shutil.copytree(run_dir, lower, dirs_exist_ok=True)
@@ -208,17 +268,27 @@ def test_force_decoding_lowercases_for_a_lowercase_model(trained):
 
 def test_int8_quantized_model_translates(trained):
     from nmt_cli.quantize import quantize_int8
+
     model, tokenizer, _ = trained
     q = quantize_int8(model)
     tr = Translator(q, tokenizer, DecodeOptions(beam_size=2))
     assert len(tr.translate(["A man.", "", "A dog."])) == 3
 
 
-lines_strategy = st.lists(st.one_of(st.text(max_size=40), st.just(""), st.just("   "),
-                                    st.binary(max_size=30).map(lambda b: b.decode("latin-1"))), max_size=12)
+lines_strategy = st.lists(
+    st.one_of(
+        st.text(max_size=40),
+        st.just(""),
+        st.just("   "),
+        st.binary(max_size=30).map(lambda b: b.decode("latin-1")),
+    ),
+    max_size=12,
+)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(raw=st.lists(st.binary(max_size=60), max_size=12))
 def test_random_bytes_give_one_line_each(trained, raw):
     data = b"\n".join(r.replace(b"\n", b" ") for r in raw)
@@ -229,12 +299,24 @@ def test_random_bytes_give_one_line_each(trained, raw):
     assert len(out) == expected
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
 @given(lines=lines_strategy)
 def test_random_text_keeps_order(trained, lines):
-    lines = [" ".join(line.splitlines()).replace("\r", " ").replace("\x0b", " ").replace("\x0c", " ")
-             .replace("\x1c", " ").replace("\x1d", " ").replace("\x1e", " ").replace("\x85", " ")
-             .replace("\u2028", " ").replace("\u2029", " ") for line in lines]
+    lines = [
+        " ".join(line.splitlines())
+        .replace("\r", " ")
+        .replace("\x0b", " ")
+        .replace("\x0c", " ")
+        .replace("\x1c", " ")
+        .replace("\x1d", " ")
+        .replace("\x1e", " ")
+        .replace("\x85", " ")
+        .replace("\u2028", " ")
+        .replace("\u2029", " ")
+        for line in lines
+    ]
     tr = translator(trained, beam_size=1)
     out = run_stream(tr, "".join(line + "\n" for line in lines).encode("utf-8", "replace"))
     assert len(out) == len(lines)
@@ -247,6 +329,7 @@ def test_load_translator_takes_the_recipe_defaults_and_ensembles(trained):
     from nmt_cli.errors import UserError
     from nmt_cli.model.ensemble import Ensemble
     from nmt_cli.translate import load_translator
+
     _, _, run_dir = trained
     recipe = load_model(run_dir)[1]
     one = load_translator([str(run_dir)], device="cpu")
@@ -256,13 +339,17 @@ def test_load_translator_takes_the_recipe_defaults_and_ensembles(trained):
     assert (tuned.opts.beam_size, tuned.opts.length_penalty, tuned.opts.nbest) == (3, 0.0, 2)
     pair = load_translator([str(run_dir), str(run_dir)], device="cpu")
     assert isinstance(pair.model, Ensemble)
-    assert [t.text for t in pair.translate(["a dog runs ."])] == [t.text for t in one.translate(["a dog runs ."])]
+    assert [t.text for t in pair.translate(["a dog runs ."])] == [
+        t.text for t in one.translate(["a dog runs ."])
+    ]
     with pytest.raises(UserError, match="--nbest 9 exceeds the beam size"):
         load_translator([str(run_dir)], device="cpu", nbest=9)
     with pytest.raises(UserError, match="--quantize"):
         load_translator([str(run_dir)], device="cpu", quantize="int4")
     bf16 = load_translator([str(run_dir)], device="cpu", precision="bf16")
-    assert bf16.precision == "bf16" and {p.dtype for p in bf16.model.parameters()} == {torch.bfloat16}
+    assert bf16.precision == "bf16" and {p.dtype for p in bf16.model.parameters()} == {
+        torch.bfloat16
+    }
     assert load_translator([str(run_dir)], device="cpu", precision="fp32").precision == "fp32"
     assert load_translator([str(run_dir)], device="cpu", quantize="int8").precision == "fp32"
     with pytest.raises(UserError, match="exclude each other"):
@@ -279,11 +366,15 @@ def test_a_line_translates_the_same_whatever_its_batch_mates(trained, beam, dtyp
     piece, 8 common pieces) make the batch's union differ much from each sentence's set.
     (Not so under --quantize int8, whose activation scales are per batch: docs/translate.md.)"""
     import copy
+
     from conftest import multi30k_lines
+
     model, tokenizer, _ = trained
     model = copy.deepcopy(model).to(dtype)
     lines = multi30k_lines("val", "en", 24)
-    opts = dict(beam_size=beam, batch_size=8, shortlist=True, shortlist_per_source=2, shortlist_frequent=8)
+    opts = dict(
+        beam_size=beam, batch_size=8, shortlist=True, shortlist_per_source=2, shortlist_frequent=8
+    )
     tr = Translator(model, tokenizer, DecodeOptions(**opts), warn=lambda m: None)
     whole = [t.text for t in tr.translate(lines)]
     order = list(range(len(lines)))[::-1][1::2] + list(range(len(lines)))[::-1][0::2]
@@ -295,6 +386,7 @@ def test_a_line_translates_the_same_whatever_its_batch_mates(trained, beam, dtyp
 def test_python_api_loads_a_run_and_gives_typed_results(trained):
     import nmt_cli
     from nmt_cli.translate import format_translation
+
     _, tokenizer, run_dir = trained
     assert nmt_cli.Translator is Translator
     tr = nmt_cli.Translator.load(run_dir, device="cpu", beam_size=3, threads=1)
@@ -309,7 +401,9 @@ def test_python_api_loads_a_run_and_gives_typed_results(trained):
         assert t.score == t.alternatives[0].score == t.hypotheses[0].score
         norms = [a.norm_score for a in t.alternatives]
         assert norms == sorted(norms, reverse=True)
-        expected = format_translation(0, t, tokenizer, OutputOptions(alignments=True))[0].split("\t")[1]
+        expected = format_translation(0, t, tokenizer, OutputOptions(alignments=True))[0].split(
+            "\t"
+        )[1]
         assert " ".join(f"{i}-{j}" for i, j in t.alignment) == expected
         assert t.attention.source_words == t.source.split()
         assert len(t.attention.weights) == len(t.attention.target_words) == len(t.text.split())
@@ -317,9 +411,16 @@ def test_python_api_loads_a_run_and_gives_typed_results(trained):
         tr.translate(lines, nbest=4)
 
 
-@pytest.mark.parametrize("opts, size", [(dict(beam_size=1), 128), (dict(beam_size=5), 64),
-                                        (dict(beam_size=2, nbest=2), 64), (dict(beam_size=1, batch_size=7), 7),
-                                        (dict(beam_size=5, batch_size=200), 200)])
+@pytest.mark.parametrize(
+    "opts, size",
+    [
+        (dict(beam_size=1), 128),
+        (dict(beam_size=5), 64),
+        (dict(beam_size=2, nbest=2), 64),
+        (dict(beam_size=1, batch_size=7), 7),
+        (dict(beam_size=5, batch_size=200), 200),
+    ],
+)
 def test_batches_default_to_more_sentences_for_greedy_than_for_beam_search(opts, size):
     lengths = [3 + i % 11 for i in range(300)]
     order = sorted(range(300), key=lambda i: -lengths[i])
@@ -345,18 +446,29 @@ def test_batches_taper_at_the_end_when_workers_decode_side_by_side():
     assert sizes(2, beam_size=5) == [64] * 14 + [52, 26, 13, 7, 6]  # 7 sentences: 35 rows a step
     assert sizes(4, beam_size=1, batch_size=100)[-7:] == [75, 57, 42, 32, 32, 32, 30]
     budget = 400
-    tokens = list(_batches(order, lengths, DecodeOptions(beam_size=1, batch_tokens=budget), workers=2))
+    tokens = list(
+        _batches(order, lengths, DecodeOptions(beam_size=1, batch_tokens=budget), workers=2)
+    )
     assert all(len(b) * max(lengths[i] for i in b) <= budget for b in tokens)
-    assert [len(b) for b in tokens][-3:] == [44, 32, 11]  # the budget's 88, then halves of what is left
+    assert [len(b) for b in tokens][-3:] == [
+        44,
+        32,
+        11,
+    ]  # the budget's 88, then halves of what is left
 
 
 def test_default_batch_size_follows_search_and_precision():
     """Greedy search batches more sentences when the model decodes in bf16 on the CPU, whose
     products gain more from rows; a batch size given is used as it is."""
     from nmt_cli.translate import auto_batch_size
+
     assert auto_batch_size(DecodeOptions(beam_size=1)) == 128
     assert auto_batch_size(DecodeOptions(beam_size=1), bf16=True) == 192
     assert auto_batch_size(DecodeOptions(beam_size=5), bf16=True) == 64
     assert auto_batch_size(DecodeOptions(beam_size=1, batch_size=7), bf16=True) == 7
     order, lengths = list(range(400)), [5] * 400
-    assert [len(b) for b in _batches(order, lengths, DecodeOptions(beam_size=1), bf16=True)] == [192, 192, 16]
+    assert [len(b) for b in _batches(order, lengths, DecodeOptions(beam_size=1), bf16=True)] == [
+        192,
+        192,
+        16,
+    ]

@@ -19,8 +19,14 @@ def validator(tiny_run, **train):
     raw["train"].update(train)
     recipe = recipe_from_dict(raw)
     tokenizer = Tokenizer.load(run_dir)
-    v = Validator(load_split(run_dir, "valid"), load_text(run_dir, "valid", "tgt"), tokenizer, recipe,
-                  torch.device("cpu"), nullcontext)
+    v = Validator(
+        load_split(run_dir, "valid"),
+        load_text(run_dir, "valid", "tgt"),
+        tokenizer,
+        recipe,
+        torch.device("cpu"),
+        nullcontext,
+    )
     torch.manual_seed(0)
     model = build_model(recipe.model, tokenizer.src_vocab_size, tokenizer.tgt_vocab_size)
     return v, model

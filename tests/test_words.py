@@ -21,7 +21,9 @@ def test_words_keep_the_text_when_the_counts_agree_else_join_pieces():
 def test_word_rows_sum_to_one_and_their_argmax_is_the_hard_alignment():
     src = ["▁Two", "▁do", "gs", "▁run", "."]
     tgt = ["▁De", "ux", "▁chiens", "▁cour", "ent", "."]
-    weights = torch.softmax(torch.randn(len(tgt) + 1, len(src), generator=torch.Generator().manual_seed(3)), -1)
+    weights = torch.softmax(
+        torch.randn(len(tgt) + 1, len(src), generator=torch.Generator().manual_seed(3)), -1
+    )
     att = word_attention(weights, src, tgt, "Two dogs run.", "Deux chiens courent.")
     assert att.source_words == ["Two", "dogs", "run."]
     assert att.target_words == ["Deux", "chiens", "courent."]

@@ -23,10 +23,11 @@ def test_ordered_map_reads_its_input_only_a_few_items_ahead():
         for i in range(1000):
             pulled.append(i)
             yield i
+
     results = ordered_map(_square_and_pid, items(), workers=2, ahead=3)
     assert next(results)[0] == 0
     assert len(pulled) <= 2 * 3 + 1  # not the whole stream, as Executor.map would submit
-    assert [r for r, _ in results][-1] == 999 ** 2
+    assert [r for r, _ in results][-1] == 999**2
 
 
 def _fail_on_three(x):
@@ -67,13 +68,16 @@ def _alive(pid: int) -> bool:
     return "\\nState:\\tZ" not in status  # a zombie has exited, whoever reaps it
 
 
-@pytest.mark.skipif(not os.path.exists("/proc"), reason="the kernel's parent-death signal is Linux's")
+@pytest.mark.skipif(
+    not os.path.exists("/proc"), reason="the kernel's parent-death signal is Linux's"
+)
 def test_workers_die_when_the_main_process_is_killed(tmp_path):
     # SIGKILL gives the main process no chance to stop its pool; the workers must not live on
     import signal
     import subprocess
     import sys
     import time
+
     proc = subprocess.Popen([sys.executable, "-c", _KILLED_PARENT, str(tmp_path)])
     deadline = time.time() + 60
     while len(list(tmp_path.iterdir())) < 2 and time.time() < deadline:

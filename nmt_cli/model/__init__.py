@@ -7,11 +7,21 @@ from nmt_cli.config import ModelConfig
 from nmt_cli.model.seq2seq import Seq2Seq
 
 # What PyTorch's modules and Seq2Seq._initialize call to draw or set initial values in place.
-_INITIALISERS = frozenset({
-    torch.Tensor.uniform_, torch.Tensor.normal_, torch.Tensor.zero_, torch.Tensor.fill_,
-    torch.nn.init.uniform_, torch.nn.init.normal_, torch.nn.init.zeros_, torch.nn.init.ones_,
-    torch.nn.init.constant_, torch.nn.init.kaiming_uniform_, torch.nn.init.xavier_uniform_,
-})
+_INITIALISERS = frozenset(
+    {
+        torch.Tensor.uniform_,
+        torch.Tensor.normal_,
+        torch.Tensor.zero_,
+        torch.Tensor.fill_,
+        torch.nn.init.uniform_,
+        torch.nn.init.normal_,
+        torch.nn.init.zeros_,
+        torch.nn.init.ones_,
+        torch.nn.init.constant_,
+        torch.nn.init.kaiming_uniform_,
+        torch.nn.init.xavier_uniform_,
+    }
+)
 
 
 class _SkipInitialValues(TorchFunctionMode):
@@ -27,7 +37,9 @@ class _SkipInitialValues(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-def build_model(cfg: ModelConfig, src_vocab: int, tgt_vocab: int, *, initialise: bool = True) -> Seq2Seq:
+def build_model(
+    cfg: ModelConfig, src_vocab: int, tgt_vocab: int, *, initialise: bool = True
+) -> Seq2Seq:
     """``initialise=False``: parameters left uninitialised, for a caller that loads all of them
     at once (``load_state_dict``, strict) before any use."""
     if initialise:

@@ -27,12 +27,14 @@ class DotScore(nn.Module):
     def __init__(self, memory_dim: int, query_dim: int, heads: int, attn_dim: int):
         super().__init__()
         if memory_dim != query_dim:
-            raise ValueError(f"dot attention needs equal sizes, got memory {memory_dim} and query {query_dim}")
+            raise ValueError(
+                f"dot attention needs equal sizes, got memory {memory_dim} and query {query_dim}"
+            )
         if heads != 1:
             raise ValueError("dot attention has no parameters, so its heads would be identical")
 
     def keys(self, memory: torch.Tensor) -> torch.Tensor:
-        return memory.unsqueeze(1)                                   # (B, 1, S, H)
+        return memory.unsqueeze(1)  # (B, 1, S, H)
 
     def scores(self, keys: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
         return torch.matmul(query.unsqueeze(1), keys.transpose(-1, -2))  # (B, 1, T, S)
@@ -48,10 +50,12 @@ class GeneralScore(nn.Module):
 
     def keys(self, memory: torch.Tensor) -> torch.Tensor:
         b, s, _ = memory.shape
-        return self.W(memory).view(b, s, self.heads, self.query_dim).transpose(1, 2)  # (B, K, S, Hq)
+        return (
+            self.W(memory).view(b, s, self.heads, self.query_dim).transpose(1, 2)
+        )  # (B, K, S, Hq)
 
     def scores(self, keys: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
-        return torch.matmul(query.unsqueeze(1), keys.transpose(-1, -2))             # (B, K, T, S)
+        return torch.matmul(query.unsqueeze(1), keys.transpose(-1, -2))  # (B, K, T, S)
 
 
 # Elements of the additive score's hidden tensor computed at a time when decoding (2 MB of float32)
@@ -87,16 +91,22 @@ class ConcatScore(nn.Module):
 
     def keys(self, memory: torch.Tensor) -> torch.Tensor:
         b, s, _ = memory.shape
-        return self.W1(memory).mul_(2.0).view(b, s, self.heads, self.attn_dim).permute(0, 2, 1, 3)  # (B, K, S, A)
+        return (
+            self.W1(memory).mul_(2.0).view(b, s, self.heads, self.attn_dim).permute(0, 2, 1, 3)
+        )  # (B, K, S, A)
 
     @staticmethod
     def exp_keys(keys: torch.Tensor) -> torch.Tensor | None:
         """e^{-2 W1 h} from ``keys``, for ``scores(..., exp_keys)``; None when an exponent is out of range."""
         return torch.exp(-keys) if float(keys.abs().amax()) <= EXP_LIMIT else None
 
-    def scores(self, keys: torch.Tensor, query: torch.Tensor, exp_keys: torch.Tensor | None = None) -> torch.Tensor:
+    def scores(
+        self, keys: torch.Tensor, query: torch.Tensor, exp_keys: torch.Tensor | None = None
+    ) -> torch.Tensor:
         b, t, _ = query.shape
-        q = self.W2(query).mul_(2.0).view(b, t, self.heads, self.attn_dim).transpose(1, 2)    # (B, K, T, A)
+        q = (
+            self.W2(query).mul_(2.0).view(b, t, self.heads, self.attn_dim).transpose(1, 2)
+        )  # (B, K, T, A)
         exponentials = exp_keys is not None and float(q.abs().amax()) <= EXP_LIMIT
         if exponentials:
             keys, q = exp_keys, q.neg_().exp_()
@@ -109,17 +119,22 @@ class ConcatScore(nn.Module):
         # hypotheses x 20 source pieces: 8.5 instead of 13.0 ms, bench/attention_speed.py)
         out = q.new_empty(b, self.heads, t, keys.size(2))
         for start in range(0, b, rows):
-            out[start:start + rows] = self._scores(keys[start:start + rows], q[start:start + rows], v2,
-                                                   exponentials)
+            out[start : start + rows] = self._scores(
+                keys[start : start + rows], q[start : start + rows], v2, exponentials
+            )
         return out.sub_(shift)
 
     @staticmethod
-    def _scores(keys: torch.Tensor, q: torch.Tensor, v2: torch.Tensor, exponentials: bool) -> torch.Tensor:
+    def _scores(
+        keys: torch.Tensor, q: torch.Tensor, v2: torch.Tensor, exponentials: bool
+    ) -> torch.Tensor:
         """2 v^T sigmoid(keys + q), keys and q already doubled (or, ``exponentials``, both as e^-x)."""
         if exponentials:
-            hidden = torch.addcmul(keys.new_ones(()), keys.unsqueeze(2), q.unsqueeze(3)).reciprocal_()
+            hidden = torch.addcmul(
+                keys.new_ones(()), keys.unsqueeze(2), q.unsqueeze(3)
+            ).reciprocal_()
         else:
-            hidden = (keys.unsqueeze(2) + q.unsqueeze(3)).sigmoid_()                   # (B, K, T, S, A)
+            hidden = (keys.unsqueeze(2) + q.unsqueeze(3)).sigmoid_()  # (B, K, T, S, A)
         # einsum makes v^T one matrix product per head; a broadcast matmul against v as an (A, 1)
         # matrix took 1.5x as long forward and backward (B=190, S=20, A=512, on the CPU)
         return torch.einsum("bktsa,ka->bkts", hidden, v2)
@@ -145,12 +160,14 @@ class CosineScore(nn.Module):
             self.scale.fill_(math.sqrt(self.memory_dim))
 
     def keys(self, memory: torch.Tensor) -> torch.Tensor:
-        return F.normalize(memory, dim=-1).unsqueeze(1)                               # (B, 1, S, Hm)
+        return F.normalize(memory, dim=-1).unsqueeze(1)  # (B, 1, S, Hm)
 
     def scores(self, keys: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
         b, t, _ = query.shape
-        q = F.normalize(self.W(query).view(b, t, self.heads, self.memory_dim), dim=-1).transpose(1, 2)
-        return self.scale * torch.matmul(q, keys.transpose(-1, -2))                   # (B, K, T, S)
+        q = F.normalize(self.W(query).view(b, t, self.heads, self.memory_dim), dim=-1).transpose(
+            1, 2
+        )
+        return self.scale * torch.matmul(q, keys.transpose(-1, -2))  # (B, K, T, S)
 
 
 SCORES = {"dot": DotScore, "general": GeneralScore, "concat": ConcatScore, "cosine": CosineScore}
@@ -163,18 +180,22 @@ class AttentionMemory:
     head's W^(k) h_j (B, K, S, D) for a linear map W that the context would go through next
     (``project``)."""
 
-    states: torch.Tensor   # (B, S, Hm), or (B, K, S, D) when projected
-    keys: torch.Tensor     # score-specific, batch first
-    mask: torch.Tensor     # (B, S) bool, True on real positions
+    states: torch.Tensor  # (B, S, Hm), or (B, K, S, D) when projected
+    keys: torch.Tensor  # score-specific, batch first
+    mask: torch.Tensor  # (B, S) bool, True on real positions
     projected: bool = False
     exp_keys: torch.Tensor | None = None  # the keys' exponential form, where the score has one
 
-    def select(self, index: torch.Tensor) -> "AttentionMemory":
-        return AttentionMemory(self.states.index_select(0, index), self.keys.index_select(0, index),
-                               self.mask.index_select(0, index), self.projected,
-                               None if self.exp_keys is None else self.exp_keys.index_select(0, index))
+    def select(self, index: torch.Tensor) -> AttentionMemory:
+        return AttentionMemory(
+            self.states.index_select(0, index),
+            self.keys.index_select(0, index),
+            self.mask.index_select(0, index),
+            self.projected,
+            None if self.exp_keys is None else self.exp_keys.index_select(0, index),
+        )
 
-    def project(self, weight: torch.Tensor, bias: torch.Tensor) -> "AttentionMemory":
+    def project(self, weight: torch.Tensor, bias: torch.Tensor) -> AttentionMemory:
         """The same memory for a reader that needs W c + b rather than the context c itself
         (W (D, K*Hm), b (D,)). As the weights sum to one, W c + b = Σ_k Σ_j α_kj (W^(k) h_j) + b,
         with W^(k) the columns of W for head k; the values become W^(k) h_j (b added to the first
@@ -186,7 +207,7 @@ class AttentionMemory:
         # would first copy the weight once per sentence (64 x 512 x 512 per batch of beam search)
         per_head = weight.view(d, heads, hm).permute(2, 1, 0).reshape(hm, heads * d)  # (Hm, K*D)
         values = torch.mm(self.states.reshape(b * s, hm), per_head)
-        values = values.view(b, s, heads, d).permute(0, 2, 1, 3).contiguous()      # (B, K, S, D)
+        values = values.view(b, s, heads, d).permute(0, 2, 1, 3).contiguous()  # (B, K, S, D)
         values[:, 0] += bias
         return AttentionMemory(values, self.keys, self.mask, projected=True, exp_keys=self.exp_keys)
 
@@ -197,8 +218,14 @@ class Attention(nn.Module):
     The weights returned for alignments and pictures are the mean over heads.
     """
 
-    def __init__(self, score: str, memory_dim: int, query_dim: int, heads: int = 1,
-                 attn_dim: int | None = None):
+    def __init__(
+        self,
+        score: str,
+        memory_dim: int,
+        query_dim: int,
+        heads: int = 1,
+        attn_dim: int | None = None,
+    ):
         super().__init__()
         self.heads = heads
         self.memory_dim = memory_dim
@@ -209,22 +236,31 @@ class Attention(nn.Module):
         """The memory for ``forward``; when decoding on the CPU in fp32 or bf16 (no gradient
         wanted), with the keys' exponential form too, where the score has one."""
         keys = self.score.keys(states)
-        if (hasattr(self.score, "exp_keys") and not torch.is_grad_enabled() and states.device.type == "cpu"
-                and states.dtype in (torch.float32, torch.bfloat16)):
+        if (
+            hasattr(self.score, "exp_keys")
+            and not torch.is_grad_enabled()
+            and states.device.type == "cpu"
+            and states.dtype in (torch.float32, torch.bfloat16)
+        ):
             return AttentionMemory(states, keys, mask, exp_keys=self.score.exp_keys(keys))
         return AttentionMemory(states, keys, mask)
 
-    def forward(self, memory: AttentionMemory, query: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    def forward(
+        self, memory: AttentionMemory, query: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
         """query (B, T, Hq) -> context (B, T, K*Hm) (or W c + b (B, T, D) from a projected
         memory), weights (B, T, S)."""
-        scores = (self.score.scores(memory.keys, query) if memory.exp_keys is None
-                  else self.score.scores(memory.keys, query, memory.exp_keys))         # (B, K', T, S)
+        scores = (
+            self.score.scores(memory.keys, query)
+            if memory.exp_keys is None
+            else self.score.scores(memory.keys, query, memory.exp_keys)
+        )  # (B, K', T, S)
         scores = scores.masked_fill(~memory.mask[:, None, None, :], float("-inf"))
         alpha = torch.softmax(scores, dim=-1)
         if memory.projected:
-            contexts = torch.matmul(alpha, memory.states)                             # (B, K, T, D)
+            contexts = torch.matmul(alpha, memory.states)  # (B, K, T, D)
             return contexts.sum(dim=1) if self.heads > 1 else contexts.squeeze(1), _head_mean(alpha)
-        contexts = torch.matmul(alpha, memory.states.unsqueeze(1))                    # (B, K', T, Hm)
+        contexts = torch.matmul(alpha, memory.states.unsqueeze(1))  # (B, K', T, Hm)
         b, k, t, h = contexts.shape
         context = contexts.transpose(1, 2).reshape(b, t, k * h)
         return context, _head_mean(alpha)

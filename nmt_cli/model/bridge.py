@@ -27,11 +27,18 @@ class Bridge(nn.Module):
         self.kind, self.layers, self.lstm = kind, layers, lstm
         if kind in ("linear", "mean"):
             self.hidden = nn.ModuleList(nn.Linear(hidden_dim, hidden_dim) for _ in range(layers))
-            self.cell = (nn.ModuleList(nn.Linear(hidden_dim, hidden_dim) for _ in range(layers))
-                         if lstm else None)
+            self.cell = (
+                nn.ModuleList(nn.Linear(hidden_dim, hidden_dim) for _ in range(layers))
+                if lstm
+                else None
+            )
 
-    def _project(self, layers: nn.ModuleList, per_layer: list[torch.Tensor], squash: bool = True) -> torch.Tensor:
-        return torch.stack([torch.tanh(w(x)) if squash else w(x) for w, x in zip(layers, per_layer)])
+    def _project(
+        self, layers: nn.ModuleList, per_layer: list[torch.Tensor], squash: bool = True
+    ) -> torch.Tensor:
+        return torch.stack(
+            [torch.tanh(w(x)) if squash else w(x) for w, x in zip(layers, per_layer)]
+        )
 
     def forward(self, enc: EncoderOutput) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor]:
         """-> (s_0 hidden (layers, B, H), s_0 cell or None, summary c (B, H))."""

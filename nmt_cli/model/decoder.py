@@ -58,9 +58,9 @@ def _tanh(x: torch.Tensor) -> torch.Tensor:
 
 @dataclass
 class DecoderState:
-    hidden: torch.Tensor            # (layers, B, H)
-    cell: torch.Tensor | None       # (layers, B, H) for an LSTM
-    feed: torch.Tensor | None       # (B, D) h~_{i-1}, with input feeding
+    hidden: torch.Tensor  # (layers, B, H)
+    cell: torch.Tensor | None  # (layers, B, H) for an LSTM
+    feed: torch.Tensor | None  # (B, D) h~_{i-1}, with input feeding
     read_out: torch.Tensor | None = None  # (B, C) c_{i-1}, with initial_state_attention
     # After a select that repeats rows (beam search: several hypotheses continue one parent),
     # the distinct rows' hidden states (layers, U, H) and each row's place among them
@@ -69,7 +69,7 @@ class DecoderState:
     def rnn_state(self):
         return (self.hidden, self.cell) if self.cell is not None else self.hidden
 
-    def select(self, index: torch.Tensor) -> "DecoderState":
+    def select(self, index: torch.Tensor) -> DecoderState:
         parents = None
         # Only the CPU's hand-written step (Decoder._rnn_step) uses them, and not in bf16: there a
         # product over all rows costs less than a new row count at every step, which oneDNN
@@ -78,11 +78,13 @@ class DecoderState:
             distinct, place = torch.unique(index, return_inverse=True)
             if len(distinct) < len(index):
                 parents = (self.hidden.index_select(1, distinct), place)
-        return DecoderState(self.hidden.index_select(1, index),
-                            None if self.cell is None else self.cell.index_select(1, index),
-                            None if self.feed is None else self.feed.index_select(0, index),
-                            None if self.read_out is None else self.read_out.index_select(0, index),
-                            parents)
+        return DecoderState(
+            self.hidden.index_select(1, index),
+            None if self.cell is None else self.cell.index_select(1, index),
+            None if self.feed is None else self.feed.index_select(0, index),
+            None if self.read_out is None else self.read_out.index_select(0, index),
+            parents,
+        )
 
 
 @dataclass
@@ -93,26 +95,35 @@ class DecoderMemory:
     rows, the hypotheses of one sentence, which attention then takes as that many queries against
     one copy of the sentence's states, rather than each against a copy of its own."""
 
-    attention: AttentionMemory | None   # None for the fixed-context decoder
-    summary: torch.Tensor               # (B, H) the bridge's fixed context c
+    attention: AttentionMemory | None  # None for the fixed-context decoder
+    summary: torch.Tensor  # (B, H) the bridge's fixed context c
     hypotheses: int = 1
     # (W, b) that the decoder applies to c next, to fold into the values once the memory is
     # shared by several hypotheses (Decoder.context_projection)
     fold: tuple[torch.Tensor, torch.Tensor] | None = None
 
-    def select(self, index: torch.Tensor) -> "DecoderMemory":
+    def select(self, index: torch.Tensor) -> DecoderMemory:
         """The source rows ``index`` (sentences, not hypotheses)."""
-        return DecoderMemory(None if self.attention is None else self.attention.select(index),
-                             self.summary.index_select(0, index), self.hypotheses, self.fold)
+        return DecoderMemory(
+            None if self.attention is None else self.attention.select(index),
+            self.summary.index_select(0, index),
+            self.hypotheses,
+            self.fold,
+        )
 
-    def shared_by(self, hypotheses: int) -> "DecoderMemory":
+    def shared_by(self, hypotheses: int) -> DecoderMemory:
         """Read by ``hypotheses`` decoder rows per sentence. With several, the decoder's product
         with c moves into the attention values (``AttentionMemory.project``): beam 5 on test_2016
         reads the context 93 times per sentence against 14 source positions. Greedy search reads
         it about 19 times, and folding there measured no faster while the values' product took 4%
         of the run, so one row per sentence keeps the plain path."""
         attention = self.attention
-        if hypotheses > 1 and self.fold is not None and attention is not None and not attention.projected:
+        if (
+            hypotheses > 1
+            and self.fold is not None
+            and attention is not None
+            and not attention.projected
+        ):
             attention = attention.project(*self.fold)
         return DecoderMemory(attention, self.summary, hypotheses, self.fold)
 
@@ -123,12 +134,26 @@ class DecoderMemory:
 
 
 class Decoder(nn.Module):
-    def __init__(self, *, rnn: str, embedding: nn.Embedding, hidden_dim: int, layers: int,
-                 memory_dim: int, attention: Attention | None, order: str, input_feeding: bool,
-                 initial_state_attention: bool, out_dim: int, dropout: float):
+    def __init__(
+        self,
+        *,
+        rnn: str,
+        embedding: nn.Embedding,
+        hidden_dim: int,
+        layers: int,
+        memory_dim: int,
+        attention: Attention | None,
+        order: str,
+        input_feeding: bool,
+        initial_state_attention: bool,
+        out_dim: int,
+        dropout: float,
+    ):
         super().__init__()
         if initial_state_attention and (attention is None or order == "bahdanau"):
-            raise ValueError("initial_state_attention needs attention and the luong or conditional order")
+            raise ValueError(
+                "initial_state_attention needs attention and the luong or conditional order"
+            )
         self.embedding = embedding
         self.attention = attention
         self.order = order
@@ -141,13 +166,25 @@ class Decoder(nn.Module):
         self.context_as_input = order == "bahdanau" or attention is None
         # Bahdanau and conditional order feed y_{i-1} to the output layer too (deep output).
         self.deep_output = order != "luong"
-        rnn_in = embed_dim + (self.context_dim if self.context_as_input else 0) + \
-            (out_dim if input_feeding else 0) + (self.context_dim if initial_state_attention else 0)
-        self.rnn = RNN_CLASSES[rnn](rnn_in, hidden_dim, num_layers=layers, batch_first=True,
-                                    dropout=dropout if layers > 1 else 0.0)
+        rnn_in = (
+            embed_dim
+            + (self.context_dim if self.context_as_input else 0)
+            + (out_dim if input_feeding else 0)
+            + (self.context_dim if initial_state_attention else 0)
+        )
+        self.rnn = RNN_CLASSES[rnn](
+            rnn_in,
+            hidden_dim,
+            num_layers=layers,
+            batch_first=True,
+            dropout=dropout if layers > 1 else 0.0,
+        )
         # The conditional order's second transition f2 reads c_i into the top layer's state.
-        self.transition = RNN_CLASSES[rnn](self.context_dim, hidden_dim, batch_first=True) \
-            if order == "conditional" else None
+        self.transition = (
+            RNN_CLASSES[rnn](self.context_dim, hidden_dim, batch_first=True)
+            if order == "conditional"
+            else None
+        )
         combine_in = hidden_dim + self.context_dim + (embed_dim if self.deep_output else 0)
         self.combine = nn.Linear(combine_in, out_dim)
         self.dropout = nn.Dropout(dropout)
@@ -171,13 +208,14 @@ class Decoder(nn.Module):
             weights = None if weights is None else weights.reshape(rows, steps, -1)
         return context, weights
 
-    def _attentional_hidden(self, s: torch.Tensor, c: torch.Tensor, e: torch.Tensor | None,
-                            folded: bool = False) -> torch.Tensor:
+    def _attentional_hidden(
+        self, s: torch.Tensor, c: torch.Tensor, e: torch.Tensor | None, folded: bool = False
+    ) -> torch.Tensor:
         """h~ = tanh(W_c [c; s] + b) (luong) or tanh(W_o [s; c; y_{i-1}] + b) (bahdanau,
         conditional). ``folded``: c is already W_c[:, :C] c + b (``context_projection``), so
         h~ = tanh(that + W_c[:, C:] s)."""
         if folded:
-            w_s = self.combine.weight[:, self.context_dim:]
+            w_s = self.combine.weight[:, self.context_dim :]
             out = torch.addmm(c.reshape(-1, c.size(-1)), s.reshape(-1, s.size(-1)), w_s.t())
             return self.dropout(_tanh(out).view(*c.shape[:-1], -1))
         parts = [s, c, e] if self.deep_output else [c, s]
@@ -190,15 +228,26 @@ class Decoder(nn.Module):
         (a 512 x 512 product per row less on the reference shape). None while training, in the
         other orders and with ``initial_state_attention`` (which read c itself), and for a
         combine layer that is not PyTorch's own Linear (an int8-quantised one, say)."""
-        if self.attention is None or self.order != "luong" or self.initial_state_attention \
-                or self.training or torch.is_grad_enabled() or type(self.combine) is not nn.Linear:
+        if (
+            self.attention is None
+            or self.order != "luong"
+            or self.initial_state_attention
+            or self.training
+            or torch.is_grad_enabled()
+            or type(self.combine) is not nn.Linear
+        ):
             return None
-        return self.combine.weight[:, :self.context_dim], self.combine.bias
+        return self.combine.weight[:, : self.context_dim], self.combine.bias
 
     def fused(self, sampling: bool) -> bool:
         """Can training run all steps at once (no step reads the previous step's output)?"""
-        return not self.input_feeding and not sampling and self.transition is None \
-            and not self.initial_state_attention and (self.order == "luong" or self.attention is None)
+        return (
+            not self.input_feeding
+            and not sampling
+            and self.transition is None
+            and not self.initial_state_attention
+            and (self.order == "luong" or self.attention is None)
+        )
 
     def _second_transition(self, c: torch.Tensor, hidden: torch.Tensor, cell: torch.Tensor | None):
         """Conditional order: s_i = f2(s'_i, c_i) on the top layer; c (B, 1, C) -> s_i (B, 1, H)
@@ -211,7 +260,9 @@ class Decoder(nn.Module):
             cell = torch.cat([cell[:-1], top_cell])
         return out, hidden, cell
 
-    def init_state(self, hidden: torch.Tensor, cell: torch.Tensor | None, memory: DecoderMemory) -> DecoderState:
+    def init_state(
+        self, hidden: torch.Tensor, cell: torch.Tensor | None, memory: DecoderMemory
+    ) -> DecoderState:
         """s_0 from the bridge; h~_0 = 0 with input feeding; c_0 = attend(s_0) (top layer's state
         as the query) with initial_state_attention."""
         feed = hidden.new_zeros(hidden.size(1), self.out_dim) if self.input_feeding else None
@@ -232,37 +283,48 @@ class Decoder(nn.Module):
         if table is not None:
             projected = table.index_select(0, prev)
         if table is None or self.deep_output:
-            e = self.dropout(self.embedding(prev)).unsqueeze(1)                 # (B, 1, E)
+            e = self.dropout(self.embedding(prev)).unsqueeze(1)  # (B, 1, E)
         return self._advance(e, projected, state, memory)
 
-    def _advance(self, e: torch.Tensor | None, projected: torch.Tensor | None, state: DecoderState,
-                 memory: DecoderMemory):
+    def _advance(
+        self,
+        e: torch.Tensor | None,
+        projected: torch.Tensor | None,
+        state: DecoderState,
+        memory: DecoderMemory,
+    ):
         """The step from y_{i-1}: its embedding e (B, 1, E) and/or, when decoding on the CPU, the
         first RNN layer's input projection of it, W_ih[:, :E] e + b_ih (B, G), looked up in
         _input_table; with the projection the cell is run by hand (_rnn_step)."""
         extra = []
         weights = None
         if self.context_as_input:
-            c, weights = self._attend(memory, state.hidden[-1].unsqueeze(1))   # query s_{i-1}
+            c, weights = self._attend(memory, state.hidden[-1].unsqueeze(1))  # query s_{i-1}
             extra.append(c)
         if self.input_feeding:
             extra.append(state.feed.unsqueeze(1))
         if self.initial_state_attention:
-            extra.append(state.read_out.unsqueeze(1))                            # c_{i-1}
+            extra.append(state.read_out.unsqueeze(1))  # c_{i-1}
         if projected is None:
-            out, rnn_state = self.rnn(torch.cat([e, *extra], dim=-1) if extra else e, state.rnn_state())
+            out, rnn_state = self.rnn(
+                torch.cat([e, *extra], dim=-1) if extra else e, state.rnn_state()
+            )
             hidden, cell = rnn_state if isinstance(rnn_state, tuple) else (rnn_state, None)
         else:
             rest = torch.cat(extra, dim=-1).squeeze(1) if extra else None
             hidden, cell = self._rnn_step(projected, rest, state)
             out = hidden[-1].unsqueeze(1)
         if not self.context_as_input:
-            c, weights = self._attend(memory, out)                    # query s_i (or s'_i)
+            c, weights = self._attend(memory, out)  # query s_i (or s'_i)
         if self.transition is not None:
             out, hidden, cell = self._second_transition(c, hidden, cell)
         h_tilde = self._attentional_hidden(out, c, e, memory.folded).squeeze(1)
-        new_state = DecoderState(hidden, cell, h_tilde if self.input_feeding else None,
-                                 c.squeeze(1) if self.initial_state_attention else None)
+        new_state = DecoderState(
+            hidden,
+            cell,
+            h_tilde if self.input_feeding else None,
+            c.squeeze(1) if self.initial_state_attention else None,
+        )
         return h_tilde, new_state, (None if weights is None else weights.squeeze(1))
 
     # ------------------------------------------------------------------ decoding-time RNN step
@@ -283,13 +345,26 @@ class Decoder(nn.Module):
         than PyTorch's own (an int8-quantised one, say), and off the CPU, where cuDNN runs the
         whole step as one kernel and a hand-written cell would only add launches."""
         rnn = self.rnn
-        if self.training or torch.is_grad_enabled() or type(rnn) not in (nn.GRU, nn.LSTM, nn.RNN) \
-                or not rnn.bias or rnn.weight_ih_l0.device.type != "cpu":
+        if (
+            self.training
+            or torch.is_grad_enabled()
+            or type(rnn) not in (nn.GRU, nn.LSTM, nn.RNN)
+            or not rnn.bias
+            or rnn.weight_ih_l0.device.type != "cpu"
+        ):
             return None
         w, b, emb = rnn.weight_ih_l0, rnn.bias_ih_l0, self.embedding.weight
-        key = (w._version, b._version, emb._version, w.data_ptr(), b.data_ptr(), emb.data_ptr(), w.dtype)
+        key = (
+            w._version,
+            b._version,
+            emb._version,
+            w.data_ptr(),
+            b.data_ptr(),
+            emb.data_ptr(),
+            w.dtype,
+        )
         if getattr(self, "_table_key", None) != key:
-            self._table = torch.addmm(b, emb, w[:, :emb.size(1)].t())
+            self._table = torch.addmm(b, emb, w[:, : emb.size(1)].t())
             self._table_key = key
         return self._table
 
@@ -311,7 +386,9 @@ class Decoder(nn.Module):
             w_ih = getattr(rnn, f"weight_ih_l{layer}")
             w_hh, b_hh = getattr(rnn, f"weight_hh_l{layer}"), getattr(rnn, f"bias_hh_l{layer}")
             if layer == 0:
-                gi = projected if rest is None else torch.addmm(projected, rest, w_ih[:, e_dim:].t())
+                gi = (
+                    projected if rest is None else torch.addmm(projected, rest, w_ih[:, e_dim:].t())
+                )
             else:
                 gi = F.linear(x, w_ih, getattr(rnn, f"bias_ih_l{layer}"))
             h = hidden_in[layer]
@@ -321,9 +398,9 @@ class Decoder(nn.Module):
                 distinct, place = state.parents
                 gh = F.linear(distinct[layer], w_hh, b_hh).index_select(0, place)
             if isinstance(rnn, nn.GRU):
-                rz = torch.sigmoid(gi[:, :2 * size] + gh[:, :2 * size])
+                rz = torch.sigmoid(gi[:, : 2 * size] + gh[:, : 2 * size])
                 r, z = rz[:, :size], rz[:, size:]
-                n = _tanh(torch.addcmul(gi[:, 2 * size:], r, gh[:, 2 * size:]))
+                n = _tanh(torch.addcmul(gi[:, 2 * size :], r, gh[:, 2 * size :]))
                 x = torch.lerp(n, h, z)
             elif isinstance(rnn, nn.LSTM):
                 i, f, g, o = (gi + gh).chunk(4, dim=1)
@@ -337,8 +414,14 @@ class Decoder(nn.Module):
 
     # ------------------------------------------------------------------ whole target
 
-    def forward(self, tgt_in: torch.Tensor, state: DecoderState, memory: DecoderMemory,
-                output_layer=None, sampling_prob: torch.Tensor | float = 0.0):
+    def forward(
+        self,
+        tgt_in: torch.Tensor,
+        state: DecoderState,
+        memory: DecoderMemory,
+        output_layer=None,
+        sampling_prob: torch.Tensor | float = 0.0,
+    ):
         """Teacher-forced (or scheduled-sampling) pass over tgt_in (B, T).
 
         Returns h~ (B, T, D) and attention weights (B, T, S) or None. ``output_layer`` maps h~ to
@@ -347,19 +430,23 @@ class Decoder(nn.Module):
         sampling = not (isinstance(sampling_prob, float) and sampling_prob == 0.0)
         if self.fused(sampling):
             return self._forward_fused(tgt_in, state, memory)
-        return self._forward_steps(tgt_in, state, memory, output_layer, sampling_prob if sampling else None)
+        return self._forward_steps(
+            tgt_in, state, memory, output_layer, sampling_prob if sampling else None
+        )
 
     def _forward_fused(self, tgt_in, state: DecoderState, memory: DecoderMemory):
-        e = self.dropout(self.embedding(tgt_in))                                # (B, T, E)
+        e = self.dropout(self.embedding(tgt_in))  # (B, T, E)
         if self.attention is None:
             c = memory.summary.unsqueeze(1).expand(-1, e.size(1), -1)
             out, _ = self.rnn(torch.cat([e, c], dim=-1), state.rnn_state())
             return self._attentional_hidden(out, c, e), None
-        out, _ = self.rnn(e, state.rnn_state())                                 # s_1 .. s_T at once
+        out, _ = self.rnn(e, state.rnn_state())  # s_1 .. s_T at once
         c, weights = self.attention(memory.attention, out)
         return self._attentional_hidden(out, c, None), weights
 
-    def _forward_steps(self, tgt_in, state: DecoderState, memory: DecoderMemory, output_layer, sampling_prob):
+    def _forward_steps(
+        self, tgt_in, state: DecoderState, memory: DecoderMemory, output_layer, sampling_prob
+    ):
         """Step by step, with the embeddings of a teacher-forced target looked up at once. Outputs
         are gathered in lists and stacked once: writing each step into a preallocated tensor makes
         autograd copy the whole gradient once per step (measured 2% slower on the reference model).
@@ -373,7 +460,11 @@ class Decoder(nn.Module):
         outputs, all_weights = [], []
         prev = tgt_in[:, 0]
         for i in range(t):
-            e = e_steps[i] if e_steps is not None else self.dropout(self.embedding(prev)).unsqueeze(1)
+            e = (
+                e_steps[i]
+                if e_steps is not None
+                else self.dropout(self.embedding(prev)).unsqueeze(1)
+            )
             h_tilde, state, weights = self._advance(e, None, state, memory)
             outputs.append(h_tilde)
             if weights is not None:

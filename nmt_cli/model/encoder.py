@@ -19,36 +19,55 @@ RNN_CLASSES = {"gru": nn.GRU, "lstm": nn.LSTM, "rnn": nn.RNN}
 
 @dataclass
 class EncoderOutput:
-    states: torch.Tensor        # (B, S, H): h_1 .. h_S, zeros on padding
-    mask: torch.Tensor          # (B, S) bool, True on real positions
-    final: torch.Tensor         # (layers, B, H): each layer's last states, both directions joined
+    states: torch.Tensor  # (B, S, H): h_1 .. h_S, zeros on padding
+    mask: torch.Tensor  # (B, S) bool, True on real positions
+    final: torch.Tensor  # (layers, B, H): each layer's last states, both directions joined
     final_cell: torch.Tensor | None  # the same for an LSTM's cell state
 
 
 class Encoder(nn.Module):
-    def __init__(self, rnn: str, embedding: nn.Embedding, hidden_dim: int, layers: int,
-                 bidirectional: bool, dropout: float):
+    def __init__(
+        self,
+        rnn: str,
+        embedding: nn.Embedding,
+        hidden_dim: int,
+        layers: int,
+        bidirectional: bool,
+        dropout: float,
+    ):
         super().__init__()
         self.embedding = embedding
         self.layers = layers
         self.directions = 2 if bidirectional else 1
         self.hidden_dim = hidden_dim
         self.dropout = nn.Dropout(dropout)
-        self.rnn = RNN_CLASSES[rnn](embedding.embedding_dim, hidden_dim // self.directions,
-                                    num_layers=layers, bidirectional=bidirectional,
-                                    batch_first=True, dropout=dropout if layers > 1 else 0.0)
+        self.rnn = RNN_CLASSES[rnn](
+            embedding.embedding_dim,
+            hidden_dim // self.directions,
+            num_layers=layers,
+            bidirectional=bidirectional,
+            batch_first=True,
+            dropout=dropout if layers > 1 else 0.0,
+        )
 
     def _join_directions(self, final: torch.Tensor) -> torch.Tensor:
         """(layers * dirs, B, H/dirs) -> (layers, B, H): [→h_N; ←h_1] per layer."""
         layers_dirs, b, h = final.shape
-        return final.view(self.layers, self.directions, b, h).transpose(1, 2).reshape(self.layers, b, -1)
+        return (
+            final.view(self.layers, self.directions, b, h)
+            .transpose(1, 2)
+            .reshape(self.layers, b, -1)
+        )
 
     def forward(self, src: torch.Tensor, src_lengths: torch.Tensor) -> EncoderOutput:
         x = self.dropout(self.embedding(src))
         packed = pack_padded_sequence(x, src_lengths.cpu(), batch_first=True, enforce_sorted=False)
         out, final = self.rnn(packed)
         states, _ = pad_packed_sequence(out, batch_first=True, total_length=src.size(1))
-        mask = torch.arange(src.size(1), device=src.device)[None, :] < src_lengths.to(src.device)[:, None]
+        mask = (
+            torch.arange(src.size(1), device=src.device)[None, :]
+            < src_lengths.to(src.device)[:, None]
+        )
         cell = None
         if isinstance(final, tuple):
             final, cell = final

@@ -16,10 +16,10 @@ from torch import nn
 class EnsembleState:
     parts: list
 
-    def select(self, index: torch.Tensor) -> "EnsembleState":
+    def select(self, index: torch.Tensor) -> EnsembleState:
         return EnsembleState([p.select(index) for p in self.parts])
 
-    def shared_by(self, hypotheses: int) -> "EnsembleState":
+    def shared_by(self, hypotheses: int) -> EnsembleState:
         """For the members' memories: see DecoderMemory.shared_by."""
         return EnsembleState([p.shared_by(hypotheses) for p in self.parts])
 
@@ -37,8 +37,15 @@ class Ensemble(nn.Module):
         for m in self.models:
             m.prepare_decoding()
 
-    def step(self, prev: torch.Tensor, state: EnsembleState, memory: EnsembleState,
-             vocab: torch.Tensor | None = None, allowed: torch.Tensor | None = None, groups=None):
+    def step(
+        self,
+        prev: torch.Tensor,
+        state: EnsembleState,
+        memory: EnsembleState,
+        vocab: torch.Tensor | None = None,
+        allowed: torch.Tensor | None = None,
+        groups=None,
+    ):
         logps, states, weights = [], [], []
         for m, s, mem in zip(self.models, state.parts, memory.parts):
             logp, s, w = m.step(prev, s, mem, vocab, allowed, groups)

@@ -22,7 +22,7 @@ from torch.autograd.function import once_differentiable
 
 from nmt_cli.tokenizer import PAD
 
-CHUNK_BYTES = 16 << 20   # one chunk's (rows × V) float32 block: under glibc's 32 MiB mmap cap
+CHUNK_BYTES = 16 << 20  # one chunk's (rows × V) float32 block: under glibc's 32 MiB mmap cap
 
 
 class _OutputCrossEntropy(torch.autograd.Function):
@@ -32,8 +32,10 @@ class _OutputCrossEntropy(torch.autograd.Function):
         total = h.new_zeros(())
         kept = []
         for start in range(0, h.size(0), rows):
-            log_probs = torch.log_softmax(torch.addmm(bias, h[start:start + rows], weight.t()), dim=1)
-            nll = -log_probs.gather(1, target[start:start + rows, None]).sum()
+            log_probs = torch.log_softmax(
+                torch.addmm(bias, h[start : start + rows], weight.t()), dim=1
+            )
+            nll = -log_probs.gather(1, target[start : start + rows, None]).sum()
             if smoothing:
                 total += (1.0 - smoothing) * nll - smoothing * log_probs.mean(dim=1).sum()
             else:
@@ -47,8 +49,10 @@ class _OutputCrossEntropy(torch.autograd.Function):
     @once_differentiable
     def backward(ctx, grad_total):
         if ctx.kept is None:
-            raise RuntimeError("output_loss: its backward turns the kept log-probabilities into the "
-                               "gradient in place, so it runs once per forward; recompute the loss")
+            raise RuntimeError(
+                "output_loss: its backward turns the kept log-probabilities into the "
+                "gradient in place, so it runs once per forward; recompute the loss"
+            )
         h, weight, target = ctx.saved_tensors
         grad_h = torch.empty_like(h)
         grad_weight = torch.zeros_like(weight)
@@ -56,20 +60,27 @@ class _OutputCrossEntropy(torch.autograd.Function):
         eps, rows = ctx.smoothing, ctx.rows
         for i, log_probs in enumerate(ctx.kept):
             start = i * rows
-            grad = log_probs.exp_()                       # p, in the log-probabilities' memory
+            grad = log_probs.exp_()  # p, in the log-probabilities' memory
             if eps:
                 grad.sub_(eps / grad.size(1))
-            index = target[start:start + rows, None]
-            grad.scatter_add_(1, index, torch.full(index.shape, eps - 1.0, dtype=grad.dtype, device=grad.device))
-            torch.mm(grad, weight, out=grad_h[start:start + grad.size(0)])
-            grad_weight.addmm_(grad.t(), h[start:start + grad.size(0)])
+            index = target[start : start + rows, None]
+            grad.scatter_add_(
+                1, index, torch.full(index.shape, eps - 1.0, dtype=grad.dtype, device=grad.device)
+            )
+            torch.mm(grad, weight, out=grad_h[start : start + grad.size(0)])
+            grad_weight.addmm_(grad.t(), h[start : start + grad.size(0)])
             grad_bias += grad.sum(dim=0)
         ctx.kept = None
         return grad_h * grad_total, grad_weight * grad_total, grad_bias * grad_total, None, None
 
 
-def output_loss(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, target: torch.Tensor,
-                smoothing: float = 0.0) -> torch.Tensor:
+def output_loss(
+    h: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor,
+    target: torch.Tensor,
+    smoothing: float = 0.0,
+) -> torch.Tensor:
     """Summed (label-smoothed) cross-entropy of softmax(W_s h + b) against ``target``, PAD ignored.
 
     h (..., D), target (...) -> a scalar, equal to ``F.cross_entropy(F.linear(h, W_s, b), target,
@@ -78,14 +89,25 @@ def output_loss(h: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor, targe
     """
     h = h.reshape(-1, h.size(-1))
     target = target.reshape(-1)
-    fused = h.device.type == "cpu" and bias is not None and h.dtype == weight.dtype \
-        and h.dtype in (torch.float32, torch.float64) and not _cpu_autocast()
+    fused = (
+        h.device.type == "cpu"
+        and bias is not None
+        and h.dtype == weight.dtype
+        and h.dtype in (torch.float32, torch.float64)
+        and not _cpu_autocast()
+    )
     if not fused:
-        return F.cross_entropy(F.linear(h, weight, bias).float(), target, ignore_index=PAD,
-                               label_smoothing=smoothing, reduction="sum")
+        return F.cross_entropy(
+            F.linear(h, weight, bias).float(),
+            target,
+            ignore_index=PAD,
+            label_smoothing=smoothing,
+            reduction="sum",
+        )
     real = (target != PAD).nonzero().squeeze(1)
-    return _OutputCrossEntropy.apply(h.index_select(0, real), weight, bias, target.index_select(0, real),
-                                     float(smoothing))
+    return _OutputCrossEntropy.apply(
+        h.index_select(0, real), weight, bias, target.index_select(0, real), float(smoothing)
+    )
 
 
 def _cpu_autocast() -> bool:

@@ -39,6 +39,7 @@ class RowGroups(NamedTuple):
     """Runs of consecutive rows that each go through the output layer over their own columns:
     each run's row count, and how many of its columns are its own (the rest pad to the widest),
     the first ``shared`` of them the same for every run and allowed to every row."""
+
     rows: tuple[int, ...]
     widths: tuple[int, ...]
     shared: int = 0
@@ -53,18 +54,29 @@ class Seq2Seq(nn.Module):
             self.tgt_embedding = self.src_embedding
         else:
             self.tgt_embedding = nn.Embedding(tgt_vocab, cfg.embed_dim, padding_idx=PAD)
-        self.encoder = Encoder(cfg.rnn, self.src_embedding, cfg.hidden_dim, cfg.layers,
-                               cfg.bidirectional, cfg.dropout)
+        self.encoder = Encoder(
+            cfg.rnn, self.src_embedding, cfg.hidden_dim, cfg.layers, cfg.bidirectional, cfg.dropout
+        )
         self.bridge = Bridge(cfg.bridge, cfg.hidden_dim, cfg.layers, cfg.rnn == "lstm")
         attention = None
         if cfg.attention != "none":
-            attention = Attention(cfg.attention, cfg.hidden_dim, cfg.hidden_dim, cfg.attention_heads)
+            attention = Attention(
+                cfg.attention, cfg.hidden_dim, cfg.hidden_dim, cfg.attention_heads
+            )
         out_dim = cfg.embed_dim if cfg.tie_embeddings else cfg.hidden_dim
-        self.decoder = Decoder(rnn=cfg.rnn, embedding=self.tgt_embedding, hidden_dim=cfg.hidden_dim,
-                               layers=cfg.layers, memory_dim=cfg.hidden_dim, attention=attention,
-                               order=cfg.decoder, input_feeding=cfg.input_feeding,
-                               initial_state_attention=cfg.initial_state_attention,
-                               out_dim=out_dim, dropout=cfg.dropout)
+        self.decoder = Decoder(
+            rnn=cfg.rnn,
+            embedding=self.tgt_embedding,
+            hidden_dim=cfg.hidden_dim,
+            layers=cfg.layers,
+            memory_dim=cfg.hidden_dim,
+            attention=attention,
+            order=cfg.decoder,
+            input_feeding=cfg.input_feeding,
+            initial_state_attention=cfg.initial_state_attention,
+            out_dim=out_dim,
+            dropout=cfg.dropout,
+        )
         self.output = nn.Linear(out_dim, tgt_vocab)
         self._initialize(cfg.init)
         if cfg.tie_embeddings:
@@ -94,21 +106,32 @@ class Seq2Seq(nn.Module):
 
     # ------------------------------------------------------------------ search contract
 
-    def encode(self, src: torch.Tensor, src_lengths: torch.Tensor) -> tuple[DecoderState, DecoderMemory]:
+    def encode(
+        self, src: torch.Tensor, src_lengths: torch.Tensor
+    ) -> tuple[DecoderState, DecoderMemory]:
         enc = self.encoder(src, src_lengths)
         hidden, cell, summary = self.bridge(enc)
         attention = self.decoder.attention
-        memory = DecoderMemory(None if attention is None else attention.prepare(enc.states, enc.mask), summary,
-                               fold=self.decoder.context_projection())
+        memory = DecoderMemory(
+            None if attention is None else attention.prepare(enc.states, enc.mask),
+            summary,
+            fold=self.decoder.context_projection(),
+        )
         return self.decoder.init_state(hidden, cell, memory), memory
 
     def prepare_decoding(self) -> None:
         """What search would otherwise build at its first step: see Decoder.prepare_decoding."""
         self.decoder.prepare_decoding()
 
-    def step(self, prev: torch.Tensor, state: DecoderState, memory: DecoderMemory,
-             vocab: torch.Tensor | None = None, allowed: torch.Tensor | None = None,
-             groups: RowGroups | None = None):
+    def step(
+        self,
+        prev: torch.Tensor,
+        state: DecoderState,
+        memory: DecoderMemory,
+        vocab: torch.Tensor | None = None,
+        allowed: torch.Tensor | None = None,
+        groups: RowGroups | None = None,
+    ):
         """prev (B,) -> log p(y | ...) (B, V), new state, attention weights (B, S) or None.
         With ``vocab`` (sorted target ids) only those rows of W_s are used: (B, len(vocab)); with
         ``allowed`` (B, len(vocab)) bool each row is normalised over its own True entries. With
@@ -121,8 +144,9 @@ class Seq2Seq(nn.Module):
             weight, bias = self._output_rows(vocab)
             logits = F.linear(h_tilde, weight, bias)
         elif groups is None:
-            weight, offsets = self._per_batch("_plan_cache", (allowed, vocab),
-                                              lambda: self._union_offsets(vocab, allowed))
+            weight, offsets = self._per_batch(
+                "_plan_cache", (allowed, vocab), lambda: self._union_offsets(vocab, allowed)
+            )
             logits = torch.addmm(offsets, h_tilde, weight.t())
         else:
             logits = self._grouped_logits(h_tilde, vocab, allowed, groups)
@@ -137,8 +161,9 @@ class Seq2Seq(nn.Module):
         weight, bias = self._output_rows(vocab)
         return weight, torch.where(allowed, bias, bias.new_full((), float("-inf")))
 
-    def _grouped_logits(self, h_tilde: torch.Tensor, vocab: torch.Tensor, allowed: torch.Tensor,
-                        groups: RowGroups) -> torch.Tensor:
+    def _grouped_logits(
+        self, h_tilde: torch.Tensor, vocab: torch.Tensor, allowed: torch.Tensor, groups: RowGroups
+    ) -> torch.Tensor:
         """W_s h~ + b on each row's own set, -inf elsewhere, (B, W) over each group's own ids
         ``vocab`` (G, W): the ``groups.shared`` leading columns in one product for all rows, then
         one product per group over its other columns, each straight into its place in the
@@ -147,8 +172,9 @@ class Seq2Seq(nn.Module):
         once per ``allowed``. The logits tensor is overwritten at each step: log_softmax's output
         is a new one."""
         shared = groups.shared
-        common, cut = self._per_batch("_group_cache", (vocab,),
-                                      lambda: self._group_rows_of_w(vocab, groups.widths, shared))
+        common, cut = self._per_batch(
+            "_group_cache", (vocab,), lambda: self._group_rows_of_w(vocab, groups.widths, shared)
+        )
 
         def plan():
             logits = h_tilde.new_full((allowed.size(0), vocab.size(1)), float("-inf"))
@@ -157,7 +183,7 @@ class Seq2Seq(nn.Module):
             for rows, (weight, bias) in zip(groups.rows, cut):
                 if rows and bias.numel():
                     end = shared + bias.size(0)
-                    offsets = torch.where(allowed[start:start + rows, shared:end], bias, neg_inf)
+                    offsets = torch.where(allowed[start : start + rows, shared:end], bias, neg_inf)
                     parts.append((start, start + rows, weight, offsets))
                 start += rows
             return logits, parts
@@ -166,8 +192,12 @@ class Seq2Seq(nn.Module):
         if shared:  # every row allows these: the bias is their offset
             torch.addmm(common[1], h_tilde, common[0].t(), out=logits[:, :shared])
         for start, stop, weight, offsets in parts:
-            torch.addmm(offsets, h_tilde[start:stop], weight.t(),
-                        out=logits[start:stop, shared:shared + offsets.size(1)])
+            torch.addmm(
+                offsets,
+                h_tilde[start:stop],
+                weight.t(),
+                out=logits[start:stop, shared : shared + offsets.size(1)],
+            )
         return logits
 
     def _group_rows_of_w(self, vocab: torch.Tensor, widths: tuple[int, ...], shared: int):
@@ -177,8 +207,10 @@ class Seq2Seq(nn.Module):
         flat = torch.cat([vocab[0, :shared], *[ids[shared:w] for ids, w in zip(vocab, widths)]])
         cut_weight, cut_bias = weight.index_select(0, flat), bias.index_select(0, flat)
         bounds = [shared, *(shared + torch.tensor(widths).sub(shared).cumsum(0)).tolist()]
-        return ((cut_weight[:shared], cut_bias[:shared]),
-                [(cut_weight[a:b], cut_bias[a:b]) for a, b in zip(bounds, bounds[1:])])
+        return (
+            (cut_weight[:shared], cut_bias[:shared]),
+            [(cut_weight[a:b], cut_bias[a:b]) for a, b in zip(bounds, bounds[1:])],
+        )
 
     def _output_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
         weight, bias = self.output.weight, self.output.bias
@@ -189,9 +221,11 @@ class Seq2Seq(nn.Module):
     def _output_rows(self, vocab: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """W_s and b rows for ``vocab``, cut once per batch (and once per narrowing of its union,
         search._narrow) rather than once per step."""
+
         def cut():
             weight, bias = self._output_weights()
             return weight.index_select(0, vocab), bias.index_select(0, vocab)
+
         return self._per_batch("_rows_cache", (vocab,), cut)
 
     def _per_batch(self, name: str, keys: tuple[torch.Tensor, ...], build):
@@ -212,9 +246,15 @@ class Seq2Seq(nn.Module):
 
     # ------------------------------------------------------------------ training
 
-    def forward(self, src: torch.Tensor, src_lengths: torch.Tensor, tgt_in: torch.Tensor,
-                sampling_prob: float | torch.Tensor = 0.0, tgt_out: torch.Tensor | None = None,
-                label_smoothing: float = 0.0):
+    def forward(
+        self,
+        src: torch.Tensor,
+        src_lengths: torch.Tensor,
+        tgt_in: torch.Tensor,
+        sampling_prob: float | torch.Tensor = 0.0,
+        tgt_out: torch.Tensor | None = None,
+        label_smoothing: float = 0.0,
+    ):
         """Teacher-forced logits (B, T, V) and attention weights (B, T, S) or None.
 
         Given ``tgt_out``, the first value is instead the summed (label-smoothed) cross-entropy
@@ -224,7 +264,9 @@ class Seq2Seq(nn.Module):
         state, memory = self.encode(src, src_lengths)
         h_tilde, weights = self.decoder(tgt_in, state, memory, self.output, sampling_prob)
         if tgt_out is not None:
-            return output_loss(h_tilde, self.output.weight, self.output.bias, tgt_out, label_smoothing), weights
+            return output_loss(
+                h_tilde, self.output.weight, self.output.bias, tgt_out, label_smoothing
+            ), weights
         return self.output(h_tilde), weights
 
     def parameter_count(self) -> int:
