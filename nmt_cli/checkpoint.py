@@ -23,6 +23,7 @@ import torch
 
 from nmt_cli.config import Recipe, recipe_from_dict
 from nmt_cli.errors import CheckpointError
+from nmt_cli.output_file import atomic_write, fsync_dir, temporary_name
 from nmt_cli.shortlist import Shortlist
 from nmt_cli.tokenizer import Tokenizer
 
@@ -30,38 +31,16 @@ FORMAT = 1
 CHECKPOINT_DIR = "checkpoints"
 
 
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def save_atomic(payload: dict, path: Path) -> None:
     """Write ``payload`` to ``path`` so that readers see the old file or the whole new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
-    try:
-        with open(tmp, "wb") as fh:
-            torch.save(payload, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
+    with atomic_write(path) as fh:
+        torch.save(payload, fh)
 
 
 def link_atomic(target: Path, link: Path) -> None:
     """Make ``link`` the same file as ``target`` (a hard link, else a copy), atomically."""
-    tmp = link.with_name(f".{link.name}.{os.getpid()}.part")
+    tmp = temporary_name(link)
     tmp.unlink(missing_ok=True)
     try:
         try:
@@ -72,7 +51,7 @@ def link_atomic(target: Path, link: Path) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_dir(link.parent)
+    fsync_dir(link.parent)
 
 
 def tokenizer_payload(tokenizer: Tokenizer) -> dict:

@@ -583,7 +583,9 @@ def load_recipe(path: str | os.PathLike, overrides: list[str] | None = None) -> 
 def save_recipe(recipe: Recipe, path: Path) -> None:
     import yaml
 
-    path.write_text(yaml.safe_dump(recipe.to_dict(), sort_keys=False), encoding="utf-8")
+    from nmt_cli.output_file import write_text_atomic
+
+    write_text_atomic(path, yaml.safe_dump(recipe.to_dict(), sort_keys=False))
 
 
 def flatten(d: dict, prefix: str = "") -> dict[str, Any]:

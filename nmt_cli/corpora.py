@@ -20,7 +20,6 @@ import http.client
 import io
 import lzma
 import os
-import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -30,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from nmt_cli.errors import DataError
+from nmt_cli.output_file import AtomicFile
 
 MULTI30K_URL = "https://github.com/multi30k/dataset/raw/master/data/task1/raw/{file}"
 MULTI30K_TOK_URL = "https://github.com/multi30k/dataset/raw/master/data/task1/tok/{file}"
@@ -127,28 +127,22 @@ def sha256_of(path: Path) -> str:
 def _copy_stream(src, dst_dir: Path, name: str, expected: str, what: str) -> Path:
     """Write ``src`` (a binary file object) to ``dst_dir/name`` only if its sha256 matches."""
     dst_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{name}.", suffix=".part", dir=dst_dir)
-    tmp = Path(tmp_name)
+    out = AtomicFile(dst_dir / name)
     digest = hashlib.sha256()
     try:
-        with os.fdopen(fd, "wb") as out:
-            for chunk in iter(lambda: src.read(1 << 20), b""):
-                digest.update(chunk)
-                out.write(chunk)
-            out.flush()
-            os.fsync(out.fileno())
+        for chunk in iter(lambda: src.read(1 << 20), b""):
+            digest.update(chunk)
+            out.file.write(chunk)
         actual = digest.hexdigest()
         if actual != expected:
             raise DataError(
                 f"{what}: sha256 mismatch (expected {expected[:12]}…, got {actual[:12]}…); "
                 "the file was not kept"
             )
-        target = dst_dir / name
-        os.replace(tmp, target)
-        return target
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        out.abort()
         raise
+    return out.commit()
 
 
 def _obtain(
