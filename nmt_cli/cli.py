@@ -122,7 +122,7 @@ def preprocess(
     from nmt_cli.interrupts import command, task
 
     command("preprocessing stopped before it began; nothing was written")
-    from nmt_cli.data import preprocess as run_preprocess
+    from nmt_cli.preprocess import preprocess as run_preprocess
 
     r = _recipe(recipe, set_)
     out = _run_dir(r, run_dir)
@@ -166,7 +166,7 @@ def train(
     from nmt_cli.interrupts import command, task
 
     command("training stopped before its first step; the run dir's checkpoints are as they were")
-    from nmt_cli.data import ensure_preprocessed
+    from nmt_cli.preprocess import ensure_preprocessed
     from nmt_cli.device import pick_device, resolve_precision
     from nmt_cli.training import train as run_train
 

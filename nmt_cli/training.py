@@ -26,9 +26,9 @@ import torch
 from nmt_cli import checkpoint as ckpt
 from nmt_cli.checkpoint_policy import CheckpointPolicy
 from nmt_cli.config import Recipe, recipe_differences
-from nmt_cli.data import (
+from nmt_cli.batches import iterate_epoch
+from nmt_cli.store import (
     EncodedSplit,
-    iterate_epoch,
     learn_split_shortlist,
     load_meta,
     load_shortlist,

@@ -517,7 +517,7 @@ def force_decode(
     ``lowercase`` for a model trained with data.lowercase."""
     import numpy as np
 
-    from nmt_cli.data import collate  # preprocessing's module: only forced decoding needs it
+    from nmt_cli.batches import collate  # only forced decoding needs training's batches
 
     src_ids = tokenizer.encode_src([normalize(s, lowercase) for s in sources])
     tgt_ids = tokenizer.encode_tgt([normalize(t, lowercase) for t in targets])

@@ -11,7 +11,8 @@ import sacrebleu
 import torch
 
 from nmt_cli.config import Recipe
-from nmt_cli.data import EncodedSplit, make_batch
+from nmt_cli.batches import make_batch
+from nmt_cli.store import EncodedSplit
 from nmt_cli.tokenizer import PAD, Tokenizer
 from nmt_cli.translate import DecodeOptions, decode_ids
 

@@ -72,7 +72,7 @@ def tiny_recipe_dict(data: dict, **sections) -> dict:
 def tiny_run(tmp_path_factory):
     """A preprocessed run dir (real Multi30k slice, 300-piece vocabulary), shared read-only."""
     from nmt_cli.config import recipe_from_dict
-    from nmt_cli.data import preprocess
+    from nmt_cli.preprocess import preprocess
 
     base = tmp_path_factory.mktemp("tiny")
     data = write_slice(base / "corpus")

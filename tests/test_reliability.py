@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 from nmt_cli import checkpoint as ckpt
 from nmt_cli.config import recipe_from_dict
-from nmt_cli.data import load_split, preprocess
+from nmt_cli.preprocess import preprocess
+from nmt_cli.store import load_split
 from tests.conftest import tiny_recipe_dict, write_slice
 from tests.test_cli import nmt, one_line_error
 
