@@ -17,6 +17,7 @@ import os
 import pickle
 import shutil
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -180,10 +181,23 @@ def step_checkpoints(run_dir: Path) -> list[Path]:
     return [p for _, p in sorted(found)]
 
 
+@dataclass
+class LoadedModel:
+    """A checkpoint ready to decode: the model in eval mode, the recipe it was trained with, its
+    tokenizer, the checkpoint file, and the vocabulary shortlist learned at preprocess time (None
+    for checkpoints older than shortlists)."""
+
+    model: torch.nn.Module
+    recipe: Recipe
+    tokenizer: Tokenizer
+    path: Path
+    shortlist: Shortlist | None = None
+
+
 def load_model(
     model_path: str | os.PathLike, device: torch.device | str = "cpu", fast: bool = True
-):
-    """-> (model in eval mode, recipe, tokenizer, checkpoint path) from a run dir or a file.
+) -> LoadedModel:
+    """The model of a run dir (its best checkpoint, see :func:`resolve`) or a checkpoint file.
 
     ``fast`` maps the file rather than reading it whole (module docstring); the weights, and so
     the translations, are the same as with ``fast=False``."""
@@ -204,21 +218,21 @@ def load_model(
         raise CheckpointError(
             f"{path}: weights do not fit the recipe's model ({first[:120]})"
         ) from None
-    model.shortlist = None  # learned at preprocess time; older checkpoints have none
+    shortlist = None
     if "shortlist" in payload:
         try:
-            model.shortlist = Shortlist.from_payload(payload["shortlist"])
-            table = model.shortlist.table
+            shortlist = Shortlist.from_payload(payload["shortlist"])
+            table = shortlist.table
             fits = (
                 table.size(0) == tokenizer.src_vocab_size
                 and int(table.max()) < tokenizer.tgt_vocab_size
-                and int(model.shortlist.frequent.max()) < tokenizer.tgt_vocab_size
+                and int(shortlist.frequent.max()) < tokenizer.tgt_vocab_size
             )
         except (KeyError, TypeError, AttributeError, RuntimeError):
             fits = False
         if not fits:
             raise CheckpointError(f"{path}: its vocabulary shortlist does not fit the vocabulary")
-    return model.to(device).eval(), recipe, tokenizer, path
+    return LoadedModel(model.to(device).eval(), recipe, tokenizer, path, shortlist)
 
 
 def average(paths: list[Path], output: Path) -> Path:

@@ -69,6 +69,87 @@ ThreadsOption = Annotated[
 ]
 
 
+# The decoding options of translate, eval and serve. Each overrides the recipe key of its name in
+# decode.* (None: not given, the recipe's value stands); see _decode_changes.
+DeviceOption = Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")]
+BeamSizeOption = Annotated[
+    int | None,
+    typer.Option(min=1, help="Beam width; 1 = greedy (default: the recipe's decode.beam_size)."),
+]
+LengthPenaltyOption = Annotated[
+    float | None,
+    typer.Option(
+        min=0.0, help="GNMT length penalty alpha (default: the recipe's decode.length_penalty)."
+    ),
+]
+BatchSizeOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="Sentences per batch (default: the recipe's decode.batch_size; 0 there = "
+        "128 for greedy search, 192 decoding in bf16 on the CPU, 64 for beam search).",
+    ),
+]
+BatchTokensOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="Source tokens per batch, instead of --batch-size (default: the recipe's "
+        "decode.batch_tokens).",
+    ),
+]
+PrecisionOption = Annotated[
+    str | None,
+    typer.Option(
+        help="auto, fp32 or bf16: the weights' and matrix products' precision; auto = bf16 on a "
+        "CPU with bf16 hardware (AVX512-BF16/AMX), else fp32 (default: the recipe's "
+        "decode.precision)."
+    ),
+]
+ShortlistPerSourceOption = Annotated[
+    int | None,
+    typer.Option(
+        min=0,
+        help="Candidates per source piece the shortlist adds; 0 = all it learned (default: the "
+        "recipe's decode.shortlist_per_source).",
+    ),
+]
+ShortlistFrequentOption = Annotated[
+    int | None,
+    typer.Option(
+        min=0,
+        help="Most common target pieces the shortlist adds; 0 = all it learned (default: the "
+        "recipe's decode.shortlist_frequent).",
+    ),
+]
+ShortlistOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--shortlist/--no-shortlist",
+        help="Decode over the vocabulary shortlist learned from the training data (default: the "
+        "recipe's decode.shortlist).",
+    ),
+]
+WorkersOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="CPU: decode this many batches side by side, one core each (default: the recipe's "
+        "decode.workers; 0 there = one per CPU thread, see --threads).",
+    ),
+]
+
+
+def _decode_changes(**options) -> dict:
+    """The decode.* keys given on the command line, for load_translator (None: not given)."""
+    return {key: value for key, value in options.items() if value is not None}
+
+
+def _option_name(key: str) -> str:
+    """The option that sets decode.``key``, as errors name it (``--beam-size``)."""
+    return "--" + key.replace("_", "-")
+
+
 def _threads(threads: int | None) -> int:
     from nmt_cli.device import configure_threads
 
@@ -208,30 +289,10 @@ def translate(
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="Write here instead of stdout.")
     ] = None,
-    beam_size: Annotated[
-        int | None,
-        typer.Option(
-            min=1, help="Beam width; 1 = greedy (default: the recipe's decode.beam_size)."
-        ),
-    ] = None,
-    length_penalty: Annotated[
-        float | None,
-        typer.Option(
-            min=0.0, help="GNMT length penalty alpha (default: the recipe's decode.length_penalty)."
-        ),
-    ] = None,
-    batch_size: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            help="Sentences per batch (default: the recipe's decode.batch_size; 0 there = "
-            "128 for greedy search, 192 decoding in bf16 on the CPU, 64 for beam search).",
-        ),
-    ] = None,
-    batch_tokens: Annotated[
-        int | None,
-        typer.Option(min=1, help="Source tokens per batch (instead of --batch-size)."),
-    ] = None,
+    beam_size: BeamSizeOption = None,
+    length_penalty: LengthPenaltyOption = None,
+    batch_size: BatchSizeOption = None,
+    batch_tokens: BatchTokensOption = None,
     nbest: Annotated[
         int,
         typer.Option(
@@ -260,42 +321,13 @@ def translate(
     quantize: Annotated[
         str, typer.Option(help="none or int8 (dynamic int8 quantisation for CPU decoding).")
     ] = "none",
-    precision: Annotated[
-        str | None,
-        typer.Option(
-            help="auto, fp32 or bf16: the weights' and matrix products' precision; auto = bf16 on a CPU with bf16 hardware (AVX512-BF16/AMX), else fp32 (default: the recipe's decode.precision)."
-        ),
-    ] = None,
-    shortlist: Annotated[
-        bool | None,
-        typer.Option(
-            "--shortlist/--no-shortlist",
-            help="Decode over the vocabulary shortlist learned from the training data (faster on CPU; default: the recipe's decode.shortlist).",
-        ),
-    ] = None,
-    shortlist_per_source: Annotated[
-        int | None,
-        typer.Option(
-            min=0,
-            help="Candidates per source piece the shortlist adds; 0 = all it learned (default: the recipe's decode.shortlist_per_source).",
-        ),
-    ] = None,
-    shortlist_frequent: Annotated[
-        int | None,
-        typer.Option(
-            min=0,
-            help="Most common target pieces the shortlist adds; 0 = all it learned (default: the recipe's decode.shortlist_frequent).",
-        ),
-    ] = None,
-    workers: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            help="CPU: decode this many batches side by side, one core each (default: the recipe's decode.workers; 0 there = one per CPU thread, see --threads).",
-        ),
-    ] = None,
+    precision: PrecisionOption = None,
+    shortlist: ShortlistOption = None,
+    shortlist_per_source: ShortlistPerSourceOption = None,
+    shortlist_frequent: ShortlistFrequentOption = None,
+    workers: WorkersOption = None,
     threads: ThreadsOption = None,
-    device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto",
+    device: DeviceOption = "auto",
 ) -> None:
     """Translate lines from stdin (or -i) to stdout (or -o): one output line per input line, in order.
 
@@ -310,8 +342,9 @@ def translate(
     command(
         f"translation stopped before it began; {'nothing was written' if output is None else f'{output} was not written'}"
     )
+    from nmt_cli.lines import OutputOptions, count_lines, translate_stream
     from nmt_cli.output_file import atomic_text_output
-    from nmt_cli.translate import OutputOptions, Translator, count_lines, translate_stream
+    from nmt_cli.translate import load_translator
 
     if attention_plot is not None:
         try:
@@ -321,24 +354,23 @@ def translate(
         from nmt_cli.plots import plot_dir
 
         plot_dir(attention_plot)  # before the model loads: a bad folder should not cost a load
-    want_attention = alignments or attention_plot is not None or show_attention
     _threads(threads)
-    translator = Translator.load(
-        model,
-        device=device,
-        quantize=quantize,
+    changes = _decode_changes(
         beam_size=beam_size,
+        length_penalty=length_penalty,
         batch_size=batch_size,
         batch_tokens=batch_tokens,
-        nbest=nbest,
-        attention=want_attention,
+        precision=precision,
         shortlist=shortlist,
-        length_penalty=length_penalty,
-        workers=workers,
         shortlist_per_source=shortlist_per_source,
         shortlist_frequent=shortlist_frequent,
-        precision=precision,
+        workers=workers,
     )
+    translator = load_translator(
+        model, changes, device=device, quantize=quantize, name_of=_option_name
+    )
+    if nbest > translator.config.beam_size:
+        raise UserError(f"--nbest {nbest} exceeds the beam size {translator.config.beam_size}")
     _started()
     out_opts = OutputOptions(
         scores=scores,
@@ -456,10 +488,11 @@ def serve(
         bool | None,
         typer.Option(
             "--shortlist/--no-shortlist",
-            help="Decode over the vocabulary shortlist (default: the recipe's decode.shortlist); each sentence keeps its own candidates, so an answer never depends on its batch.",
+            help="Decode over the vocabulary shortlist (default: the recipe's decode.shortlist); each "
+            "sentence keeps its own candidates, so an answer never depends on its batch.",
         ),
     ] = None,
-    device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto",
+    device: DeviceOption = "auto",
 ) -> None:
     """Serve models over HTTP: a LibreTranslate-compatible API, a native one, and a web page at /.
 
@@ -533,20 +566,15 @@ def evaluate(
             help="Score in the literature's condition: lowercase, normalise punctuation and Moses-tokenize the hypotheses for LANG; give the official tokenized references."
         ),
     ] = None,
-    beam_size: Annotated[
-        int | None, typer.Option(min=1, help="Beam width when translating with -m.")
-    ] = None,
-    length_penalty: Annotated[
-        float | None,
-        typer.Option(min=0.0, help="GNMT length penalty alpha when translating with -m."),
-    ] = None,
+    beam_size: BeamSizeOption = None,
+    length_penalty: LengthPenaltyOption = None,
     plot: Annotated[
         Path | None,
         typer.Option(help="With --by-length: save the BLEU-by-length chart here (plot extra)."),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
     threads: ThreadsOption = None,
-    device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto",
+    device: DeviceOption = "auto",
 ) -> None:
     """Score hypotheses against references with sacreBLEU (BLEU, chrF, TER, with signatures).
 
@@ -582,10 +610,9 @@ def evaluate(
 
         _threads(threads)
         _started()
+        changes = _decode_changes(beam_size=beam_size, length_penalty=length_penalty)
         for m in model:
-            translator = load_translator(
-                [m], device=device, beam_size=beam_size, length_penalty=length_penalty
-            )
+            translator = load_translator([m], changes, device=device, name_of=_option_name)
             if translator.lowercase and not lc_tok:
                 typer.echo(
                     f"note: {m} was trained with data.lowercase and writes lowercase; against cased "
@@ -645,7 +672,7 @@ def score(
     src: Annotated[Path | None, typer.Option(help="Source sentences.")] = None,
     tgt: Annotated[Path | None, typer.Option(help="Target sentences to force-decode.")] = None,
     threads: ThreadsOption = None,
-    device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto",
+    device: DeviceOption = "auto",
 ) -> None:
     """Print log p(target | source) for each pair (forced decoding), one number per line."""
     from nmt_cli.interrupts import command, task
@@ -661,13 +688,20 @@ def score(
         raise UserError("-m: nmt score force-decodes with one model; give -m once")
     dev = pick_device(device)
     _threads(threads)
-    m, recipe, tokenizer, _ = load_model(model[0], dev)
+    loaded = load_model(model[0], dev)
     _started()
     sources, targets = _read(src), _read(tgt)
     if len(sources) != len(targets):
         raise UserError(f"{src} has {len(sources)} lines but {tgt} has {len(targets)}")
     with task(f"scoring stopped before any score was printed ({len(sources)} pairs)"):
-        values = force_decode(m, tokenizer, sources, targets, dev, lowercase=recipe.data.lowercase)
+        values = force_decode(
+            loaded.model,
+            loaded.tokenizer,
+            sources,
+            targets,
+            dev,
+            lowercase=loaded.recipe.data.lowercase,
+        )
     for value in values:
         typer.echo(f"{value:.4f}")
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import functools
 import os
 import typing
 from dataclasses import dataclass, field
@@ -37,8 +38,22 @@ def _opt(
     return field(default=default, metadata=meta)
 
 
+class Section:
+    """A recipe section. Every field is checked against its type and its ``_opt`` range whenever
+    a section is made: by the recipe reader, by ``Recipe()``'s defaults and by
+    ``dataclasses.replace`` alike, so an override is refused as the same key in a recipe would be
+    (:func:`override`)."""
+
+    def __post_init__(self) -> None:
+        prefix = _SECTION_PREFIX.get(type(self).__name__, "")
+        for f, hint in _value_fields(type(self)):
+            setattr(
+                self, f.name, check_value(getattr(self, f.name), hint, f.metadata, prefix + f.name)
+            )
+
+
 @dataclass
-class DataConfig:
+class DataConfig(Section):
     corpus: str | None = _opt("multi30k", help="registered corpus name, or null for local files")
     train: str | list[str] = _opt(
         "train",
@@ -71,7 +86,7 @@ class DataConfig:
 
 
 @dataclass
-class TokenizerConfig:
+class TokenizerConfig(Section):
     type: str = _opt("unigram", choices=("unigram", "bpe"), help="SentencePiece model type")
     vocab_size: int = _opt(8000, lo=16, hi=1_000_000, help="pieces per SentencePiece model")
     joint: bool = _opt(True, help="one SentencePiece model for both languages")
@@ -92,7 +107,7 @@ class TokenizerConfig:
 
 
 @dataclass
-class ModelConfig:
+class ModelConfig(Section):
     rnn: str = _opt(
         "gru", choices=("gru", "lstm", "rnn"), help="recurrent unit of encoder and decoder"
     )
@@ -151,7 +166,7 @@ class ModelConfig:
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(Section):
     init_from: str | None = _opt(
         None,
         help="fine-tune: start from this run dir's best checkpoint (or this "
@@ -242,7 +257,7 @@ class TrainConfig:
 
 
 @dataclass
-class DecodeConfig:
+class DecodeConfig(Section):
     beam_size: int = _opt(5, lo=1, hi=100, help="beam width (1 = greedy)")
     max_len_ratio: float = _opt(
         1.5, lo=0.0, lo_open=True, help="output length cap: ratio × source length + max_len_const"
@@ -256,6 +271,9 @@ class DecodeConfig:
         help="sentences per batch; 0 = 128 for greedy search (192 decoding in "
         "bf16 on the CPU), 64 for beam search (whose sentences each carry "
         "beam_size hypotheses)",
+    )
+    batch_tokens: int = _opt(
+        0, lo=0, help="if > 0: source subwords per batch instead of batch_size sentences"
     )
     shortlist: bool = _opt(
         True,
@@ -283,7 +301,7 @@ class DecodeConfig:
 
 
 @dataclass
-class Recipe:
+class Recipe(Section):
     name: str = _opt(
         "unnamed", help="run name; the default run dir is runs/<name> (defaults to the file name)"
     )
@@ -297,6 +315,46 @@ class Recipe:
 
     def to_dict(self) -> dict:
         return dataclasses.asdict(self)
+
+
+_SECTION_PREFIX = {
+    "DataConfig": "data.",
+    "TokenizerConfig": "tokenizer.",
+    "ModelConfig": "model.",
+    "TrainConfig": "train.",
+    "DecodeConfig": "decode.",
+}
+
+
+@functools.cache
+def _value_fields(cls: type) -> tuple[tuple[dataclasses.Field, Any], ...]:
+    """The fields of a section that hold values (not sections), with their resolved types."""
+    hints = typing.get_type_hints(cls)
+    return tuple(
+        (f, hints[f.name])
+        for f in dataclasses.fields(cls)
+        if not dataclasses.is_dataclass(hints[f.name])
+    )
+
+
+def override(section: Section, changes: typing.Mapping[str, Any], name_of=None) -> Section:
+    """``section`` with ``changes`` laid over it by ``dataclasses.replace``; a change of None keeps
+    the section's value. An unknown key or a bad value is one ConfigError line naming the key as
+    ``name_of(key)`` gives it (default: its dotted recipe key), with the recipe's own checks."""
+    prefix = _SECTION_PREFIX.get(type(section).__name__, "")
+    name_of = name_of or (lambda key: prefix + key)
+    fields = {f.name: (f, hint) for f, hint in _value_fields(type(section))}
+    checked = {}
+    for key, value in changes.items():
+        if value is None:
+            continue
+        if key not in fields:
+            hint = difflib.get_close_matches(key, list(fields), n=1, cutoff=0.6)
+            extra = f" (did you mean '{name_of(hint[0])}'?)" if hint else ""
+            raise ConfigError(f"{name_of(key)}: unknown key{extra}")
+        f, tp = fields[key]
+        checked[key] = check_value(value, tp, f.metadata, name_of(key))
+    return dataclasses.replace(section, **checked) if checked else section
 
 
 # Keys that may differ between a checkpoint's recipe and the one used to resume it.
@@ -383,6 +441,13 @@ def _check_range(value: Any, meta: dict, where: str) -> None:
             raise ConfigError(f"{where}: {value:g} is out of range (must be <= {hi:g})")
 
 
+def check_value(value: Any, tp: Any, meta: typing.Mapping, where: str) -> Any:
+    """``value`` as the key ``where`` of type ``tp`` holds it, checked against its metadata."""
+    value = _coerce(value, tp, where)
+    _check_range(value, meta, where)
+    return value
+
+
 def _origin_of(key: str, origin: str, set_by: dict[str, str]) -> str:
     """Who gave ``key`` its value: the --set that named it (or a key below it), else the file."""
     for named, item in set_by.items():
@@ -421,9 +486,7 @@ def _build(
             continue
         if name not in raw:
             continue
-        value = _coerce(raw[name], tp, where)
-        _check_range(value, f.metadata, where)
-        kwargs[name] = value
+        kwargs[name] = check_value(raw[name], tp, f.metadata, where)
     return cls(**kwargs)
 
 

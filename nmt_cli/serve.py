@@ -95,7 +95,7 @@ class ServedModel:
             "checkpoint": self.checkpoint,
             "step": self.step,
             "valid_bleu": self.valid_bleu,
-            "beam_size": self.translator.opts.beam_size,
+            "beam_size": self.translator.config.beam_size,
         }
 
 
@@ -466,7 +466,7 @@ def build_app(service: Service):
         if fmt != "text":
             raise RequestError(400, f'format: only "text" is supported, got {json.dumps(fmt)[:40]}')
         model = service.pick(None, body.get("source"), body.get("target"))
-        beam = model.translator.opts.beam_size
+        beam = model.translator.config.beam_size
         alternatives = _int(body, "alternatives", 0, 0, beam - 1)
         service.check_length(texts)
         # A text may hold several lines: each is translated as a sentence and the lines kept.
@@ -500,7 +500,7 @@ def build_app(service: Service):
             raise RequestError(400, "src: expected a list of sentences")
         sentences = _texts(src, "src")
         model = service.pick(body.get("model"), body.get("source"), body.get("target"))
-        beam = _int(body, "beam_size", model.translator.opts.beam_size, 1, MAX_BEAM)
+        beam = _int(body, "beam_size", model.translator.config.beam_size, 1, MAX_BEAM)
         nbest = _int(body, "nbest", 1, 1, beam)
         alignments, attention = _bool(body, "alignments"), _bool(body, "attention")
         service.check_length(sentences)

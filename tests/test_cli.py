@@ -277,6 +277,22 @@ def test_translate_writes_every_line_before_its_early_exit(tiny_run, tmp_path):
     assert out.read_text(encoding="utf-8") == to_stdout.stdout.decode()
 
 
+def test_bad_decode_options_are_one_line_naming_the_option(tiny_run, tmp_path):
+    run = _trained_copy(tiny_run, tmp_path)
+    one_line_error(
+        nmt("translate", "-m", run, "--beam-size", 2, "--nbest", 9, input=b"A dog.\n"),
+        "--nbest 9 exceeds the beam size 2",
+    )
+    one_line_error(
+        nmt("translate", "-m", run, "--precision", "fp8", input=b"A dog.\n"),
+        "--precision: 'fp8' is not one of auto, fp32, bf16",
+    )
+    one_line_error(
+        nmt("translate", "-m", run, "--beam-size", 101, input=b"A dog.\n"),
+        "--beam-size: 101 is out of range (must be <= 100)",
+    )
+
+
 def test_translate_without_torchs_tracing_modules_gives_the_same_output(tiny_run, tmp_path):
     """`nmt translate` leaves torch.export and the Meta kernels out of its process (a faster
     start); greedy, beam and int8 translations, scores and alignments are those of torch whole."""

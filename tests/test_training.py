@@ -152,7 +152,8 @@ def test_average_of_checkpoints_translates(tiny_run, tmp_path):
     avg = params(out)
     key = "decoder.combine.weight"
     assert torch.allclose(avg[key], sum(s[key] for s in states) / 3, atol=1e-6)
-    model, _, tokenizer, _ = ckpt.load_model(out)
+    loaded = ckpt.load_model(out)
+    model, tokenizer = loaded.model, loaded.tokenizer
     assert model.parameter_count() > 0
 
 
@@ -340,7 +341,7 @@ def test_average_last_writes_the_mean_and_keeps_the_better_as_best(tiny_run, tmp
         assert resumed_best >= summary["averaged"]["valid_bleu"] - 0.01
     if not best_is_averaged:
         assert summary["averaged"]["valid_bleu"] <= summary["best_valid_bleu"]
-    model, *_ = load_model(run_dir)  # the run dir still translates
+    model = load_model(run_dir).model  # the run dir still translates
     assert model is not None
 
 
@@ -363,7 +364,7 @@ def test_ema_checkpoints_translate_with_the_average_and_resume_exactly(tiny_run,
             assert torch.equal(a[key][k], b[key][k]), (key, k)
     # the average is not the raw weights, and it is what translation loads
     assert any(not torch.equal(a["model"][k], a["raw_model"][k]) for k in a["model"])
-    model = load_model(straight / "checkpoints" / "last.pt")[0]
+    model = load_model(straight / "checkpoints" / "last.pt").model
     for k, v in model.state_dict().items():
         assert torch.equal(v, a["model"][k]), k
 
