@@ -1,8 +1,9 @@
 """.npy files written in chunks, for encoded splits of any size.
 
-An array is appended to a temporary file (nmt_cli/output_file.py) behind a fixed-size placeholder header; closing writes
-the real header (the shape is known only then), fsyncs and renames the file into place. So a
-writer holds one chunk at a time, and a file with the final name is always complete.
+An array is appended to a temporary file (nmt_cli/output_file.py) behind a fixed-size placeholder
+header; closing writes the real header (the shape is known only then), fsyncs and renames the
+file into place. So a writer holds one chunk at a time, and a file with the final name is always
+complete.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ def id_dtype(vocab_size: int) -> np.dtype:
 
 
 def _header(dtype: np.dtype, length: int) -> bytes:
-    fields = f"{{'descr': {np.lib.format.dtype_to_descr(dtype)!r}, 'fortran_order': False, 'shape': ({length},), }}"
+    descr = np.lib.format.dtype_to_descr(dtype)
+    fields = f"{{'descr': {descr!r}, 'fortran_order': False, 'shape': ({length},), }}"
     body = fields.ljust(HEADER_BYTES - 10 - 1) + "\n"
     header = b"\x93NUMPY\x01\x00" + (len(body)).to_bytes(2, "little") + body.encode("latin1")
     assert len(header) == HEADER_BYTES, "a shape too long for the fixed header"

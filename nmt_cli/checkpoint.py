@@ -133,7 +133,10 @@ def _not_torch_file(path: Path) -> str | None:
         if exc.start < len(head) - 4:  # not just a character cut at the end of the sample
             return "unknown binary content"
     if path.suffix in (".yaml", ".yml"):
-        return "a YAML file, perhaps a recipe: its run dir is runs/<recipe name> unless --run-dir said otherwise"
+        return (
+            "a YAML file, perhaps a recipe: its run dir is runs/<recipe name> unless --run-dir "
+            "said otherwise"
+        )
     return "a text file"
 
 
@@ -236,7 +239,8 @@ def load_model(
 
 
 def average(paths: list[Path], output: Path) -> Path:
-    """Average the model weights of several checkpoints of one run into a translate-only checkpoint."""
+    """Average the model weights of several checkpoints of one run into a translate-only
+    checkpoint."""
     save_atomic(averaged_payload(paths), Path(output))
     return Path(output)
 

@@ -47,7 +47,7 @@ RunDirOption = Annotated[
 _exit_when_done = False
 
 ModelOption = Annotated[
-    list[str],
+    list[str] | None,
     typer.Option(
         "-m",
         "--model",
@@ -199,7 +199,8 @@ def preprocess(
     run_dir: RunDirOption = None,
     set_: SetOption = None,
 ) -> None:
-    """Fetch the corpus, clean and filter it, learn SentencePiece, and store encoded splits in the run dir."""
+    """Fetch the corpus, clean and filter it, learn SentencePiece, and store encoded splits in the
+    run dir."""
     from nmt_cli.interrupts import command, task
 
     command("preprocessing stopped before it began; nothing was written")
@@ -234,7 +235,8 @@ def train(
         typer.Option(
             "--init-from",
             metavar="RUN|CHECKPOINT",
-            help="Fine-tune: start from this model's weights and tokenizer, with a fresh optimiser and schedule (train.init_from).",
+            help="Fine-tune: start from this model's weights and tokenizer, with a fresh "
+            "optimiser and schedule (train.init_from).",
         ),
     ] = None,
     set_: SetOption = None,
@@ -247,8 +249,8 @@ def train(
     from nmt_cli.interrupts import command, task
 
     command("training stopped before its first step; the run dir's checkpoints are as they were")
-    from nmt_cli.preprocess import ensure_preprocessed
     from nmt_cli.device import pick_device, resolve_precision
+    from nmt_cli.preprocess import ensure_preprocessed
     from nmt_cli.training import train as run_train
 
     extra = (
@@ -282,7 +284,7 @@ def train(
 
 @app.command()
 def translate(
-    model: ModelOption = [],
+    model: ModelOption = None,
     input: Annotated[
         Path | None, typer.Option("-i", "--input", help="Read this file instead of stdin.")
     ] = None,
@@ -329,7 +331,8 @@ def translate(
     threads: ThreadsOption = None,
     device: DeviceOption = "auto",
 ) -> None:
-    """Translate lines from stdin (or -i) to stdout (or -o): one output line per input line, in order.
+    """Translate lines from stdin (or -i) to stdout (or -o): one output line per input line, in
+    order.
 
     With -o the translation goes to a temporary file renamed to FILE once complete. On a terminal,
     progress (lines, lines/s, and with -i the total and time left) is shown on stderr.
@@ -428,7 +431,7 @@ def translate(
 @app.command()
 def serve(
     model: Annotated[
-        list[str],
+        list[str] | None,
         typer.Option(
             "-m",
             "--model",
@@ -436,7 +439,7 @@ def serve(
             help="Run dir or checkpoint file to serve; repeat to serve several models "
             "(each its recipe's language pair).",
         ),
-    ] = [],
+    ] = None,
     host: Annotated[
         str, typer.Option(help="Address to listen on; the default answers this machine only.")
     ] = "127.0.0.1",
@@ -446,14 +449,16 @@ def serve(
     api_key: Annotated[
         str | None,
         typer.Option(
-            help="Translation requests must carry this key (api_key in the body, or an X-API-Key header); others get 403."
+            help="Translation requests must carry this key (api_key in the body, or an X-API-Key "
+            "header); others get 403."
         ),
     ] = None,
     max_batch_tokens: Annotated[
         int,
         typer.Option(
             min=0,
-            help="Source subwords decoded together at most; a full batch goes at once. 0: no batching, one request at a time.",
+            help="Source subwords decoded together at most; a full batch goes at once. 0: no "
+            "batching, one request at a time.",
         ),
     ] = 1024,
     max_wait_ms: Annotated[
@@ -481,15 +486,17 @@ def serve(
         typer.Option(
             min=1,
             metavar="N",
-            help="CPU threads for decoding (also $NMT_THREADS); with batching, one decoding thread per CPU thread. Default: the cores not already busy.",
+            help="CPU threads for decoding (also $NMT_THREADS); with batching, one decoding "
+            "thread per CPU thread. Default: the cores not already busy.",
         ),
     ] = None,
     shortlist: Annotated[
         bool | None,
         typer.Option(
             "--shortlist/--no-shortlist",
-            help="Decode over the vocabulary shortlist (default: the recipe's decode.shortlist); each "
-            "sentence keeps its own candidates, so an answer never depends on its batch.",
+            help="Decode over the vocabulary shortlist (default: the recipe's "
+            "decode.shortlist); each sentence keeps its own candidates, so an answer never "
+            "depends on its batch.",
         ),
     ] = None,
     device: DeviceOption = "auto",
@@ -536,7 +543,7 @@ def evaluate(
         Path | None, typer.Option(help="References, one per line (plain or .gz).")
     ] = None,
     model: Annotated[
-        list[str],
+        list[str] | None,
         typer.Option(
             "-m",
             "--model",
@@ -544,7 +551,7 @@ def evaluate(
             help="Run dir or checkpoint file; repeat to score several models side by side "
             "(to ensemble them, translate with nmt translate -m A -m B and score with --hyp).",
         ),
-    ] = [],
+    ] = None,
     src: Annotated[
         Path | None,
         typer.Option(
@@ -563,7 +570,8 @@ def evaluate(
     lc_tok: Annotated[
         str | None,
         typer.Option(
-            help="Score in the literature's condition: lowercase, normalise punctuation and Moses-tokenize the hypotheses for LANG; give the official tokenized references."
+            help="Score in the literature's condition: lowercase, normalise punctuation and "
+            "Moses-tokenize the hypotheses for LANG; give the official tokenized references."
         ),
     ] = None,
     beam_size: BeamSizeOption = None,
@@ -615,8 +623,8 @@ def evaluate(
             translator = load_translator([m], changes, device=device, name_of=_option_name)
             if translator.lowercase and not lc_tok:
                 typer.echo(
-                    f"note: {m} was trained with data.lowercase and writes lowercase; against cased "
-                    "references use --lc-tok LANG with the tokenized ones",
+                    f"note: {m} was trained with data.lowercase and writes lowercase; against "
+                    "cased references use --lc-tok LANG with the tokenized ones",
                     err=True,
                 )
             with task(f"stopped while translating {src} with {m}; nothing was scored"):
@@ -664,11 +672,11 @@ def evaluate(
 @app.command()
 def score(
     model: Annotated[
-        list[str],
+        list[str] | None,
         typer.Option(
             "-m", "--model", metavar="RUN", help="Run dir or checkpoint file (one model)."
         ),
-    ] = [],
+    ] = None,
     src: Annotated[Path | None, typer.Option(help="Source sentences.")] = None,
     tgt: Annotated[Path | None, typer.Option(help="Target sentences to force-decode.")] = None,
     threads: ThreadsOption = None,

@@ -120,18 +120,21 @@ class ModelConfig(Section):
     bridge: str = _opt(
         "linear",
         choices=("zero", "last", "linear", "mean"),
-        help="decoder initial state and fixed context: zero, last (c = h_N), linear (q(h_N)), mean (q(h_1..h_N))",
+        help="decoder initial state and fixed context: zero, last (c = h_N), linear (q(h_N)), "
+        "mean (q(h_1..h_N))",
     )
     attention: str = _opt(
         "concat",
         choices=("none", "dot", "general", "concat", "cosine"),
-        help="score: none (fixed context, Cho et al.), dot (h^T s), general (h^T W s), concat (v^T tanh(W1 h + W2 s)), cosine",
+        help="score: none (fixed context, Cho et al.), dot (h^T s), general (h^T W s), "
+        "concat (v^T tanh(W1 h + W2 s)), cosine",
     )
     attention_heads: int = _opt(
         1,
         lo=1,
         hi=16,
-        help="K heads with their own parameters, contexts concatenated (TF legacy attention_decoder)",
+        help="K heads with their own parameters, contexts concatenated "
+        "(TF legacy attention_decoder)",
     )
     decoder: str = _opt(
         "luong",
@@ -161,7 +164,8 @@ class ModelConfig(Section):
     init: str = _opt(
         "embedding",
         choices=("embedding", "uniform", "xavier"),
-        help="embedding: N(0,1) embeddings and PyTorch defaults elsewhere; uniform: all U(-0.1,0.1); xavier",
+        help="embedding: N(0,1) embeddings and PyTorch defaults elsewhere; "
+        "uniform: all U(-0.1,0.1); xavier",
     )
 
 
@@ -420,9 +424,8 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
                 return float(value)
             except ValueError:
                 pass
-    elif tp is str:
-        if isinstance(value, str):
-            return value
+    elif tp is str and isinstance(value, str):
+        return value
     raise ConfigError(f"{where}: expected {_type_name(tp)}, got {value!r}")
 
 
@@ -511,7 +514,8 @@ def _check_consistency(recipe: Recipe, origin: str) -> None:
         why = (
             "there is no attention"
             if m.attention == "none"
-            else "the bahdanau order already attends from s_{i-1}, so from s_0 before the first step"
+            else "the bahdanau order already attends from s_{i-1}, so from s_0 before the "
+            "first step"
         )
         raise ConfigError(
             f"{origin}: model.initial_state_attention: {why}; use it with the luong or "
@@ -578,9 +582,10 @@ def recipe_from_dict(
 
 def _read_yaml(path: Path) -> Any:
     if path.is_dir():
+        run_dir = (path / "recipe.yaml").is_file()
         raise ConfigError(
             f"{path}: is a folder; give a recipe file, e.g. recipes/en-fr.yaml"
-            f"{' (a run dir keeps its own as recipe.yaml)' if (path / 'recipe.yaml').is_file() else ''}"
+            f"{' (a run dir keeps its own as recipe.yaml)' if run_dir else ''}"
         )
     if not path.is_file():
         raise ConfigError(f"{path}: recipe file not found")
@@ -600,7 +605,8 @@ def _read_yaml(path: Path) -> Any:
 
 
 def _merge(base: dict, over: dict) -> dict:
-    """``over`` laid onto ``base``: sections merge key by key, any other value (lists too) replaces."""
+    """``over`` laid onto ``base``: sections merge key by key, any other value (lists too)
+    replaces."""
     merged = dict(base)
     for key, value in over.items():
         if isinstance(value, dict) and isinstance(merged.get(key), dict):
@@ -611,7 +617,8 @@ def _merge(base: dict, over: dict) -> dict:
 
 
 def _with_base(raw: Any, path: Path, chain: tuple[Path, ...] = ()) -> Any:
-    """The recipe tree of ``path`` with its ``base:`` chain resolved (the base's name is not inherited)."""
+    """The recipe tree of ``path`` with its ``base:`` chain resolved (the base's name is not
+    inherited)."""
     if not isinstance(raw, dict) or "base" not in raw:
         return raw
     raw = dict(raw)
@@ -633,7 +640,8 @@ def _with_base(raw: Any, path: Path, chain: tuple[Path, ...] = ()) -> Any:
 
 
 def load_recipe(path: str | os.PathLike, overrides: list[str] | None = None) -> Recipe:
-    """Read, resolve ``base:``, override and validate a recipe file; any problem is one ConfigError line."""
+    """Read, resolve ``base:``, override and validate a recipe file; any problem is one
+    ConfigError line."""
     path = Path(path)
     raw = _read_yaml(path)
     named = isinstance(raw, dict) and "name" in raw

@@ -17,7 +17,8 @@ from nmt_cli.words import alignment_pairs
 
 
 def count_lines(path) -> int:
-    """Lines in a file as read_lines_stream will yield them (a last line without a newline counts)."""
+    """Lines in a file as read_lines_stream will yield them (a last line without a newline
+    counts)."""
     n, last = 0, b"\n"
     with open(path, "rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):

@@ -69,7 +69,9 @@ class AtomicFile:
 
 
 @contextmanager
-def atomic_write(path: str | os.PathLike, mode: str = "wb", *, durable: bool = True) -> Iterator[IO]:
+def atomic_write(
+    path: str | os.PathLike, mode: str = "wb", *, durable: bool = True
+) -> Iterator[IO]:
     """A file object (UTF-8 text for a text ``mode``) that becomes ``path`` when the block ends
     without an exception; on any exception the temporary file is removed and ``path`` is left as
     it was."""

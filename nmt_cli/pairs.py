@@ -60,7 +60,8 @@ def normalize_lines(lines: Sequence[str], lowercase: bool = False) -> list[str]:
 
 def split_block(raw: bytes) -> list[str]:
     """The lines of a block of whole lines (see corpora.LineBlocks), decoded as
-    :func:`corpora.iter_lines` decodes them; a trailing ``\r`` is left for normalisation to strip."""
+    :func:`corpora.iter_lines` decodes them; a trailing ``\r`` is left for normalisation to
+    strip."""
     if not raw:
         return []
     text = raw.decode("utf-8", errors="replace")
@@ -173,7 +174,8 @@ def reason_text(code: int, max_len: int, max_ratio: float) -> str:
 
 
 def filter_reason(src: str, tgt: str, max_len: int, max_ratio: float) -> str | None:
-    """Why a normalised training pair is dropped, or None to keep it (:func:`filter_codes` of one pair)."""
+    """Why a normalised training pair is dropped, or None to keep it (:func:`filter_codes` of one
+    pair)."""
     code = int(filter_codes([src], [tgt], max_len, max_ratio)[0])
     return reason_text(code, max_len, max_ratio) if code else None
 
@@ -275,7 +277,8 @@ def clean_raw_pairs(raw: Sequence[tuple[bytes, bytes] | None], cleaning: Cleanin
 
 
 def encoded_lines(lines: list[str]) -> tuple[bytes, np.ndarray]:
-    """Lines as UTF-8 text, each ending in "\n", and the offset where each starts (one more: the end)."""
+    """Lines as UTF-8 text, each ending in "\n", and the offset where each starts (one more: the
+    end)."""
     if not lines:
         return b"", np.zeros(1, dtype=np.int64)
     text = ("\n".join(lines) + "\n").encode("utf-8")
@@ -348,7 +351,8 @@ def _normal_side(raw: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None
 def _kept_text(
     arr: np.ndarray, ends: np.ndarray, keep: np.ndarray | None
 ) -> tuple[bytes, np.ndarray]:
-    """The kept lines of a side from :func:`_normal_side`, and where each starts (one more: the end)."""
+    """The kept lines of a side from :func:`_normal_side`, and where each starts (one more: the
+    end)."""
     sizes = np.diff(ends, prepend=-1)  # line ends included
     if keep is not None:
         arr, sizes = arr[np.repeat(keep, sizes)], sizes[keep]

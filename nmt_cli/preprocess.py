@@ -51,7 +51,8 @@ ENCODE_CHUNK = (
 
 
 class _TextPairs:
-    """``{name}.src.txt`` and ``{name}.tgt.txt`` written side by side, renamed into place on close."""
+    """``{name}.src.txt`` and ``{name}.tgt.txt`` written side by side, renamed into place on
+    close."""
 
     def __init__(self, data_dir: Path, name: str):
         self.out = [AtomicFile(data_dir / f"{name}.{side}.txt") for side in ("src", "tgt")]
@@ -160,7 +161,8 @@ def _stream_train(
     if len(report) > 1:
         read, kept = sum(r["read"] for r in report), sum(r["kept"] for r in report)
         log(
-            f"train: {read} pairs read from {len(report)} corpora, {kept} kept, {read - kept} dropped"
+            f"train: {read} pairs read from {len(report)} corpora, {kept} kept, "
+            f"{read - kept} dropped"
         )
     return report, sizes
 
@@ -205,7 +207,8 @@ def _draw_sample(recipe: Recipe, sources: list[PairSource]) -> tuple[list[str], 
     corpus as one stream, Reservoir) drawn in a pass that only decompresses and counts lines,
     then cleaned, filtered and deduplicated as the corpus will be. Cleaning the whole corpus
     waits for the pass that also encodes it, so the corpus is cleaned once and never re-read
-    from a stored copy. While the corpus fits the sample, the sample is the whole corpus in order."""
+    from a stored copy. While the corpus fits the sample, the sample is the whole corpus in
+    order."""
     d = recipe.data
     sample = Reservoir(_sample_capacity(recipe), recipe.train.seed)
     for source in sources:
@@ -332,7 +335,8 @@ def encode_text_file(tokenizer: Tokenizer, data_dir: Path, name: str, dtype, wor
 
 def preprocess(recipe: Recipe, run_dir: Path, log=print) -> dict:
     """Preprocess ``recipe``'s corpora into ``run_dir`` (see _preprocess). When it fails or is
-    interrupted, the folders it created are removed: no run dir that looks started is left behind."""
+    interrupted, the folders it created are removed: no run dir that looks started is left
+    behind."""
     run_dir = Path(run_dir)
     created = [d for d in (run_dir, run_dir / "data") if not d.exists()]
     try:
@@ -394,7 +398,8 @@ def _preprocess(recipe: Recipe, run_dir: Path, log) -> dict:
     if not sizes["src"]["sentences"]:
         raise _nothing_kept(recipe, sources)
     log(
-        f"train: {_sizes_text(sizes)} (read, cleaned and encoded in {seconds:.1f} s on {threads} cores, "
+        f"train: {_sizes_text(sizes)} (read, cleaned and encoded in {seconds:.1f} s on "
+        f"{threads} cores, "
         f"{2 * read / max(seconds, 1e-9):.0f} lines/s)"
     )
     dropped = Counter()

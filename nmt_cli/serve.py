@@ -394,10 +394,8 @@ def build_app(service: Service):
 
     @app.exception_handler(Exception)
     async def failed(_request, exc):
-        return error(
-            500,
-            f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}",
-        )
+        first = str(exc).splitlines()[0][:200] if str(exc) else ""
+        return error(500, f"internal error: {type(exc).__name__}: {first}")
 
     async def read(request: Request, allow_form: bool = False) -> dict:
         declared = request.headers.get("content-length", "")

@@ -88,7 +88,8 @@ def save_tok_references(recipe: Recipe, data_dir: Path, log=print) -> dict[str, 
             lines = corpora.read_lines(corpora.fetch_tok_reference(corpus.name, split, recipe.tgt))
         except DataError as exc:
             log(
-                f"note: no tokenized reference for {split} ({exc}); lc-tok scores will be unavailable"
+                f"note: no tokenized reference for {split} ({exc}); lc-tok scores will be "
+                "unavailable"
             )
             continue
         path = data_dir / f"{name}.ref.lc-tok.txt"

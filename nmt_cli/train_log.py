@@ -197,7 +197,8 @@ class TrainingLog:
         return str(step)
 
     def validating(self, step: int, sentences: int, what: str = "") -> None:
-        """Said before a validation starts: it can take a while, and the bar stands still meanwhile."""
+        """Said before a validation starts: it can take a while, and the bar stands still
+        meanwhile."""
         if not self.enabled:
             return
         if self.bar is not None:

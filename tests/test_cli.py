@@ -185,7 +185,8 @@ def test_eval_with_files(tmp_path):
 
 
 def test_help_and_file_scoring_do_not_import_torch(tmp_path):
-    """Torch takes seconds to import: `nmt --help` and `nmt eval --hyp --ref` must not wait for it."""
+    """Torch takes seconds to import: `nmt --help` and `nmt eval --hyp --ref` must not wait for
+    it."""
     ref = tmp_path / "r.txt"
     ref.write_text("a man rides a bike .\n")
     probe = (

@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 import torch
 
+from nmt_cli.batches import epoch_shards, iterate_epoch, make_batch, padding_fraction, token_batches
 from nmt_cli.config import recipe_from_dict
 from nmt_cli.corpora import read_lines
-from nmt_cli.batches import epoch_shards, iterate_epoch, make_batch, padding_fraction, token_batches
 from nmt_cli.errors import DataError
 from nmt_cli.preprocess import preprocess
 from nmt_cli.splits import save_tok_references, split_files
@@ -361,7 +361,7 @@ def test_read_and_clean_on_worker_processes_stores_what_one_process_stores(tmp_p
     )
     metas = {}
     for workers in (1, 2):
-        monkeypatch.setattr(data_module, "usable_cores", lambda: workers)
+        monkeypatch.setattr(data_module, "usable_cores", lambda n=workers: n)
         metas[workers] = _run_preprocess(recipe, tmp_path / f"run{workers}")
     one, two = tmp_path / "run1", tmp_path / "run2"
     assert metas[1]["splits"] == metas[2]["splits"] and metas[1]["corpora"] == metas[2]["corpora"]
@@ -450,9 +450,9 @@ def test_sentencepiece_learns_from_a_bounded_sample_or_a_sample_file(tmp_path):
 
 
 def test_sentencepiece_sample_is_drawn_from_the_raw_pairs_then_cleaned_like_the_corpus(tmp_path):
+    from nmt_cli.pairs import Reservoir, filter_reason
     from nmt_cli.preprocess import _draw_sample
     from nmt_cli.splits import pair_source
-    from nmt_cli.pairs import Reservoir, filter_reason
 
     data = write_slice(tmp_path / "c", n_train=2000, n_valid=10)
     en = multi30k_lines("train", "en", 2000)
@@ -475,7 +475,8 @@ def test_sentencepiece_sample_is_drawn_from_the_raw_pairs_then_cleaned_like_the_
     assert list(zip(src, tgt)) == want and 0 < len(want) < 500
     assert (
         origin
-        == f"a sample of {len(want)} of the 2000 training pairs ({500 - len(want)} more drawn, and dropped by the filters)"
+        == f"a sample of {len(want)} of the 2000 training pairs ({500 - len(want)} more drawn, "
+        "and dropped by the filters)"
     )
     small = recipe_from_dict(
         tiny_recipe_dict({**data, "max_len": 14}, tokenizer={"sample_sentences": 6000})
@@ -586,7 +587,8 @@ def test_shortlist_of_a_large_split_is_learned_from_a_sample(tiny_run, monkeypat
     sampled = learn_split_shortlist(run_dir / "data", tok)
     assert sampled.table.shape == whole.table.shape
     assert {PAD, EOS, BOS} <= set(sampled.frequent.tolist())
-    # The sample's rows come from the real split: most of its top target pieces are the whole split's.
+    # The sample's rows come from the real split: most of its top target pieces are the whole
+    # split's.
     top = lambda s: set(s.frequent[:40].tolist())
     assert len(top(sampled) & top(whole)) >= 25
 
@@ -688,7 +690,8 @@ def test_preprocessing_never_imports_torch(tmp_path):
 
     recipe.write_text(yaml.safe_dump(tiny_recipe_dict(data)))
     script = (
-        "import sys\nfrom nmt_cli.cli import main\nsys.argv = ['nmt', 'preprocess', sys.argv[1], '--run-dir', sys.argv[2]]\n"
+        "import sys\nfrom nmt_cli.cli import main\n"
+        "sys.argv = ['nmt', 'preprocess', sys.argv[1], '--run-dir', sys.argv[2]]\n"
         "try:\n    main()\nexcept SystemExit as stop:\n    assert not stop.code, stop.code\n"
         "print('torch' in sys.modules)"
     )

@@ -158,7 +158,8 @@ def _cleaned(source, cleaning, n):
         assert scanned.block == block and all(
             np.array_equal(a, b) for a, b in zip(scanned.starts, raw.starts)
         )
-        # Raw pairs (what SentencePiece's sample holds), cleaned on their own, give what the block gives.
+        # Raw pairs (what SentencePiece's sample holds), cleaned on their own, give what the block
+        # gives.
         again = clean_raw_pairs(raw[:], cleaning)
         assert (again.pairs(), again.dropped, again.read) == (
             chunk.pairs(),

@@ -56,7 +56,8 @@ def test_sigkill_at_random_moments_never_breaks_the_run_dir(tmp_path):
             proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log_file, cwd=ROOT)
         if attempt == 0:
             # A slow machine may need longer than any fixed delay to reach the first checkpoint;
-            # the first kill waits for it (bounded), so the resume below always has a step to resume.
+            # the first kill waits for it (bounded), so the resume below always has a step to
+            # resume.
             deadline = time.monotonic() + 180
             while not last.exists() and proc.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.1)

@@ -36,7 +36,8 @@ def test_learning_on_real_data(tiny_run):
     recipe, run_dir = tiny_run
     stored = load_shortlist(run_dir)
     assert stored is not None and stored.table.shape[0] == 300
-    # A real sentence's shortlist is a small part of the vocabulary that holds most of its reference.
+    # A real sentence's shortlist is a small part of the vocabulary that holds most of its
+    # reference.
     from nmt_cli.store import load_split
 
     split = load_split(run_dir, "train")

@@ -13,14 +13,12 @@ from nmt_cli.lines import OutputOptions, count_lines, shade_rows, translate_stre
 from nmt_cli.search import Hypothesis
 from nmt_cli.translate import Translator, _batches, force_decode
 from nmt_cli.words import alignment_pairs
+from tests.conftest import trained_copy
 
 
 def decoding(**changes) -> DecodeConfig:
     """A decoding configuration for tests: one worker unless asked, the given keys changed."""
     return DecodeConfig(**{"workers": 1, **changes})
-
-
-from tests.conftest import trained_copy
 
 
 @pytest.fixture(scope="module")
@@ -224,9 +222,7 @@ def test_lowercase_translator_lowercases_what_it_encodes_and_keeps_the_line(trai
     assert shouted.src_ids == quiet.src_ids == tokenizer.encode_src(["a man is walking."])[0]
     assert shouted.text == quiet.text
     assert shouted.source == "A MAN IS WALKING."
-    cased = Translator(model, tokenizer, decoding(beam_size=1)).translate(
-        ["A MAN IS WALKING."]
-    )[0]
+    cased = Translator(model, tokenizer, decoding(beam_size=1)).translate(["A MAN IS WALKING."])[0]
     assert cased.src_ids != quiet.src_ids
 
 
@@ -469,9 +465,7 @@ def test_batches_taper_at_the_end_when_workers_decode_side_by_side():
     assert sizes(2, beam_size=5) == [64] * 14 + [52, 26, 13, 7, 6]  # 7 sentences: 35 rows a step
     assert sizes(4, beam_size=1, batch_size=100)[-7:] == [75, 57, 42, 32, 32, 32, 30]
     budget = 400
-    tokens = list(
-        _batches(order, lengths, decoding(beam_size=1, batch_tokens=budget), workers=2)
-    )
+    tokens = list(_batches(order, lengths, decoding(beam_size=1, batch_tokens=budget), workers=2))
     assert all(len(b) * max(lengths[i] for i in b) <= budget for b in tokens)
     assert [len(b) for b in tokens][-3:] == [
         44,
