@@ -255,7 +255,7 @@ class TrainConfig(Section):
         "auto",
         choices=("auto", "fp32", "bf16", "fp16"),
         help="auto: bf16 autocast on a CPU with bf16 hardware (AVX512-BF16/AMX), "
-        "else fp32 (GPUs too: faster there for these models)",
+        "else fp32 (GPUs too; docs/results.md)",
     )
     max_nan_batches: int = _opt(20, lo=1, help="stop after this many non-finite losses in a row")
 

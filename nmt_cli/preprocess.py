@@ -45,9 +45,8 @@ from nmt_cli.tokenizer import Tokenizer, normalize, train_tokenizer
 from nmt_cli.workers import ordered_map, usable_cores
 
 TEXT_CHUNK = 20_000  # training pairs a worker cleans and encodes at a time
-ENCODE_CHUNK = (
-    20_000  # lines a worker encodes at a time: ~16 MB of Python ints, whatever the corpus size
-)
+# Lines a worker encodes at a time: their Python ints stay bounded, whatever the corpus size.
+ENCODE_CHUNK = 20_000
 
 
 class _TextPairs:

@@ -83,10 +83,9 @@ def _batches(
 
 @contextmanager
 def _single_threaded_pool(workers: int):
-    """A pool of ``workers`` threads, each running torch ops on one core: on a multi-core CPU,
-    batches decoded side by side this way beat one batch at a time on all cores
-    (docs/results.md). Grad mode is per thread: the search functions turn gradients off
-    themselves."""
+    """A pool of ``workers`` threads, each running torch ops on one core, so that batches are
+    decoded side by side rather than one at a time on all cores (docs/results.md compares the
+    two). Grad mode is per thread: the search functions turn gradients off themselves."""
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     pool = ThreadPoolExecutor(workers, initializer=torch.set_num_threads, initargs=(1,))
