@@ -22,9 +22,10 @@ from pathlib import Path
 
 import torch
 
-from nmt_cli.config import Recipe, recipe_from_dict
+from nmt_cli.config import Recipe
 from nmt_cli.errors import CheckpointError
 from nmt_cli.output_file import atomic_write, fsync_dir, temporary_name
+from nmt_cli.recipes import recipe_from_dict
 from nmt_cli.shortlist import Shortlist
 from nmt_cli.tokenizer import Tokenizer
 

@@ -184,7 +184,7 @@ def main_options(
 
 
 def _recipe(path: Path, overrides: list[str] | None, extra: list[str] = ()):
-    from nmt_cli.config import load_recipe
+    from nmt_cli.recipes import load_recipe
 
     return load_recipe(path, list(overrides or []) + list(extra))
 

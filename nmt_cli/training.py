@@ -26,7 +26,7 @@ import torch
 from nmt_cli import checkpoint as ckpt
 from nmt_cli.batches import iterate_epoch
 from nmt_cli.checkpoint_policy import CheckpointPolicy
-from nmt_cli.config import Recipe, recipe_differences
+from nmt_cli.config import Recipe
 from nmt_cli.device import (
     autocast_context,
     native_bf16,
@@ -38,6 +38,7 @@ from nmt_cli.ema import WeightAverage
 from nmt_cli.errors import CheckpointError, DataError, TrainingInterrupted, UserError
 from nmt_cli.interrupts import Interrupted
 from nmt_cli.model import build_model
+from nmt_cli.recipes import recipe_differences
 from nmt_cli.schedule import LearningRate, sampling_probability
 from nmt_cli.store import (
     EncodedSplit,

@@ -224,7 +224,7 @@ def _trained_copy(tiny_run, tmp_path: Path) -> Path:
     """A copy of the tiny run dir with two training steps: a model translate can load."""
     import shutil
 
-    from nmt_cli.config import recipe_from_dict
+    from nmt_cli.recipes import recipe_from_dict
     from nmt_cli.training import train
 
     recipe, run_dir = tiny_run
@@ -472,7 +472,7 @@ def test_translate_shows_progress_on_a_terminal_and_only_translations_on_stdout(
     import pty
     import shutil as sh
 
-    from nmt_cli.config import recipe_from_dict
+    from nmt_cli.recipes import recipe_from_dict
     from nmt_cli.training import train as run_train
 
     recipe, run_dir = tiny_run

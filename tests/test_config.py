@@ -2,8 +2,9 @@ from pathlib import Path
 
 import pytest
 
-from nmt_cli.config import Recipe, load_recipe, recipe_differences, recipe_from_dict
+from nmt_cli.config import Recipe
 from nmt_cli.errors import ConfigError
+from nmt_cli.recipes import load_recipe, recipe_differences, recipe_from_dict
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -5,10 +5,10 @@ import pytest
 import torch
 
 from nmt_cli.batches import epoch_shards, iterate_epoch, make_batch, padding_fraction, token_batches
-from nmt_cli.config import recipe_from_dict
 from nmt_cli.corpora import read_lines
 from nmt_cli.errors import DataError
 from nmt_cli.preprocess import preprocess
+from nmt_cli.recipes import recipe_from_dict
 from nmt_cli.splits import save_tok_references, split_files
 from nmt_cli.store import EncodedSplit, Side, load_split, sampled_split
 from nmt_cli.tokenizer import BOS, EOS, PAD, Tokenizer, normalize

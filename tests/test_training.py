@@ -7,8 +7,9 @@ import torch
 
 from nmt_cli import checkpoint as ckpt
 from nmt_cli.checkpoint import load_model
-from nmt_cli.config import TrainConfig, recipe_from_dict
+from nmt_cli.config import TrainConfig
 from nmt_cli.errors import CheckpointError, DataError, UserError
+from nmt_cli.recipes import recipe_from_dict
 from nmt_cli.schedule import LearningRate, sampling_probability
 from nmt_cli.train_log import TrainingLog
 from nmt_cli.training import Trainer, train
