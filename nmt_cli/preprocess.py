@@ -33,13 +33,13 @@ from nmt_cli.pairs import (
     Cleaning,
     Deduplicator,
     PairSource,
-    Reservoir,
     chunks,
     clean_raw_pairs,
     encoded_lines,
     split_block,
 )
 from nmt_cli.recipes import save_recipe
+from nmt_cli.reservoir import Reservoir
 from nmt_cli.splits import local_path, pair_source, save_tok_references, split_names, train_entries
 from nmt_cli.store import DATA_FORMAT, count_split_shortlist, save_shortlist_arrays
 from nmt_cli.tokenizer import Tokenizer, normalize, train_tokenizer

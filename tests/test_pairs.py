@@ -14,7 +14,6 @@ from nmt_cli.pairs import (
     Deduplicator,
     PairSource,
     RawPairs,
-    Reservoir,
     chunks,
     clean_raw_pairs,
     filter_reason,
@@ -22,6 +21,7 @@ from nmt_cli.pairs import (
     iter_tsv,
     normalize_lines,
 )
+from nmt_cli.reservoir import Reservoir
 from nmt_cli.tokenizer import normalize
 from tests.conftest import multi30k_lines
 
