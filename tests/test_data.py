@@ -705,3 +705,22 @@ def test_preprocessing_never_imports_torch(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "False"
     assert load_split(tmp_path / "run", "train").src.offsets[-1] > 0
+
+
+def test_map_array_reads_what_np_load_reads_and_refuses_other_arrays(tmp_path):
+    from nmt_cli.store import map_array
+
+    for array in (np.arange(70000, dtype=np.uint16), np.zeros(0, dtype=np.int64)):
+        np.save(tmp_path / "a.npy", array)
+        mapped = map_array(tmp_path / "a.npy")
+        assert mapped.array.dtype == array.dtype and np.array_equal(mapped.array, array)
+        assert (tmp_path / "a.npy").stat().st_size == mapped.start + array.nbytes
+        mapped.release_pages()
+        assert np.array_equal(mapped.array, array)  # still readable after its pages are dropped
+    np.save(tmp_path / "b.npy", np.zeros((2, 3)))
+    with pytest.raises(ValueError, match="not a 1-D array"):
+        map_array(tmp_path / "b.npy")
+    np.save(tmp_path / "c.npy", np.arange(10))
+    (tmp_path / "c.npy").write_bytes((tmp_path / "c.npy").read_bytes()[:-8])  # truncated
+    with pytest.raises(ValueError):
+        map_array(tmp_path / "c.npy")
