@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 import os
@@ -140,9 +141,13 @@ WorkersOption = Annotated[
 ]
 
 
-def _decode_changes(**options) -> dict:
-    """The decode.* keys given on the command line, for load_translator (None: not given)."""
-    return {key: value for key, value in options.items() if value is not None}
+def _decode_changes(ctx: typer.Context) -> dict:
+    """The command's options named after decode.* keys that were given, for load_translator to lay
+    over the recipe's decode section (None: not given, the recipe's value stands)."""
+    from nmt_cli.config import DecodeConfig
+
+    keys = {f.name for f in dataclasses.fields(DecodeConfig)}
+    return {key: value for key, value in ctx.params.items() if key in keys and value is not None}
 
 
 def _option_name(key: str) -> str:
@@ -284,6 +289,7 @@ def train(
 
 @app.command()
 def translate(
+    ctx: typer.Context,
     model: ModelOption = None,
     input: Annotated[
         Path | None, typer.Option("-i", "--input", help="Read this file instead of stdin.")
@@ -358,19 +364,8 @@ def translate(
 
         plot_dir(attention_plot)  # before the model loads: a bad folder should not cost a load
     _threads(threads)
-    changes = _decode_changes(
-        beam_size=beam_size,
-        length_penalty=length_penalty,
-        batch_size=batch_size,
-        batch_tokens=batch_tokens,
-        precision=precision,
-        shortlist=shortlist,
-        shortlist_per_source=shortlist_per_source,
-        shortlist_frequent=shortlist_frequent,
-        workers=workers,
-    )
     translator = load_translator(
-        model, changes, device=device, quantize=quantize, name_of=_option_name
+        model, _decode_changes(ctx), device=device, quantize=quantize, name_of=_option_name
     )
     if nbest > translator.config.beam_size:
         raise UserError(f"--nbest {nbest} exceeds the beam size {translator.config.beam_size}")
@@ -538,6 +533,7 @@ def _read(path: Path) -> list[str]:
 
 @app.command("eval")
 def evaluate(
+    ctx: typer.Context,
     hyp: Annotated[Path | None, typer.Option(help="Hypotheses, one per line.")] = None,
     ref: Annotated[
         Path | None, typer.Option(help="References, one per line (plain or .gz).")
@@ -618,7 +614,7 @@ def evaluate(
 
         _threads(threads)
         _started()
-        changes = _decode_changes(beam_size=beam_size, length_penalty=length_penalty)
+        changes = _decode_changes(ctx)
         for m in model:
             translator = load_translator([m], changes, device=device, name_of=_option_name)
             if translator.lowercase and not lc_tok:
