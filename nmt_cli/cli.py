@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 import os
@@ -47,7 +48,7 @@ RunDirOption = Annotated[
 _exit_when_done = False
 
 ModelOption = Annotated[
-    list[str],
+    list[str] | None,
     typer.Option(
         "-m",
         "--model",
@@ -67,6 +68,91 @@ ThreadsOption = Annotated[
         "times over; OMP_NUM_THREADS, when set, is used as given.",
     ),
 ]
+
+
+# The decoding options of translate, eval and serve. Each overrides the recipe key of its name in
+# decode.* (None: not given, the recipe's value stands); see _decode_changes.
+DeviceOption = Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")]
+BeamSizeOption = Annotated[
+    int | None,
+    typer.Option(min=1, help="Beam width; 1 = greedy (default: the recipe's decode.beam_size)."),
+]
+LengthPenaltyOption = Annotated[
+    float | None,
+    typer.Option(
+        min=0.0, help="GNMT length penalty alpha (default: the recipe's decode.length_penalty)."
+    ),
+]
+BatchSizeOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="Sentences per batch (default: the recipe's decode.batch_size; 0 there = "
+        "128 for greedy search, 192 decoding in bf16 on the CPU, 64 for beam search).",
+    ),
+]
+BatchTokensOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="Source tokens per batch, instead of --batch-size (default: the recipe's "
+        "decode.batch_tokens).",
+    ),
+]
+PrecisionOption = Annotated[
+    str | None,
+    typer.Option(
+        help="auto, fp32 or bf16: the weights' and matrix products' precision; auto = bf16 on a "
+        "CPU with bf16 hardware (AVX512-BF16/AMX), else fp32 (default: the recipe's "
+        "decode.precision)."
+    ),
+]
+ShortlistPerSourceOption = Annotated[
+    int | None,
+    typer.Option(
+        min=0,
+        help="Candidates per source piece the shortlist adds; 0 = all it learned (default: the "
+        "recipe's decode.shortlist_per_source).",
+    ),
+]
+ShortlistFrequentOption = Annotated[
+    int | None,
+    typer.Option(
+        min=0,
+        help="Most common target pieces the shortlist adds; 0 = all it learned (default: the "
+        "recipe's decode.shortlist_frequent).",
+    ),
+]
+ShortlistOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--shortlist/--no-shortlist",
+        help="Decode over the vocabulary shortlist learned from the training data (default: the "
+        "recipe's decode.shortlist).",
+    ),
+]
+WorkersOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="CPU: decode this many batches side by side, one core each (default: the recipe's "
+        "decode.workers; 0 there = one per CPU thread, see --threads).",
+    ),
+]
+
+
+def _decode_changes(ctx: typer.Context) -> dict:
+    """The command's options named after decode.* keys that were given, for load_translator to lay
+    over the recipe's decode section (None: not given, the recipe's value stands)."""
+    from nmt_cli.config import DecodeConfig
+
+    keys = {f.name for f in dataclasses.fields(DecodeConfig)}
+    return {key: value for key, value in ctx.params.items() if key in keys and value is not None}
+
+
+def _option_name(key: str) -> str:
+    """The option that sets decode.``key``, as errors name it (``--beam-size``)."""
+    return "--" + key.replace("_", "-")
 
 
 def _threads(threads: int | None) -> int:
@@ -103,7 +189,7 @@ def main_options(
 
 
 def _recipe(path: Path, overrides: list[str] | None, extra: list[str] = ()):
-    from nmt_cli.config import load_recipe
+    from nmt_cli.recipes import load_recipe
 
     return load_recipe(path, list(overrides or []) + list(extra))
 
@@ -118,11 +204,12 @@ def preprocess(
     run_dir: RunDirOption = None,
     set_: SetOption = None,
 ) -> None:
-    """Fetch the corpus, clean and filter it, learn SentencePiece, and store encoded splits in the run dir."""
+    """Fetch the corpus, clean and filter it, learn SentencePiece, and store encoded splits in the
+    run dir."""
     from nmt_cli.interrupts import command, task
 
     command("preprocessing stopped before it began; nothing was written")
-    from nmt_cli.data import preprocess as run_preprocess
+    from nmt_cli.preprocess import preprocess as run_preprocess
 
     r = _recipe(recipe, set_)
     out = _run_dir(r, run_dir)
@@ -153,7 +240,8 @@ def train(
         typer.Option(
             "--init-from",
             metavar="RUN|CHECKPOINT",
-            help="Fine-tune: start from this model's weights and tokenizer, with a fresh optimiser and schedule (train.init_from).",
+            help="Fine-tune: start from this model's weights and tokenizer, with a fresh "
+            "optimiser and schedule (train.init_from).",
         ),
     ] = None,
     set_: SetOption = None,
@@ -166,8 +254,8 @@ def train(
     from nmt_cli.interrupts import command, task
 
     command("training stopped before its first step; the run dir's checkpoints are as they were")
-    from nmt_cli.data import ensure_preprocessed
     from nmt_cli.device import pick_device, resolve_precision
+    from nmt_cli.preprocess import ensure_preprocessed
     from nmt_cli.training import train as run_train
 
     extra = (
@@ -201,37 +289,18 @@ def train(
 
 @app.command()
 def translate(
-    model: ModelOption = [],
+    ctx: typer.Context,
+    model: ModelOption = None,
     input: Annotated[
         Path | None, typer.Option("-i", "--input", help="Read this file instead of stdin.")
     ] = None,
     output: Annotated[
         Path | None, typer.Option("-o", "--output", help="Write here instead of stdout.")
     ] = None,
-    beam_size: Annotated[
-        int | None,
-        typer.Option(
-            min=1, help="Beam width; 1 = greedy (default: the recipe's decode.beam_size)."
-        ),
-    ] = None,
-    length_penalty: Annotated[
-        float | None,
-        typer.Option(
-            min=0.0, help="GNMT length penalty alpha (default: the recipe's decode.length_penalty)."
-        ),
-    ] = None,
-    batch_size: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            help="Sentences per batch (default: the recipe's decode.batch_size; 0 there = "
-            "128 for greedy search, 192 decoding in bf16 on the CPU, 64 for beam search).",
-        ),
-    ] = None,
-    batch_tokens: Annotated[
-        int | None,
-        typer.Option(min=1, help="Source tokens per batch (instead of --batch-size)."),
-    ] = None,
+    beam_size: BeamSizeOption = None,
+    length_penalty: LengthPenaltyOption = None,
+    batch_size: BatchSizeOption = None,
+    batch_tokens: BatchTokensOption = None,
     nbest: Annotated[
         int,
         typer.Option(
@@ -260,44 +329,16 @@ def translate(
     quantize: Annotated[
         str, typer.Option(help="none or int8 (dynamic int8 quantisation for CPU decoding).")
     ] = "none",
-    precision: Annotated[
-        str | None,
-        typer.Option(
-            help="auto, fp32 or bf16: the weights' and matrix products' precision; auto = bf16 on a CPU with bf16 hardware (AVX512-BF16/AMX), else fp32 (default: the recipe's decode.precision)."
-        ),
-    ] = None,
-    shortlist: Annotated[
-        bool | None,
-        typer.Option(
-            "--shortlist/--no-shortlist",
-            help="Decode over the vocabulary shortlist learned from the training data (faster on CPU; default: the recipe's decode.shortlist).",
-        ),
-    ] = None,
-    shortlist_per_source: Annotated[
-        int | None,
-        typer.Option(
-            min=0,
-            help="Candidates per source piece the shortlist adds; 0 = all it learned (default: the recipe's decode.shortlist_per_source).",
-        ),
-    ] = None,
-    shortlist_frequent: Annotated[
-        int | None,
-        typer.Option(
-            min=0,
-            help="Most common target pieces the shortlist adds; 0 = all it learned (default: the recipe's decode.shortlist_frequent).",
-        ),
-    ] = None,
-    workers: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            help="CPU: decode this many batches side by side, one core each (default: the recipe's decode.workers; 0 there = one per CPU thread, see --threads).",
-        ),
-    ] = None,
+    precision: PrecisionOption = None,
+    shortlist: ShortlistOption = None,
+    shortlist_per_source: ShortlistPerSourceOption = None,
+    shortlist_frequent: ShortlistFrequentOption = None,
+    workers: WorkersOption = None,
     threads: ThreadsOption = None,
-    device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto",
+    device: DeviceOption = "auto",
 ) -> None:
-    """Translate lines from stdin (or -i) to stdout (or -o): one output line per input line, in order.
+    """Translate lines from stdin (or -i) to stdout (or -o): one output line per input line, in
+    order.
 
     With -o the translation goes to a temporary file renamed to FILE once complete. On a terminal,
     progress (lines, lines/s, and with -i the total and time left) is shown on stderr.
@@ -310,8 +351,9 @@ def translate(
     command(
         f"translation stopped before it began; {'nothing was written' if output is None else f'{output} was not written'}"
     )
+    from nmt_cli.lines import OutputOptions, count_lines, translate_stream
     from nmt_cli.output_file import atomic_text_output
-    from nmt_cli.translate import OutputOptions, Translator, count_lines, translate_stream
+    from nmt_cli.translate import load_translator
 
     if attention_plot is not None:
         try:
@@ -321,24 +363,12 @@ def translate(
         from nmt_cli.plots import plot_dir
 
         plot_dir(attention_plot)  # before the model loads: a bad folder should not cost a load
-    want_attention = alignments or attention_plot is not None or show_attention
     _threads(threads)
-    translator = Translator.load(
-        model,
-        device=device,
-        quantize=quantize,
-        beam_size=beam_size,
-        batch_size=batch_size,
-        batch_tokens=batch_tokens,
-        nbest=nbest,
-        attention=want_attention,
-        shortlist=shortlist,
-        length_penalty=length_penalty,
-        workers=workers,
-        shortlist_per_source=shortlist_per_source,
-        shortlist_frequent=shortlist_frequent,
-        precision=precision,
+    translator = load_translator(
+        model, _decode_changes(ctx), device=device, quantize=quantize, name_of=_option_name
     )
+    if nbest > translator.config.beam_size:
+        raise UserError(f"--nbest {nbest} exceeds the beam size {translator.config.beam_size}")
     _started()
     out_opts = OutputOptions(
         scores=scores,
@@ -396,7 +426,7 @@ def translate(
 @app.command()
 def serve(
     model: Annotated[
-        list[str],
+        list[str] | None,
         typer.Option(
             "-m",
             "--model",
@@ -404,7 +434,7 @@ def serve(
             help="Run dir or checkpoint file to serve; repeat to serve several models "
             "(each its recipe's language pair).",
         ),
-    ] = [],
+    ] = None,
     host: Annotated[
         str, typer.Option(help="Address to listen on; the default answers this machine only.")
     ] = "127.0.0.1",
@@ -414,14 +444,16 @@ def serve(
     api_key: Annotated[
         str | None,
         typer.Option(
-            help="Translation requests must carry this key (api_key in the body, or an X-API-Key header); others get 403."
+            help="Translation requests must carry this key (api_key in the body, or an X-API-Key "
+            "header); others get 403."
         ),
     ] = None,
     max_batch_tokens: Annotated[
         int,
         typer.Option(
             min=0,
-            help="Source subwords decoded together at most; a full batch goes at once. 0: no batching, one request at a time.",
+            help="Source subwords decoded together at most; a full batch goes at once. 0: no "
+            "batching, one request at a time.",
         ),
     ] = 1024,
     max_wait_ms: Annotated[
@@ -449,17 +481,20 @@ def serve(
         typer.Option(
             min=1,
             metavar="N",
-            help="CPU threads for decoding (also $NMT_THREADS); with batching, one decoding thread per CPU thread. Default: the cores not already busy.",
+            help="CPU threads for decoding (also $NMT_THREADS); with batching, one decoding "
+            "thread per CPU thread. Default: the cores not already busy.",
         ),
     ] = None,
     shortlist: Annotated[
         bool | None,
         typer.Option(
             "--shortlist/--no-shortlist",
-            help="Decode over the vocabulary shortlist (default: the recipe's decode.shortlist); each sentence keeps its own candidates, so an answer never depends on its batch.",
+            help="Decode over the vocabulary shortlist (default: the recipe's "
+            "decode.shortlist); each sentence keeps its own candidates, so an answer never "
+            "depends on its batch.",
         ),
     ] = None,
-    device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto",
+    device: DeviceOption = "auto",
 ) -> None:
     """Serve models over HTTP: a LibreTranslate-compatible API, a native one, and a web page at /.
 
@@ -498,12 +533,13 @@ def _read(path: Path) -> list[str]:
 
 @app.command("eval")
 def evaluate(
+    ctx: typer.Context,
     hyp: Annotated[Path | None, typer.Option(help="Hypotheses, one per line.")] = None,
     ref: Annotated[
         Path | None, typer.Option(help="References, one per line (plain or .gz).")
     ] = None,
     model: Annotated[
-        list[str],
+        list[str] | None,
         typer.Option(
             "-m",
             "--model",
@@ -511,7 +547,7 @@ def evaluate(
             help="Run dir or checkpoint file; repeat to score several models side by side "
             "(to ensemble them, translate with nmt translate -m A -m B and score with --hyp).",
         ),
-    ] = [],
+    ] = None,
     src: Annotated[
         Path | None,
         typer.Option(
@@ -530,23 +566,19 @@ def evaluate(
     lc_tok: Annotated[
         str | None,
         typer.Option(
-            help="Score in the literature's condition: lowercase, normalise punctuation and Moses-tokenize the hypotheses for LANG; give the official tokenized references."
+            help="Score in the literature's condition: lowercase, normalise punctuation and "
+            "Moses-tokenize the hypotheses for LANG; give the official tokenized references."
         ),
     ] = None,
-    beam_size: Annotated[
-        int | None, typer.Option(min=1, help="Beam width when translating with -m.")
-    ] = None,
-    length_penalty: Annotated[
-        float | None,
-        typer.Option(min=0.0, help="GNMT length penalty alpha when translating with -m."),
-    ] = None,
+    beam_size: BeamSizeOption = None,
+    length_penalty: LengthPenaltyOption = None,
     plot: Annotated[
         Path | None,
         typer.Option(help="With --by-length: save the BLEU-by-length chart here (plot extra)."),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
     threads: ThreadsOption = None,
-    device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto",
+    device: DeviceOption = "auto",
 ) -> None:
     """Score hypotheses against references with sacreBLEU (BLEU, chrF, TER, with signatures).
 
@@ -582,14 +614,13 @@ def evaluate(
 
         _threads(threads)
         _started()
+        changes = _decode_changes(ctx)
         for m in model:
-            translator = load_translator(
-                [m], device=device, beam_size=beam_size, length_penalty=length_penalty
-            )
+            translator = load_translator([m], changes, device=device, name_of=_option_name)
             if translator.lowercase and not lc_tok:
                 typer.echo(
-                    f"note: {m} was trained with data.lowercase and writes lowercase; against cased "
-                    "references use --lc-tok LANG with the tokenized ones",
+                    f"note: {m} was trained with data.lowercase and writes lowercase; against "
+                    "cased references use --lc-tok LANG with the tokenized ones",
                     err=True,
                 )
             with task(f"stopped while translating {src} with {m}; nothing was scored"):
@@ -637,15 +668,15 @@ def evaluate(
 @app.command()
 def score(
     model: Annotated[
-        list[str],
+        list[str] | None,
         typer.Option(
             "-m", "--model", metavar="RUN", help="Run dir or checkpoint file (one model)."
         ),
-    ] = [],
+    ] = None,
     src: Annotated[Path | None, typer.Option(help="Source sentences.")] = None,
     tgt: Annotated[Path | None, typer.Option(help="Target sentences to force-decode.")] = None,
     threads: ThreadsOption = None,
-    device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto",
+    device: DeviceOption = "auto",
 ) -> None:
     """Print log p(target | source) for each pair (forced decoding), one number per line."""
     from nmt_cli.interrupts import command, task
@@ -661,13 +692,20 @@ def score(
         raise UserError("-m: nmt score force-decodes with one model; give -m once")
     dev = pick_device(device)
     _threads(threads)
-    m, recipe, tokenizer, _ = load_model(model[0], dev)
+    loaded = load_model(model[0], dev)
     _started()
     sources, targets = _read(src), _read(tgt)
     if len(sources) != len(targets):
         raise UserError(f"{src} has {len(sources)} lines but {tgt} has {len(targets)}")
     with task(f"scoring stopped before any score was printed ({len(sources)} pairs)"):
-        values = force_decode(m, tokenizer, sources, targets, dev, lowercase=recipe.data.lowercase)
+        values = force_decode(
+            loaded.model,
+            loaded.tokenizer,
+            sources,
+            targets,
+            dev,
+            lowercase=loaded.recipe.data.lowercase,
+        )
     for value in values:
         typer.echo(f"{value:.4f}")
 

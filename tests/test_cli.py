@@ -185,7 +185,8 @@ def test_eval_with_files(tmp_path):
 
 
 def test_help_and_file_scoring_do_not_import_torch(tmp_path):
-    """Torch takes seconds to import: `nmt --help` and `nmt eval --hyp --ref` must not wait for it."""
+    """Torch takes seconds to import: `nmt --help` and `nmt eval --hyp --ref` must not wait for
+    it."""
     ref = tmp_path / "r.txt"
     ref.write_text("a man rides a bike .\n")
     probe = (
@@ -223,7 +224,7 @@ def _trained_copy(tiny_run, tmp_path: Path) -> Path:
     """A copy of the tiny run dir with two training steps: a model translate can load."""
     import shutil
 
-    from nmt_cli.config import recipe_from_dict
+    from nmt_cli.recipes import recipe_from_dict
     from nmt_cli.training import train
 
     recipe, run_dir = tiny_run
@@ -275,6 +276,22 @@ def test_translate_writes_every_line_before_its_early_exit(tiny_run, tmp_path):
     to_file = nmt("translate", "-m", run, "--beam-size", 2, "-o", out, input=source)
     assert to_file.returncode == 0, to_file.stderr.decode()
     assert out.read_text(encoding="utf-8") == to_stdout.stdout.decode()
+
+
+def test_bad_decode_options_are_one_line_naming_the_option(tiny_run, tmp_path):
+    run = _trained_copy(tiny_run, tmp_path)
+    one_line_error(
+        nmt("translate", "-m", run, "--beam-size", 2, "--nbest", 9, input=b"A dog.\n"),
+        "--nbest 9 exceeds the beam size 2",
+    )
+    one_line_error(
+        nmt("translate", "-m", run, "--precision", "fp8", input=b"A dog.\n"),
+        "--precision: 'fp8' is not one of auto, fp32, bf16",
+    )
+    one_line_error(
+        nmt("translate", "-m", run, "--beam-size", 101, input=b"A dog.\n"),
+        "--beam-size: 101 is out of range (must be <= 100)",
+    )
 
 
 def test_translate_without_torchs_tracing_modules_gives_the_same_output(tiny_run, tmp_path):
@@ -455,7 +472,7 @@ def test_translate_shows_progress_on_a_terminal_and_only_translations_on_stdout(
     import pty
     import shutil as sh
 
-    from nmt_cli.config import recipe_from_dict
+    from nmt_cli.recipes import recipe_from_dict
     from nmt_cli.training import train as run_train
 
     recipe, run_dir = tiny_run
