@@ -60,7 +60,8 @@ def main() -> None:
 
     from nmt_cli.checkpoint import load_model
 
-    _, _, tokenizer, path = load_model(args.model)
+    loaded = load_model(args.model)
+    tokenizer, path = loaded.tokenizer, loaded.path
     env = dict(os.environ)
     if args.threads:
         env["OMP_NUM_THREADS"] = str(args.threads)

@@ -174,7 +174,8 @@ def file_process_mode(args, lines: list[str]) -> dict:
 
 def file_mode(args, lines: list[str]) -> dict:
     """`nmt translate -i FILE`'s code path, timed without start-up and model loading."""
-    from nmt_cli.translate import OutputOptions, Translator, translate_stream
+    from nmt_cli.lines import OutputOptions, translate_stream
+    from nmt_cli.translate import Translator
 
     translator = Translator.load(args.model, device="cpu", threads=args.threads)
     translator.translate(lines[:8])

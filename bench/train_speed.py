@@ -24,10 +24,11 @@ from pathlib import Path
 import record
 import torch
 
-from nmt_cli.config import load_recipe
-from nmt_cli.data import iterate_epoch, load_split
+from nmt_cli.batches import iterate_epoch
 from nmt_cli.device import autocast_context, configure_threads, pick_device, resolve_precision
 from nmt_cli.model import build_model
+from nmt_cli.recipes import load_recipe
+from nmt_cli.store import load_split
 from nmt_cli.tokenizer import Tokenizer
 from nmt_cli.training import make_optimizer
 

@@ -81,7 +81,7 @@ def run_variant(
 def _params(run_dir: Path) -> int:
     from nmt_cli.checkpoint import load_model
 
-    model, *_ = load_model(run_dir)
+    model = load_model(run_dir).model
     return model.parameter_count()
 
 
