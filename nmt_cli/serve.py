@@ -559,15 +559,6 @@ def serve(model_paths: Sequence[str], settings: ServeSettings, *, device: str = 
     service = Service(models, settings)
     app = build_app(service)
     sock = _listen(settings.host, settings.port)
-    host, port = sock.getsockname()[:2]
-    shown = f"[{host}]" if ":" in host else host
-    print(
-        f"nmt serve: {', '.join(f'{m.id} ({m.source}-{m.target})' for m in models)} on "
-        f"http://{shown}:{port}/ (batching {'on' if service.batcher.batching else 'off'}, "
-        f"{service.batcher.workers} decoding thread(s))",
-        file=sys.stderr,
-        flush=True,
-    )
     config = uvicorn.Config(
         app,
         log_level="warning",
@@ -584,10 +575,19 @@ def serve(model_paths: Sequence[str], settings: ServeSettings, *, device: str = 
     # requests, finishes those in flight (the lifespan drains the batcher) and, once done, raises
     # the signal again for the handlers it found. Those are these, so that the stop it has just
     # made ends the process with exit code 0 rather than as a stopped command; a signal arriving
-    # before uvicorn takes over asks it to stop as soon as it has started.
+    # once the address is announced but before uvicorn takes over stops it as soon as it starts.
     stop_signals = (signal.SIGINT, signal.SIGTERM)
     before = {signum: signal.signal(signum, stop) for signum in stop_signals}
     try:
+        host, port = sock.getsockname()[:2]
+        shown = f"[{host}]" if ":" in host else host
+        print(
+            f"nmt serve: {', '.join(f'{m.id} ({m.source}-{m.target})' for m in models)} on "
+            f"http://{shown}:{port}/ (batching {'on' if service.batcher.batching else 'off'}, "
+            f"{service.batcher.workers} decoding thread(s))",
+            file=sys.stderr,
+            flush=True,
+        )
         server.run(sockets=[sock])
     finally:
         for signum, handler in before.items():
