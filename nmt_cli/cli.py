@@ -1,4 +1,6 @@
-"""The `nmt` command line. Each command parses its options and calls library functions."""
+"""The `nmt` command line. Each command parses its options and calls library functions; how it
+starts (torch's import, threads, what an interruption leaves unfinished) is declared with
+nmt_cli.startup.command, and main() turns errors and signals into one line and an exit code."""
 
 from __future__ import annotations
 
