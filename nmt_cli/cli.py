@@ -1,9 +1,10 @@
-"""The `nmt` command line. Each command parses its options and calls library functions."""
+"""The `nmt` command line. Each command parses its options and calls library functions; how it
+starts (torch's import, threads, what an interruption leaves unfinished) is declared with
+nmt_cli.startup.command, and main() turns errors and signals into one line and an exit code."""
 
 from __future__ import annotations
 
 import dataclasses
-import gc
 import json
 import os
 import sys
@@ -12,17 +13,11 @@ from typing import Annotated
 
 import typer
 
-try:  # typer vendors click from 0.2x on; older typer uses click itself
-    from typer._click.exceptions import ClickException
-except ImportError:  # pragma: no cover
-    from click.exceptions import ClickException
-
-from nmt_cli import __version__
+from nmt_cli import __version__, startup
 from nmt_cli.errors import UserError
 
 app = typer.Typer(
     add_completion=False,
-    no_args_is_help=True,
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
     help="Attentional RNN encoder-decoder translation: preprocess, train, translate, evaluate.",
@@ -41,12 +36,6 @@ RunDirOption = Annotated[
     Path | None,
     typer.Option("--run-dir", help="Where the run's files go (default: runs/<recipe name>)."),
 ]
-# A finished `nmt translate` leaves without the interpreter's teardown (os._exit after flushing):
-# freeing torch's modules and objects one by one took half a second of CPU per process, a
-# quarter of a one-line translation's start-up (docs/lab/decoding-startup.md). Only main()
-# acts on it, so library callers and in-process tests never exit.
-_exit_when_done = False
-
 ModelOption = Annotated[
     list[str] | None,
     typer.Option(
@@ -56,7 +45,7 @@ ModelOption = Annotated[
         help="Run dir or checkpoint file; repeat to ensemble several models.",
     ),
 ]
-# How nmt_cli.device.resolve_threads decides; spelled out here so that --help does not import torch.
+# How nmt_cli.device.resolve_threads decides, spelled out so that --help does not import torch.
 ThreadsOption = Annotated[
     int | None,
     typer.Option(
@@ -155,29 +144,15 @@ def _option_name(key: str) -> str:
     return "--" + key.replace("_", "-")
 
 
-def _threads(threads: int | None) -> int:
-    from nmt_cli.device import configure_threads
-
-    return configure_threads(threads)
-
-
-def _started() -> None:
-    """The command has imported and loaded what it needs: collect garbage again. main() turns the
-    collector off until here: importing torch builds some 170,000 objects that nearly all live to
-    the end, and its 390 collections among them freed about 7,000 and took 0.1 s of each start (a
-    tenth of torch's import). gc.freeze() keeps them out of every later collection as well."""
-    gc.freeze()
-    gc.enable()
-
-
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"nmt {__version__}")
         raise typer.Exit()
 
 
-@app.callback()
+@app.callback(invoke_without_command=True)
 def main_options(
+    ctx: typer.Context,
     version: Annotated[
         bool,
         typer.Option(
@@ -185,7 +160,9 @@ def main_options(
         ),
     ] = False,
 ) -> None:
-    pass
+    if ctx.invoked_subcommand is None:  # a bare `nmt`: the help is the answer
+        typer.echo(ctx.get_help(), err=True)
+        raise typer.Exit(2)
 
 
 def _recipe(path: Path, overrides: list[str] | None, extra: list[str] = ()):
@@ -199,27 +176,28 @@ def _run_dir(recipe, run_dir: Path | None) -> Path:
 
 
 @app.command()
+@startup.command("preprocessing stopped before it began; nothing was written", uses_torch=False)
 def preprocess(
     recipe: Annotated[Path, typer.Argument(help="YAML recipe, e.g. recipes/en-fr.yaml")],
     run_dir: RunDirOption = None,
     set_: SetOption = None,
 ) -> None:
-    """Fetch the corpus, clean and filter it, learn SentencePiece, and store encoded splits in the
-    run dir."""
-    from nmt_cli.interrupts import command, task
-
-    command("preprocessing stopped before it began; nothing was written")
+    """Fetch the corpus, clean and filter it, learn SentencePiece, and store encoded splits in
+    the run dir."""
+    from nmt_cli.interrupts import task
     from nmt_cli.preprocess import preprocess as run_preprocess
 
     r = _recipe(recipe, set_)
     out = _run_dir(r, run_dir)
-    _started()
     with task(f"preprocessing into {out} did not finish; run nmt preprocess again"):
         run_preprocess(r, out, log=lambda m: typer.echo(m, err=True))
     typer.echo(f"preprocessed into {out}", err=True)
 
 
 @app.command()
+@startup.command(
+    "training stopped before its first step; the run dir's checkpoints are as they were"
+)
 def train(
     recipe: Annotated[Path, typer.Argument(help="YAML recipe, e.g. recipes/en-fr.yaml")],
     run_dir: RunDirOption = None,
@@ -251,10 +229,8 @@ def train(
     Runs preprocessing first if the run dir has no data. Ctrl-C or SIGTERM writes a checkpoint and
     stops; running the same command again resumes exactly.
     """
-    from nmt_cli.interrupts import command, task
-
-    command("training stopped before its first step; the run dir's checkpoints are as they were")
     from nmt_cli.device import pick_device, resolve_precision
+    from nmt_cli.interrupts import task
     from nmt_cli.preprocess import ensure_preprocessed
     from nmt_cli.training import train as run_train
 
@@ -265,15 +241,12 @@ def train(
     )
     r = _recipe(recipe, set_, extra)
     out = _run_dir(r, run_dir)
-    resolve_precision(
-        r.train.precision, pick_device(device)
-    )  # a device mismatch fails before preprocessing
-    _threads(threads)
-    if r.train.init_from:  # and so does an initial model that cannot be used
+    # a device mismatch fails before preprocessing, and so does an initial model that cannot be used
+    resolve_precision(r.train.precision, pick_device(device))
+    if r.train.init_from:
         from nmt_cli.finetune import initial_tokenizer
 
         initial_tokenizer(r)
-    _started()
     with task(f"preprocessing into {out} did not finish; run the same command again"):
         ensure_preprocessed(r, out, log=lambda m: typer.echo(m, err=True))
     summary = run_train(r, out, device=device, restart=restart)
@@ -287,7 +260,13 @@ def train(
     )
 
 
+def _translation_unfinished(output: Path | None, **_) -> str:
+    written = "nothing was written" if output is None else f"{output} was not written"
+    return f"translation stopped before it began; {written}"
+
+
 @app.command()
+@startup.command(_translation_unfinished)
 def translate(
     ctx: typer.Context,
     model: ModelOption = None,
@@ -343,14 +322,7 @@ def translate(
     With -o the translation goes to a temporary file renamed to FILE once complete. On a terminal,
     progress (lines, lines/s, and with -i the total and time left) is shown on stderr.
     """
-    from nmt_cli.torch_import import skip_tracing_modules
-
-    skip_tracing_modules()  # before torch's import: about 0.4 s of each start (nmt_cli/torch_import.py)
-    from nmt_cli.interrupts import command, task
-
-    command(
-        f"translation stopped before it began; {'nothing was written' if output is None else f'{output} was not written'}"
-    )
+    from nmt_cli.interrupts import task
     from nmt_cli.lines import OutputOptions, count_lines, translate_stream
     from nmt_cli.output_file import atomic_text_output
     from nmt_cli.translate import load_translator
@@ -363,13 +335,11 @@ def translate(
         from nmt_cli.plots import plot_dir
 
         plot_dir(attention_plot)  # before the model loads: a bad folder should not cost a load
-    _threads(threads)
     translator = load_translator(
         model, _decode_changes(ctx), device=device, quantize=quantize, name_of=_option_name
     )
     if nbest > translator.config.beam_size:
         raise UserError(f"--nbest {nbest} exceeds the beam size {translator.config.beam_size}")
-    _started()
     out_opts = OutputOptions(
         scores=scores,
         alignments=alignments,
@@ -419,11 +389,10 @@ def translate(
             progress.close()
         if input is not None:
             in_stream.close()
-    global _exit_when_done
-    _exit_when_done = True
 
 
 @app.command()
+@startup.command("the server stopped before it began listening")
 def serve(
     model: Annotated[
         list[str] | None,
@@ -505,8 +474,6 @@ def serve(
     from nmt_cli.serve import ServeSettings
     from nmt_cli.serve import serve as run_serve
 
-    threads = _threads(threads)
-    _started()
     run_serve(
         model,
         ServeSettings(
@@ -532,6 +499,9 @@ def _read(path: Path) -> list[str]:
 
 
 @app.command("eval")
+@startup.command(
+    "evaluation stopped; nothing was scored", uses_torch=lambda model, **_: bool(model)
+)
 def evaluate(
     ctx: typer.Context,
     hyp: Annotated[Path | None, typer.Option(help="Hypotheses, one per line.")] = None,
@@ -586,9 +556,7 @@ def evaluate(
     -m with --by-length compare the models side by side.
     """
     from nmt_cli import scoring
-    from nmt_cli.interrupts import command
 
-    command("evaluation stopped; nothing was scored")
     if ref is None:
         raise UserError("--ref: give the reference file")
     refs = _read(ref)
@@ -612,8 +580,6 @@ def evaluate(
         from nmt_cli.interrupts import task
         from nmt_cli.translate import load_translator  # torch is imported only to translate
 
-        _threads(threads)
-        _started()
         changes = _decode_changes(ctx)
         for m in model:
             translator = load_translator([m], changes, device=device, name_of=_option_name)
@@ -626,7 +592,6 @@ def evaluate(
             with task(f"stopped while translating {src} with {m}; nothing was scored"):
                 systems[m] = [t.text for t in translator.translate(sources)]
     elif hyp is not None:
-        _started()
         systems[str(hyp)] = _read(hyp)
     else:
         raise UserError("give --hyp FILE, or -m RUN with --src FILE")
@@ -666,6 +631,7 @@ def evaluate(
 
 
 @app.command()
+@startup.command("scoring stopped before any score was printed")
 def score(
     model: Annotated[
         list[str] | None,
@@ -679,11 +645,9 @@ def score(
     device: DeviceOption = "auto",
 ) -> None:
     """Print log p(target | source) for each pair (forced decoding), one number per line."""
-    from nmt_cli.interrupts import command, task
-
-    command("scoring stopped before any score was printed")
     from nmt_cli.checkpoint import load_model
     from nmt_cli.device import pick_device
+    from nmt_cli.interrupts import task
     from nmt_cli.translate import force_decode
 
     if not model or src is None or tgt is None:
@@ -691,9 +655,7 @@ def score(
     if len(model) > 1:
         raise UserError("-m: nmt score force-decodes with one model; give -m once")
     dev = pick_device(device)
-    _threads(threads)
     loaded = load_model(model[0], dev)
-    _started()
     sources, targets = _read(src), _read(tgt)
     if len(sources) != len(targets):
         raise UserError(f"{src} has {len(sources)} lines but {tgt} has {len(targets)}")
@@ -710,7 +672,12 @@ def score(
         typer.echo(f"{value:.4f}")
 
 
+def _averaging_unfinished(output: Path, **_) -> str:
+    return f"averaging stopped; {output} was not written"
+
+
 @app.command()
+@startup.command(_averaging_unfinished)
 def average(
     run_dir: Annotated[Path, typer.Argument(help="Run dir whose numbered checkpoints to average.")],
     last: Annotated[int, typer.Option(min=1, help="Average the N newest checkpoints.")] = 5,
@@ -719,13 +686,9 @@ def average(
     ] = Path("averaged.pt"),
 ) -> None:
     """Average the weights of the last N checkpoints into one checkpoint that translate can use."""
-    from nmt_cli.interrupts import command
-
-    command(f"averaging stopped; {output} was not written")
     from nmt_cli.checkpoint import average as run_average
     from nmt_cli.checkpoint import step_checkpoints
 
-    _started()
     paths = step_checkpoints(run_dir)[-last:]
     if not paths:
         raise UserError(f"{run_dir}: no numbered checkpoints (checkpoints/step-N.pt) to average")
@@ -735,36 +698,26 @@ def average(
     typer.echo(f"averaged {len(paths)} checkpoints into {out}", err=True)
 
 
-def _exit_without_teardown() -> None:
-    sys.stdout.flush()  # a closed pipe raises BrokenPipeError here, handled by main()
-    sys.stderr.flush()
-    os._exit(0)
+def _close_stdout() -> None:
+    """Flush what the command wrote to stdout, so that a reader who closed the pipe early is met
+    here (BrokenPipeError, exit 141) rather than in the interpreter's teardown."""
+    sys.stdout.flush()
 
 
 def main() -> None:
     """Entry point: user errors become one line on stderr and exit code 2, never a traceback; a
     signal exits 128 + its number with one line saying what was left incomplete."""
-    from nmt_cli.cores import start_sample
     from nmt_cli.errors import TrainingInterrupted
-    from nmt_cli.interrupts import Interrupted, install
+    from nmt_cli.interrupts import Interrupted
 
-    start_sample()  # the cores' load, measured across the imports: --threads' default waits no longer
-    gc.disable()  # until the command's imports are done (_started)
-    # nmt runs on the CPU, CUDA or MPS, all built into torch: the scan of every installed package
-    # for out-of-tree device backends that torch's import makes took 30-40 ms of each start
-    os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
-    install()
+    startup.prepare_process()
     try:
         code = app(standalone_mode=False, prog_name="nmt")
-        if _exit_when_done and not code:
-            _exit_without_teardown()
+        _close_stdout()
     except UserError as exc:
         print(f"nmt: error: {exc}", file=sys.stderr)
         sys.exit(exc.exit_code)
-    except ClickException as exc:  # a bad option or value on the command line
-        if type(exc).__name__ == "NoArgsIsHelpError":  # bare `nmt`: the help is the message
-            print(exc.format_message(), file=sys.stderr)
-            sys.exit(exc.exit_code)
+    except typer.TyperException as exc:  # a bad option or value on the command line
         where = getattr(getattr(exc, "ctx", None), "command_path", "nmt")
         print(f"nmt: error: {exc.format_message()} (see {where} --help)", file=sys.stderr)
         sys.exit(exc.exit_code)
@@ -778,22 +731,15 @@ def main() -> None:
         print("nmt: interrupted", file=sys.stderr)
         sys.exit(130)
     except BrokenPipeError:
-        sys.stderr.close()
+        # the reader is gone: what is still buffered for stdout goes nowhere, not into an error
+        # at exit (the signal module's documentation on SIGPIPE)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(141)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.Abort:
         print("nmt: aborted", file=sys.stderr)
         sys.exit(1)
-    except Exception as exc:  # click usage errors
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            sys.exit(exc.exit_code)
-        raise
-    finally:
-        gc.enable()  # a command that ended before _started, for a caller that goes on (a test)
     if isinstance(code, int) and code:  # typer hands back an Exit's code (130 for a stray Ctrl-C)
         if code == 130:
             print("nmt: interrupted", file=sys.stderr)

@@ -19,7 +19,6 @@ import json
 import signal
 import socket
 import sys
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -366,8 +365,8 @@ def _listen(host: str, port: int) -> socket.socket:
         raise UserError(f"--host {host}: cannot resolve ({exc.strerror})") from None
     family, _, _, _, address = infos[0]
     # IPPROTO_TCP named explicitly: asyncio turns Nagle's algorithm off (TCP_NODELAY) only on
-    # connections whose socket says TCP; with proto 0 a response's header and body segments
-    # waited for the client's delayed ACK, 40 ms a request on a kept-alive connection.
+    # connections whose socket says TCP; with proto 0 a response's header and body segments wait
+    # for the client's delayed ACK on every request of a kept-alive connection.
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
@@ -396,15 +395,6 @@ def serve(model_paths: Sequence[str], settings: ServeSettings, *, device: str = 
     service = Service(models, settings)
     app = build_app(service)
     sock = _listen(settings.host, settings.port)
-    host, port = sock.getsockname()[:2]
-    shown = f"[{host}]" if ":" in host else host
-    print(
-        f"nmt serve: {', '.join(f'{m.id} ({m.source}-{m.target})' for m in models)} on "
-        f"http://{shown}:{port}/ (batching {'on' if service.batcher.batching else 'off'}, "
-        f"{service.batcher.workers} decoding thread(s))",
-        file=sys.stderr,
-        flush=True,
-    )
     config = uvicorn.Config(
         app,
         log_level="warning",
@@ -412,28 +402,30 @@ def serve(model_paths: Sequence[str], settings: ServeSettings, *, device: str = 
         lifespan="on",
         timeout_graceful_shutdown=settings.timeout_s + 5,
     )
-    _DrainingServer(config).run(sockets=[sock])
+    server = uvicorn.Server(config)
+
+    def stop(signum, frame) -> None:
+        server.should_exit = True
+
+    # While the server runs, uvicorn answers SIGINT and SIGTERM itself: it stops accepting
+    # requests, finishes those in flight (the lifespan drains the batcher) and, once done, raises
+    # the signal again for the handlers it found. Those are these, so that the stop it has just
+    # made ends the process with exit code 0 rather than as a stopped command; a signal arriving
+    # once the address is announced but before uvicorn takes over stops it as soon as it starts.
+    stop_signals = (signal.SIGINT, signal.SIGTERM)
+    before = {signum: signal.signal(signum, stop) for signum in stop_signals}
+    try:
+        host, port = sock.getsockname()[:2]
+        shown = f"[{host}]" if ":" in host else host
+        print(
+            f"nmt serve: {', '.join(f'{m.id} ({m.source}-{m.target})' for m in models)} on "
+            f"http://{shown}:{port}/ (batching {'on' if service.batcher.batching else 'off'}, "
+            f"{service.batcher.workers} decoding thread(s))",
+            file=sys.stderr,
+            flush=True,
+        )
+        server.run(sockets=[sock])
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
     print("nmt serve: stopped", file=sys.stderr, flush=True)
-
-
-try:
-    import uvicorn as _uvicorn
-
-    class _DrainingServer(_uvicorn.Server):
-        """uvicorn's server, except that after a graceful stop on SIGTERM or Ctrl-C the process
-        exits 0 instead of re-raising the signal."""
-
-        @contextlib.contextmanager
-        def capture_signals(self):
-            if threading.current_thread() is not threading.main_thread():
-                yield
-                return
-            handled = (signal.SIGINT, signal.SIGTERM)
-            original = {sig: signal.signal(sig, self.handle_exit) for sig in handled}
-            try:
-                yield
-            finally:
-                for sig, handler in original.items():
-                    signal.signal(sig, handler)
-except ImportError:  # the serve extra is not installed: serve() says so
-    _DrainingServer = None  # type: ignore[assignment,misc]
