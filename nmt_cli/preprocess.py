@@ -43,7 +43,8 @@ from nmt_cli.reservoir import Reservoir
 from nmt_cli.splits import local_path, pair_source, save_tok_references, split_names, train_entries
 from nmt_cli.store import DATA_FORMAT, count_split_shortlist, save_shortlist_arrays
 from nmt_cli.tokenizer import Tokenizer, normalize, train_tokenizer
-from nmt_cli.workers import ordered_map, usable_cores
+from nmt_cli.cores import usable_cores
+from nmt_cli.workers import ordered_map
 
 TEXT_CHUNK = 20_000  # training pairs a worker cleans and encodes at a time
 # Lines a worker encodes at a time: their Python ints stay bounded, whatever the corpus size.
