@@ -26,6 +26,7 @@ import numpy as np
 from nmt_cli import corpora
 from nmt_cli.arrays import SideWriter, id_dtype
 from nmt_cli.config import Recipe
+from nmt_cli.cores import usable_cores
 from nmt_cli.errors import DataError
 from nmt_cli.output_file import AtomicFile, write_text_atomic
 from nmt_cli.pairs import (
@@ -43,7 +44,6 @@ from nmt_cli.reservoir import Reservoir
 from nmt_cli.splits import local_path, pair_source, save_tok_references, split_names, train_entries
 from nmt_cli.store import DATA_FORMAT, count_split_shortlist, save_shortlist_arrays
 from nmt_cli.tokenizer import Tokenizer, normalize, train_tokenizer
-from nmt_cli.cores import usable_cores
 from nmt_cli.workers import ordered_map
 
 TEXT_CHUNK = 20_000  # training pairs a worker cleans and encodes at a time
