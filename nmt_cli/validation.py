@@ -26,7 +26,8 @@ def validate(
     device: torch.device,
     autocast,
 ) -> dict:
-    """Loss, perplexity and greedy-decoding BLEU on (at most valid_max_sentences of) the valid split."""
+    """Loss, perplexity and greedy-decoding BLEU on (at most valid_max_sentences of) the valid
+    split."""
     model.eval()
     n = min(len(split), recipe.train.valid_max_sentences)
     total_nll, total_tokens = 0.0, 0

@@ -57,7 +57,8 @@ def test_resume_is_exact(tiny_run, tmp_path, monkeypatch, sharded):
 
 
 def test_subword_sampling_changes_training_and_resumes_exactly(tiny_run, tmp_path):
-    # Epochs of a few big batches, so the 12 steps cross an epoch boundary and draw new segmentations.
+    # Epochs of a few big batches, so the 12 steps cross an epoch boundary and draw new
+    # segmentations.
     opts = dict(checkpoint_every=6, subword_alpha=0.5, batch_tokens=3000)
     r12, straight = fresh_run(tiny_run, tmp_path / "a", max_steps=12, **opts)
     assert train(r12, straight, device="cpu")["epoch"] >= 1
@@ -369,7 +370,8 @@ def test_ema_checkpoints_translate_with_the_average_and_resume_exactly(tiny_run,
 
 def test_accumulated_batches_weigh_every_target_token_the_same(tiny_run, tmp_path):
     """Two accumulated batches of 1 and 8 sentences make the same update as one batch of all 9
-    (in fp32: under bf16 autocast, which ``auto`` picks on a bf16 CPU, the two differ by rounding)."""
+    (in fp32: under bf16 autocast, which ``auto`` picks on a bf16 CPU, the two differ by
+    rounding)."""
     from nmt_cli.data import load_split, make_batch
 
     recipe, run = fresh_run(
