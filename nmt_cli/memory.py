@@ -9,6 +9,9 @@ and decoding batches differ in shape almost every time:
   documented knob, read when the process creates its first primitive). A training step or a
   beam search reuses a few dozen shapes within itself, while nearly every new batch brings new
   ones, so a small cache keeps what recurs and drops what a batch used once.
+- **ideep's computation cache.** ideep, the layer between torch and oneDNN, keeps its own cache
+  of prepared matrix products per shape, up to ``LRU_CACHE_CAPACITY`` (1,024 by default; read,
+  like oneDNN's, at first use). It is bounded the same way.
 - **Freed heap that glibc keeps.** Tensors of a few megabytes come and go each step, between
   small allocations that live on (such as the primitives), so the freed memory lies in pieces
   that glibc does not hand back to the system. ``release_free_heap`` asks it to, through
@@ -28,15 +31,21 @@ from functools import cache
 
 PRIMITIVE_CACHE_ENV = "ONEDNN_PRIMITIVE_CACHE_CAPACITY"
 PRIMITIVE_CACHE_CAPACITY = 64
+COMPUTATION_CACHE_ENV = "LRU_CACHE_CAPACITY"
+COMPUTATION_CACHE_CAPACITY = 16
 
 
-def bound_primitive_cache(capacity: int = PRIMITIVE_CACHE_CAPACITY) -> int:
-    """Bound oneDNN's primitive cache to ``capacity`` primitives unless the environment already
-    sets ``ONEDNN_PRIMITIVE_CACHE_CAPACITY``; returns the bound in force.
+def bound_primitive_cache(
+    capacity: int = PRIMITIVE_CACHE_CAPACITY, computations: int = COMPUTATION_CACHE_CAPACITY
+) -> int:
+    """Bound oneDNN's primitive cache to ``capacity`` primitives and ideep's computation cache to
+    ``computations`` entries, each unless the environment already sets its variable; returns the
+    primitive bound in force.
 
     It takes effect when called before the process's first oneDNN primitive (its first bf16
     matrix product on the CPU), which importing torch does not create.
     """
+    os.environ.setdefault(COMPUTATION_CACHE_ENV, str(computations))
     value = os.environ.setdefault(PRIMITIVE_CACHE_ENV, str(capacity))
     try:
         return int(value)

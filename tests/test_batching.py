@@ -102,6 +102,7 @@ def test_the_server_bounds_native_caches_and_hands_back_freed_heap(monkeypatch):
     from nmt_cli import memory
 
     monkeypatch.delenv(memory.PRIMITIVE_CACHE_ENV, raising=False)
+    monkeypatch.delenv(memory.COMPUTATION_CACHE_ENV, raising=False)
     monkeypatch.setattr(batching, "TRIM_EVERY_BATCHES", 3)
     trims = []
     monkeypatch.setattr(memory, "release_free_heap", lambda: trims.append(1) or True)
@@ -109,6 +110,7 @@ def test_the_server_bounds_native_caches_and_hands_back_freed_heap(monkeypatch):
     b = Batcher(max_batch_tokens=0, max_wait_ms=0, capacity=100, threads=1)
     b.start()
     assert os.environ[memory.PRIMITIVE_CACHE_ENV] == str(memory.PRIMITIVE_CACHE_CAPACITY)
+    assert os.environ[memory.COMPUTATION_CACHE_ENV] == str(memory.COMPUTATION_CACHE_CAPACITY)
     for i in range(7):
         b.submit(job(tr, [f"s{i}"])).result(10)
     b.close()

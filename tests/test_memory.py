@@ -7,6 +7,7 @@ import pytest
 
 from nmt_cli import memory
 from nmt_cli.memory import (
+    COMPUTATION_CACHE_ENV,
     PRIMITIVE_CACHE_ENV,
     HeapTrimmer,
     bound_primitive_cache,
@@ -14,16 +15,20 @@ from nmt_cli.memory import (
 )
 
 
-def test_bound_is_set_when_the_environment_has_none(monkeypatch):
+def test_bounds_are_set_when_the_environment_has_none(monkeypatch):
     monkeypatch.delenv(PRIMITIVE_CACHE_ENV, raising=False)
-    assert bound_primitive_cache(32) == 32
+    monkeypatch.delenv(COMPUTATION_CACHE_ENV, raising=False)
+    assert bound_primitive_cache(32, 8) == 32
     assert os.environ[PRIMITIVE_CACHE_ENV] == "32"
+    assert os.environ[COMPUTATION_CACHE_ENV] == "8"
 
 
-def test_a_bound_the_user_set_is_kept(monkeypatch):
+def test_bounds_the_user_set_are_kept(monkeypatch):
     monkeypatch.setenv(PRIMITIVE_CACHE_ENV, "512")
-    assert bound_primitive_cache(32) == 512
+    monkeypatch.setenv(COMPUTATION_CACHE_ENV, "100")
+    assert bound_primitive_cache(32, 8) == 512
     assert os.environ[PRIMITIVE_CACHE_ENV] == "512"
+    assert os.environ[COMPUTATION_CACHE_ENV] == "100"
 
 
 def test_release_free_heap_answers_whether_it_released():
@@ -61,7 +66,9 @@ CACHE_PROBE = textwrap.dedent(
 
 def _cache_lookups(bound: str) -> tuple[int, int]:
     """(misses, hits) of oneDNN's primitive cache over bf16 products of two shapes, three times."""
-    env = {k: v for k, v in os.environ.items() if k != PRIMITIVE_CACHE_ENV}
+    env = {
+        k: v for k, v in os.environ.items() if k not in (PRIMITIVE_CACHE_ENV, COMPUTATION_CACHE_ENV)
+    }
     env.update(ONEDNN_VERBOSE="profile_create", OMP_NUM_THREADS="1")
     out = subprocess.run(
         [sys.executable, "-c", CACHE_PROBE, bound],
