@@ -26,6 +26,12 @@ from dataclasses import dataclass, field
 
 import torch
 
+from nmt_cli.memory import HeapTrimmer, bound_primitive_cache
+
+# Batches between two hand-backs of the freed heap: a server decodes for days, and batches of
+# ever new shapes would otherwise leave their freed memory in pieces (nmt_cli/memory.py).
+TRIM_EVERY_BATCHES = 16
+
 
 class QueueFull(Exception):
     """The queue holds too many sentences to take a request now (HTTP 503)."""
@@ -71,8 +77,10 @@ class Batcher:
         self.batches = 0  # decoded so far, for /health
         self.sentences = 0
         self._threads: list[threading.Thread] = []
+        self._heap = HeapTrimmer(TRIM_EVERY_BATCHES)
 
     def start(self) -> None:
+        bound_primitive_cache()  # before the first decoding; see nmt_cli/memory.py
         torch.set_num_threads(self.torch_threads)
         for i in range(self.workers):
             t = threading.Thread(target=self._run, name=f"decode-{i}", daemon=True)
@@ -153,6 +161,7 @@ class Batcher:
                 return
             if batch:
                 self._decode(batch)
+                self._heap.tick()
 
     def _decode(self, batch: list[Job]) -> None:
         # A job whose request gave up (timed out) while queued is dropped here.

@@ -1,4 +1,5 @@
-"""An exponential moving average of the weights (Polyak averaging; Marian's "exponential smoothing").
+"""An exponential moving average of the weights (Polyak averaging; Marian's "exponential
+smoothing").
 
     ema_t = d_t · ema_{t-1} + (1 - d_t) · w_t,    d_t = min(d, (1 + t) / (10 + t))
 
@@ -40,7 +41,8 @@ class WeightAverage:
 
     @torch.no_grad()
     def update(self, model: torch.nn.Module) -> None:
-        """Fold the weights after one optimiser step into the average (the first call copies them)."""
+        """Fold the weights after one optimiser step into the average (the first call copies
+        them)."""
         self.averaged.update_parameters(model)
         self.updates += 1
 

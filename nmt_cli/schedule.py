@@ -5,7 +5,8 @@ Every schedule keeps its state in plain numbers, so it goes into a checkpoint an
     constant:      lr_t = lr · w_t
     inverse_sqrt:  lr_t = lr · min(t / warmup, sqrt(warmup / t))
     cosine:        lr_t = min_lr + (lr - min_lr) · (1 + cos(π · f_t)) / 2   (after warmup)
-    plateau:       lr_t = lr · factor^k, k = times validation stopped improving for `patience` checks
+    plateau:       lr_t = lr · factor^k,
+                   k = times validation stopped improving for `patience` checks
 with w_t = min(1, t / warmup) the linear warm-up (1 when warmup_steps is 0) and f_t the share of
 the budget spent: the larger of t / max_steps and minutes / max_minutes, whichever limits are set,
 so a run bounded by wall-clock time anneals to min_lr as its time runs out.
@@ -32,7 +33,8 @@ class LearningRate:
         self.bad_checks = 0
 
     def __call__(self, step: int, minutes: float = 0.0) -> float:
-        """The lr for ``step``; ``minutes`` of training so far matter only to cosine under max_minutes."""
+        """The lr for ``step``; ``minutes`` of training so far matter only to cosine under
+        max_minutes."""
         cfg = self.cfg
         t = max(step, 1)
         warm = min(1.0, t / cfg.warmup_steps) if cfg.warmup_steps else 1.0

@@ -37,6 +37,7 @@ from nmt_cli.device import (
 from nmt_cli.ema import WeightAverage
 from nmt_cli.errors import CheckpointError, DataError, TrainingInterrupted, UserError
 from nmt_cli.interrupts import Interrupted
+from nmt_cli.memory import HeapTrimmer, bound_primitive_cache, release_free_heap
 from nmt_cli.model import build_model
 from nmt_cli.recipes import recipe_differences
 from nmt_cli.schedule import LearningRate, sampling_probability
@@ -57,6 +58,9 @@ from nmt_cli.validation import Validator, validate
 __all__ = ["Progress", "Trainer", "make_optimizer", "setup_logging", "train", "validate"]
 
 log = logging.getLogger("nmt.train")
+
+# Steps between two hand-backs of the freed heap (nmt_cli/memory.py).
+TRIM_EVERY_STEPS = 10
 
 
 @dataclass
@@ -91,8 +95,10 @@ class Trainer:
         restart: bool = False,
         progress_bar: bool | None = None,
     ):
+        bound_primitive_cache()  # before the first bf16 product; see nmt_cli/memory.py
         self.recipe, self.run_dir = recipe, Path(run_dir)
         self.cfg = recipe.train
+        self.heap = HeapTrimmer(TRIM_EVERY_STEPS)
         self.ckpt_dir = self.run_dir / ckpt.CHECKPOINT_DIR
         self.distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
         self.rank = int(os.environ.get("RANK", "0"))
@@ -141,7 +147,8 @@ class Trainer:
             start = load_initial_weights(self.model, recipe)
             if self.main:
                 log.info(
-                    f"fine-tuning: starting from the weights of {start} with a fresh optimiser and schedule"
+                    f"fine-tuning: starting from the weights of {start} with a fresh optimiser "
+                    "and schedule"
                 )
         self.ema = WeightAverage(self.model, self.cfg.ema_decay) if self.cfg.ema_decay else None
         if self.ema is not None and self._resumed_average is not None:
@@ -211,7 +218,8 @@ class Trainer:
                 )
 
     def _payload(self) -> dict:
-        """Everything a checkpoint holds; with EMA, "model" is the average and "raw_model" the weights."""
+        """Everything a checkpoint holds; with EMA, "model" is the average and "raw_model" the
+        weights."""
         rng = {"torch": torch.get_rng_state()}
         if torch.cuda.is_available():
             rng["cuda"] = torch.cuda.get_rng_state_all()
@@ -265,7 +273,7 @@ class Trainer:
     def _batches(self):
         """(position, batch) across epochs from the saved position, until max_epochs."""
         while not self.cfg.max_epochs or self.progress.epoch < self.cfg.max_epochs:
-            for pos, batch in iterate_epoch(
+            yield from iterate_epoch(
                 self._epoch_split(),
                 self.cfg.batch_tokens,
                 self.cfg.seed,
@@ -273,8 +281,7 @@ class Trainer:
                 self.progress.position,
                 self.rank,
                 self.world,
-            ):
-                yield pos, batch
+            )
             self.progress.epoch += 1
             self.progress.position = 0
 
@@ -326,7 +333,8 @@ class Trainer:
 
     @property
     def eval_model(self) -> torch.nn.Module:
-        """What validation measures and checkpoints hand to translate: the moving average when on."""
+        """What validation measures and checkpoints hand to translate: the moving average when
+        on."""
         return self.ema.module if self.ema is not None else self.model
 
     def _validate(self) -> bool:
@@ -340,6 +348,7 @@ class Trainer:
         lowered = self.lr.observe(self.validator.raw(result), self.cfg.valid_metric == "bleu")
         self.log.validation(p.history, p.step, result, improved, lowered)
         self.checkpoints.save(p.step, best=improved)
+        release_free_heap()  # decoding's tensors are gone; their pages need not stay
         return self.checkpoints.patience_exhausted(p)
 
     def _average(self) -> dict | None:
@@ -387,6 +396,7 @@ class Trainer:
                     reason = f"reached max_epochs {cfg.max_epochs}"
                     break
                 loss_value, ntok, nsrc = self._step(group, minutes)
+                self.heap.tick()
                 train_time += time.perf_counter() - t1
                 if loss_value is not None:
                     steps_done += 1
@@ -403,9 +413,8 @@ class Trainer:
                 )
                 if self._agree(self.stop_signal is not None):
                     self.stop_signal = self.stop_signal or signal.SIGTERM
-                    log.info(
-                        f"{signal.Signals(self.stop_signal).name} received: checkpointing step {p.step}"
-                    )
+                    name = signal.Signals(self.stop_signal).name
+                    log.info(f"{name} received: checkpointing step {p.step}")
                     break
                 stop_early = False
                 if p.step % cfg.valid_every == 0:

@@ -1,3 +1,4 @@
+import os
 import threading
 import time
 from types import SimpleNamespace
@@ -8,7 +9,8 @@ from nmt_cli.batching import Batcher, Job, QueueFull
 
 
 class RecordingTranslator:
-    """Stands in for a Translator: records each batch and answers each sentence with its upper case."""
+    """Stands in for a Translator: records each batch and answers each sentence with its upper
+    case."""
 
     def __init__(self, delay: float = 0.0):
         self.batches: list[list[str]] = []
@@ -93,3 +95,24 @@ def test_each_decoding_thread_takes_at_most_its_share():
     b.close()
     # 8 sentences, 2 threads: without the share the second thread would take all 7 still queued
     assert sum(map(len, tr.batches)) == 8 and max(map(len, tr.batches)) <= 4, tr.batches
+
+
+def test_the_server_bounds_native_caches_and_hands_back_freed_heap(monkeypatch):
+    import nmt_cli.batching as batching
+    from nmt_cli import memory
+
+    monkeypatch.delenv(memory.PRIMITIVE_CACHE_ENV, raising=False)
+    monkeypatch.delenv(memory.COMPUTATION_CACHE_ENV, raising=False)
+    monkeypatch.setattr(batching, "TRIM_EVERY_BATCHES", 3)
+    trims = []
+    monkeypatch.setattr(memory, "release_free_heap", lambda: trims.append(1) or True)
+    tr = RecordingTranslator()
+    b = Batcher(max_batch_tokens=0, max_wait_ms=0, capacity=100, threads=1)
+    b.start()
+    assert os.environ[memory.PRIMITIVE_CACHE_ENV] == str(memory.PRIMITIVE_CACHE_CAPACITY)
+    assert os.environ[memory.COMPUTATION_CACHE_ENV] == str(memory.COMPUTATION_CACHE_CAPACITY)
+    for i in range(7):
+        b.submit(job(tr, [f"s{i}"])).result(10)
+    b.close()
+    assert len(tr.batches) == 7
+    assert len(trims) == 2  # after the third and the sixth batch
