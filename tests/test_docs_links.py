@@ -59,3 +59,20 @@ def test_readme_stays_a_front_page():
     # a guide, a reference and one results page
     assert "](docs/tutorial.md)" in readme and "](docs/recipe-keys.md)" in readme
     assert "](docs/results.md)" in readme and "docs/lab/" not in readme
+
+
+def test_readme_code_layout_names_every_module():
+    """The README's code layout lists every module of the package, so a newcomer finds each one
+    there (and a new module is added to it)."""
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    layout = text[text.index("## Code layout") :]
+    layout = layout[: layout.index("\n## ", 1)]
+    package = ROOT / "nmt_cli"
+    modules = [
+        p
+        for p in package.rglob("*.py")
+        if p.name not in ("__init__.py", "__main__.py") and "__pycache__" not in p.parts
+    ]
+    assert modules
+    missing = [str(p.relative_to(package)) for p in modules if f"`{p.name}`" not in layout]
+    assert not missing, f"README.md's code layout does not name: {missing}"
