@@ -18,8 +18,9 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from nmt_cli.interrupts import deferred
+from nmt_cli.model.fast_decoding import prepare_for_decoding, setup_of
 from nmt_cli.plots import attention_heatmap, plot_dir
-from nmt_cli.search import Hypothesis, bf16_on_cpu, search
+from nmt_cli.search import Hypothesis, search
 from nmt_cli.tokenizer import Tokenizer, normalize
 from nmt_cli.words import WordAttention, word_attention
 
@@ -157,13 +158,8 @@ def decode_ids(
 
     on_cpu = torch.device(device).type == "cpu"
     side_by_side = opts.workers if on_cpu else 1
-    batches = list(_batches(order, lengths, opts, bf16_on_cpu(model), side_by_side))
+    batches = list(_batches(order, lengths, opts, setup_of(model).bf16_on_cpu, side_by_side))
     if side_by_side > 1 and len(batches) > 1:
-        # Built here once, on all the threads: otherwise every worker builds it at its first
-        # step, each on one core, at the start of a fresh process (docs/lab/beam-step.md).
-        prepare = getattr(model, "prepare_decoding", None)
-        if prepare is not None:
-            prepare()
         with _single_threaded_pool(min(opts.workers, len(batches))) as pool:
             decoded = list(pool.map(run, batches))
     else:
@@ -591,6 +587,7 @@ def load_translator(
         from nmt_cli.shortlist import merge_shortlists
 
         model.shortlist = merge_shortlists([x[0].shortlist for x in loaded])
+    prepare_for_decoding(model)
     d = recipe.decode
     has_shortlist = getattr(model, "shortlist", None) is not None
     if shortlist and not has_shortlist:
