@@ -18,7 +18,12 @@ from dataclasses import dataclass, field, replace
 import torch
 
 from nmt_cli.interrupts import deferred
-from nmt_cli.model.fast_decoding import prepare_for_decoding, setup_of
+from nmt_cli.model.fast_decoding import (
+    prepare_for_decoding,
+    prepared_for_decoding,
+    setup_of,
+    unprepared,
+)
 from nmt_cli.plots import attention_heatmap, plot_dir
 from nmt_cli.search import Hypothesis, search
 from nmt_cli.tokenizer import Tokenizer, normalize
@@ -127,6 +132,9 @@ def decode_ids(
     model, sources: Sequence[Sequence[int]], opts: DecodeOptions, device: torch.device | str = "cpu"
 ) -> list[list[Hypothesis]]:
     """Decode token-id sources (non-empty) in length-sorted batches; results in input order."""
+    if unprepared(model):  # prepared for this call only (validation: the weights move on)
+        with prepared_for_decoding(model):
+            return decode_ids(model, sources, opts, device)
     shortlist = getattr(model, "shortlist", None) if opts.shortlist else None
     lengths = [len(s) for s in sources]
     order = sorted(range(len(sources)), key=lambda i: -lengths[i])

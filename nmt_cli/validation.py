@@ -12,7 +12,6 @@ import torch
 
 from nmt_cli.config import Recipe
 from nmt_cli.data import EncodedSplit, make_batch
-from nmt_cli.model.fast_decoding import prepared_for_decoding
 from nmt_cli.tokenizer import PAD, Tokenizer
 from nmt_cli.translate import DecodeOptions, decode_ids
 
@@ -46,8 +45,7 @@ def validate(
         min_len=recipe.decode.min_len,
         batch_size=100,
     )
-    # prepared afresh, inside autocast, and undone: the weights move on between validations
-    with autocast(), prepared_for_decoding(model):
+    with autocast():
         hyps = decode_ids(model, [s or [PAD] for s in sources], opts, device)
     texts = tokenizer.decode_tgt([h[0].tokens for h in hyps])
     bleu = sacrebleu.corpus_bleu(texts, [refs[:n]]).score

@@ -4,8 +4,9 @@ faster at decoding time, installed once for a device and a dtype.
 A prepared model is frozen (eval mode, decoded without gradients), so what depends on its weights
 alone is computed here once. ``prepare_for_decoding`` decides, from the model's device and dtype,
 which paths apply, installs them on the modules and returns the ``DecodingSetup`` that search
-reads instead of asking the tensors again; ``undo_preparation`` takes them off (validation during
-training prepares afresh at each validation, as the weights move in between). The paths:
+reads instead of asking the tensors again; ``undo_preparation`` takes them off. A model that
+nobody prepared (validation's, during training) is prepared for each ``translate.decode_ids``
+call and restored after it, so that the next call reads the weights of its moment. The paths:
 
 - ``TableRNNStep`` (CPU): the decoder's RNN for one step, from a table of its first layer's input
   projection of every target word, W_ih[:, :E] E_y + b_ih, looked up instead of multiplied, and
@@ -88,6 +89,11 @@ def setup_of(model) -> DecodingSetup:
     return getattr(model, "decoding_setup", None) or PLAIN
 
 
+def unprepared(model) -> bool:
+    """Is ``model`` a Seq2Seq or Ensemble that nobody prepared for decoding?"""
+    return isinstance(model, nn.Module) and getattr(model, "decoding_setup", False) is None
+
+
 def _members(model) -> list[nn.Module]:
     """The Seq2Seq models inside ``model`` (itself, or an ensemble's members)."""
     return list(model.models) if hasattr(model, "models") else [model]
@@ -147,12 +153,15 @@ def undo_preparation(model: nn.Module) -> None:
 
 @contextmanager
 def prepared_for_decoding(model: nn.Module):
-    """``prepare_for_decoding`` for the duration of a block, undone at its end: for a model that
-    trains on after decoding (validation)."""
+    """``prepare_for_decoding`` for the duration of a block, undone at its end (and the model
+    back in the mode it was in): for a model that trains on after decoding (validation), whose
+    weights the next preparation reads afresh."""
+    training = model.training
     try:
         yield prepare_for_decoding(model)
     finally:
         undo_preparation(model)
+        model.train(training)
 
 
 def tanh_through_fp32(x: torch.Tensor) -> torch.Tensor:
