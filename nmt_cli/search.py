@@ -126,8 +126,8 @@ def greedy(
     ``vocab``: sorted target ids to choose from, or per-sentence ``Candidates``; None = all.
 
     Every ``check_every`` steps (one host synchronisation, not one per step) the sentences that
-    have ended leave the batch: in a length-sorted batch of 64 a good share of the rows would
-    otherwise go on computing after their EOS (41% of all rows on test_2016)."""
+    have ended leave the batch: in a length-sorted batch a good share of the rows would otherwise
+    go on computing after their EOS."""
     setup = setup_of(model)
     multiple, group_rows = setup.column_multiple, setup.group_rows
     vocab, allowed = pad_union(*_split(vocab), multiple)
@@ -216,8 +216,8 @@ def beam_search(
     state, memory = model.encode(src, src_lengths)
     flat = torch.arange(b, device=device).repeat_interleave(k)
     # The first step from BOS is the same for a sentence's K hypotheses: it runs once per
-    # sentence (over the union), and its output is copied to the K rows (4% of the rows beam 5
-    # computed on test_2016). Each later step runs at the end of the iteration before it.
+    # sentence (over the union), and its output is copied to the K rows. Each later step runs at
+    # the end of the iteration before it.
     logp, state, weights = model.step(
         torch.full((b,), BOS, dtype=torch.long, device=device),
         state,

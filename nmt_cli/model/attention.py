@@ -160,7 +160,7 @@ class AttentionMemory:
         b, s, hm = self.states.shape
         heads, d = weight.size(1) // hm, weight.size(0)
         # One (B*S, Hm) x (Hm, K*D) product: a broadcast matmul against each head's (D, Hm) block
-        # would first copy the weight once per sentence (64 x 512 x 512 per batch of beam search)
+        # would first copy the weight once per sentence
         per_head = weight.view(d, heads, hm).permute(2, 1, 0).reshape(hm, heads * d)  # (Hm, K*D)
         values = torch.mm(self.states.reshape(b * s, hm), per_head)
         values = values.view(b, s, heads, d).permute(0, 2, 1, 3).contiguous()  # (B, K, S, D)
