@@ -218,11 +218,9 @@ def beam_search(
     # The first step from BOS is the same for a sentence's K hypotheses: it runs once per
     # sentence (over the union), and its output is copied to the K rows. Each later step runs at
     # the end of the iteration before it.
+    first = columns_for(vocab, allowed, 0)
     logp, state, weights = model.step(
-        torch.full((b,), BOS, dtype=torch.long, device=device),
-        state,
-        memory,
-        columns_for(vocab, allowed, 0),
+        torch.full((b,), BOS, dtype=torch.long, device=device), state, memory, first
     )
     state, memory, logp = state.select(flat), memory.shared_by(k), logp.index_select(0, flat)
     if weights is not None:
@@ -230,6 +228,8 @@ def beam_search(
     if allowed is not None:
         allowed = allowed.index_select(0, flat)
     columns = columns_for(vocab, allowed, group_rows)
+    if columns is not None and columns.group_rows is None:
+        columns.cuts = first.cuts  # the same union: the rows of W_s cut for the first step
     if columns is not None and columns.group_rows is not None:
         # the first step's log-probabilities, over the union, laid out as the groups' columns
         logp = logp.gather(1, columns.union_positions())
