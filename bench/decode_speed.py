@@ -7,7 +7,8 @@ included) on a test file, greedy and beam 5, optionally int8 and fp32 beside the
 The default precision is `auto` (bf16 on a CPU with bf16 hardware); --fp32 adds greedy and beam 5
 with `--precision fp32`.
 
-Prints one line per configuration: seconds, sentences/s, output subword tokens/s and BLEU.
+Prints one line per configuration: seconds, sentences/s, output subword tokens/s and BLEU, then
+the same as JSON; `--record FILE` also writes them as a record for bench/report.py.
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import record
 
 
 def run(model: str, src: Path, beam: int, extra: list[str], env: dict) -> tuple[float, list[str]]:
@@ -50,13 +53,15 @@ def main() -> None:
     ap.add_argument("--fp32", action="store_true", help="also measure --precision fp32")
     ap.add_argument("--threads", type=int, default=0, help="OMP/torch threads (0 = default)")
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--record", type=Path, help="write the figure here (bench/records/NAME.json)")
     args = ap.parse_args()
 
     import sacrebleu
 
     from nmt_cli.checkpoint import load_model
 
-    _, _, tokenizer, path = load_model(args.model)
+    loaded = load_model(args.model)
+    tokenizer, path = loaded.tokenizer, loaded.path
     env = dict(os.environ)
     if args.threads:
         env["OMP_NUM_THREADS"] = str(args.threads)
@@ -86,7 +91,8 @@ def main() -> None:
         tokens = sum(len(x) + 1 for x in tokenizer.encode_tgt(hyps))
         bleu = f"{sacrebleu.corpus_bleu(hyps, [refs]).score:.2f}" if refs else "-"
         print(
-            f"{name:<18} {best:7.2f} s  {n / best:8.1f} sent/s  {tokens / best:9.0f} tok/s  BLEU {bleu}",
+            f"{name:<18} {best:7.2f} s  {n / best:8.1f} sent/s  {tokens / best:9.0f} tok/s  "
+            f"BLEU {bleu}",
             flush=True,
         )
         results.append(
@@ -99,6 +105,16 @@ def main() -> None:
             }
         )
     print(json.dumps(results))
+    if args.record:
+        record.write(
+            args.record,
+            figure="Translation speed",
+            about=f"Whole `nmt translate` processes (start-up and model load included) on {n} "
+            f"sentences, model {path}, the fastest of {args.repeat}; tokens are output subwords.",
+            columns=["configuration", "seconds", "sentences/s", "tokens/s", "BLEU"],
+            rows=[list(r.values()) for r in results],
+            threads=args.threads or "default",
+        )
 
 
 if __name__ == "__main__":

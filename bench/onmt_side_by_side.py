@@ -2,8 +2,8 @@
 same SentencePiece model), same model shape (256-dim embeddings, BiGRU 2x256 encoder, GRU 512
 decoder, additive attention, the same initialisation), each trained for the same minutes side by
 side with one thread, then whole-process translation of test_2016 (greedy and beam 5) with
-min/median seconds and BLEU, and each toolkit's start-up (the same greedy command on the test
-set's first line alone), so that the decoding without it compares as well.
+min/median seconds, sentences/s and BLEU, and each toolkit's start-up (the same greedy command
+on the test set's first line alone), so that the decoding without it compares as well.
 
     python bench/onmt_side_by_side.py setup --venv runs/onmt-venv
     python bench/onmt_side_by_side.py prepare --dir runs/sbs --venv runs/onmt-venv
@@ -15,7 +15,8 @@ beside the torch this Python has, with the packages its modules import added by 
 are the SentencePiece pieces of nmt's own preprocessed splits (so both see the very same
 segmentation and sentence-length filter) and its vocabulary is the SentencePiece vocabulary.
 OpenNMT-py is timed on pre-segmented input and its output is joined back to text outside the
-timing; nmt is timed on raw text, SentencePiece included.
+timing; nmt is timed on raw text, SentencePiece included. `translate --record FILE` also writes
+the table as a record for bench/report.py.
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ import sys
 import time
 from pathlib import Path
 
+import record
+
 ROOT = Path(__file__).resolve().parent.parent
 RECIPE = ROOT / "recipes" / "en-fr.yaml"
 # The reference shape on nmt's side: additive (concat) attention, no input feeding, as on
@@ -37,7 +40,8 @@ RECIPE = ROOT / "recipes" / "en-fr.yaml"
 # OpenNMT-py's output layer, a 512 x V matrix of its own over h~ of 512 (nmt's default ties it to
 # the 256-dim target embeddings: 5.1M parameters against OpenNMT-py's 9.2M). And OpenNMT-py's
 # initialisation, every parameter U(-0.1, 0.1) (its param_init 0.1): with nmt's default (N(0, 1)
-# embeddings) the same model reached a valid perplexity of 6.71 at step 500 against 5.98 (lab notes).
+# embeddings) the same model learns less per step
+# (docs/results.md#the-same-shape-and-initialisation).
 NMT_SET = [
     "model.attention=concat",
     "model.input_feeding=false",
@@ -184,7 +188,7 @@ def prepare(args) -> None:
         "global_attention": "mlp",
         "share_embeddings": True,
         # the settings that train well in 15 minutes (its defaults, SGD lr 1 with input feeding,
-        # reach far lower BLEU in that time): Adam lr 1e-3, no input feeding, dropout as nmt's recipe
+        # reach far lower BLEU in that time): Adam lr 1e-3, no input feeding, dropout as nmt's
         "input_feed": 0,
         "optim": "adam",
         "learning_rate": 0.001,
@@ -237,15 +241,15 @@ def train(args) -> None:
             subprocess.Popen(onmt, stdout=b, stderr=subprocess.STDOUT, env=env),
         ]
         done = {}
-        for (
-            proc
-        ) in procs:  # wait4 gives each trainer's own CPU time: a check that both had a fair share
+        # wait4 gives each trainer's own CPU time: a check that both had a fair share
+        for proc in procs:
             _, status, usage = os.wait4(proc.pid, 0)
             done[proc.pid] = (os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime)
     (code_nmt, cpu_nmt), (code_onmt, cpu_onmt) = done[procs[0].pid], done[procs[1].pid]
     print(
-        f"trained side by side for {(time.time() - start) / 60:.1f} min; CPU minutes nmt {cpu_nmt / 60:.1f}, "
-        f"OpenNMT-py {cpu_onmt / 60:.1f}; exit codes {code_nmt}, {code_onmt} (124 = stopped by its time limit)"
+        f"trained side by side for {(time.time() - start) / 60:.1f} min; CPU minutes nmt "
+        f"{cpu_nmt / 60:.1f}, OpenNMT-py {cpu_onmt / 60:.1f}; exit codes {code_nmt}, {code_onmt} "
+        "(124 = stopped by its time limit)"
     )
 
 
@@ -363,7 +367,7 @@ def translate(args) -> None:
     out = Path(args.dir) / "out"
     out.mkdir(exist_ok=True)
     # Both sides start from byte-compiled modules, as pip leaves an installed package: a checkout
-    # installed in editable mode, under PYTHONDONTWRITEBYTECODE, would compile nmt_cli at each start.
+    # installed in editable mode, under PYTHONDONTWRITEBYTECODE, would compile nmt_cli each start.
     import compileall
 
     import nmt_cli
@@ -438,17 +442,18 @@ def translate(args) -> None:
                 }
             )
     print(
-        f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, {args.threads} threads each, "
-        f"python {platform.python_version()}, torch {_torch_version()}; {len(refs)} sentences; "
-        f"OpenNMT-py model {onmt_model.name}"
+        f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, {args.threads} "
+        f"threads each, python {platform.python_version()}, torch {_torch_version()}; "
+        f"{len(refs)} sentences; OpenNMT-py model {onmt_model.name}"
     )
     import torch
 
     from nmt_cli.device import resolve_decode_precision
 
+    precision = resolve_decode_precision("auto", torch.device("cpu"))
     print(
-        f"# nmt decodes in {resolve_decode_precision('auto', torch.device('cpu'))} (decode.precision auto: "
-        "bf16 where the CPU has bf16 hardware); OpenNMT-py in fp32"
+        f"# nmt decodes in {precision} (decode.precision auto: bf16 where the CPU has bf16 "
+        "hardware); OpenNMT-py in fp32"
     )
     sizes = _parameters(Path(args.dir))
     print(f"# parameters (millions, from the training logs): {sizes}")
@@ -456,26 +461,65 @@ def translate(args) -> None:
         print("# WARNING: the two models differ in size by more than 5%: not the same shape")
     for name, (times, cpus) in startup.items():
         print(
-            f"start-up    {name:<11} min {min(times):6.2f} s  median {statistics.median(times):6.2f} s  "
-            f"CPU min {min(cpus):6.2f} s  (one line)"
+            f"start-up    {name:<11} min {min(times):6.2f} s  "
+            f"median {statistics.median(times):6.2f} s  CPU min {min(cpus):6.2f} s  (one line)"
         )
     for beam in args.beams:
         pair = {r["toolkit"]: r for r in rows if r["beam"] == beam}
         for name, r in pair.items():
             print(
                 f"beam {beam}  {name:<11} min {r['min_s']:6.2f} s  median {r['median_s']:6.2f} s  "
-                f"CPU min {min(r['cpu_s']):6.2f} s  BLEU {r['bleu']:.2f}"
+                f"{len(refs) / r['min_s']:6.1f} sent/s  CPU min {min(r['cpu_s']):6.2f} s  "
+                f"BLEU {r['bleu']:.2f}"
             )
+        onmt, ours = pair["OpenNMT-py"], pair["nmt"]
         print(
-            f"beam {beam}  ratio (OpenNMT-py / nmt): min {pair['OpenNMT-py']['min_s'] / pair['nmt']['min_s']:.2f}x  "
-            f"median {pair['OpenNMT-py']['median_s'] / pair['nmt']['median_s']:.2f}x"
+            f"beam {beam}  ratio (OpenNMT-py / nmt): min {onmt['min_s'] / ours['min_s']:.2f}x  "
+            f"median {onmt['median_s'] / ours['median_s']:.2f}x"
         )
         decoding = {name: r["min_s"] - r["startup_min_s"] for name, r in pair.items()}
         print(
-            f"beam {beam}  without start-up (min - start-up min): nmt {decoding['nmt']:.2f} s, OpenNMT-py "
-            f"{decoding['OpenNMT-py']:.2f} s, ratio {decoding['OpenNMT-py'] / max(decoding['nmt'], 0.01):.2f}x"
+            f"beam {beam}  without start-up (min - start-up min): nmt {decoding['nmt']:.2f} s, "
+            f"OpenNMT-py {decoding['OpenNMT-py']:.2f} s, "
+            f"ratio {decoding['OpenNMT-py'] / max(decoding['nmt'], 0.01):.2f}x"
         )
     print(json.dumps(rows))
+    if args.record:
+        table = []
+        for beam in args.beams:
+            pair = {r["toolkit"]: r for r in rows if r["beam"] == beam}
+            onmt, ours = pair["OpenNMT-py"], pair["nmt"]
+            table.append(
+                [
+                    "greedy" if beam == 1 else f"beam {beam}",
+                    f"{ours['min_s']:.2f} / {ours['median_s']:.2f}",
+                    round(len(refs) / ours["min_s"], 1),
+                    f"{onmt['min_s']:.2f} / {onmt['median_s']:.2f}",
+                    round(len(refs) / onmt["min_s"], 1),
+                    f"{onmt['min_s'] / ours['min_s']:.2f}x / "
+                    f"{onmt['median_s'] / ours['median_s']:.2f}x",
+                    f"{ours['bleu']:.2f} / {onmt['bleu']:.2f}",
+                ]
+            )
+        record.write(
+            args.record,
+            figure=f"Side by side with OpenNMT-py 3.5 (nmt in {precision})",
+            about=f"`{args.dir}`: the two toolkits' models of the same shape, trained side by side "
+            f"by this benchmark's `train` step; {len(refs):,} test sentences translated by whole "
+            f"processes, {args.threads} threads each, alternating {args.repeat} times; BLEU: "
+            "sacreBLEU, cased.",
+            columns=[
+                "search",
+                "nmt min / median s",
+                "nmt sentences/s",
+                "OpenNMT-py min / median s",
+                "OpenNMT-py sentences/s",
+                "ratio min / median",
+                "BLEU nmt / OpenNMT-py",
+            ],
+            rows=table,
+            threads=args.threads,
+        )
 
 
 def main() -> None:
@@ -498,6 +542,7 @@ def main() -> None:
     t.add_argument("--repeat", type=int, default=5)
     t.add_argument("--threads", type=int, default=2)
     t.add_argument("--beams", type=int, nargs="+", default=[1, 5])
+    t.add_argument("--record", type=Path, help="write the figure here (bench/records/NAME.json)")
     t.add_argument(
         "--nmt-greedy-batch",
         type=int,

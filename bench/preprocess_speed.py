@@ -3,6 +3,7 @@
     python bench/preprocess_speed.py --pairs 1000000 [--pairs 8000000 ...] [--workdir DIR]
         [--keep-corpus] [--keep-run] [--reuse-run] [--sample-sentences 200000]
         [--train-steps 300 | --train-minutes 5] [--baseline <checkout of another revision>]
+        [--record FILE]
 
 For each size, a .gz corpus of that many en-fr pairs is made from the real Multi30k and Tatoeba
 training text, perturbed so that pairs are not exact repeats (a word dropped, two neighbours
@@ -17,7 +18,9 @@ same cores (reading excluded; the best of three rounds). --baseline runs the sam
 another revision right after, for a speed ratio measured side by side. --train-steps N or
 --train-minutes M then trains the en-fr model on the run and, at the same time on one thread
 each, on Multi30k, printing peak memory and target tokens/s of each; with --reuse-run it trains
-on the run dir that an earlier --keep-run left, without preprocessing again.
+on the run dir that an earlier --keep-run left, without preprocessing again. `--record FILE`
+writes each size's seconds, pairs/s, lines/s, share of SentencePiece's speed and peak memory as a
+record for bench/report.py.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
+import record
 import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -320,7 +324,7 @@ def baseline_run(checkout: Path, recipe: Path, run_dir: Path, n: int, seconds_no
 
 def measure_preprocess(
     n: int, made: float, run_dir: Path, recipe: Path, env: dict, args: argparse.Namespace
-) -> None:
+) -> dict:
     """`nmt preprocess` of the recipe's n-pair corpus into ``run_dir``: speed, memory, sizes, the
     ceiling."""
     shutil.rmtree(run_dir, ignore_errors=True)
@@ -369,8 +373,9 @@ def measure_preprocess(
     }
     print(json.dumps(result_row), flush=True)
     print(
-        f"{n} pairs in {seconds:.0f} s: {result_row['pairs_per_s']} pairs/s ({result_row['lines_per_s']} "
-        f"lines/s; SentencePiece alone {top['lines_per_s']} lines/s on {top['threads']} threads), "
+        f"{n} pairs in {seconds:.0f} s: {result_row['pairs_per_s']} pairs/s "
+        f"({result_row['lines_per_s']} lines/s; SentencePiece alone {top['lines_per_s']} "
+        f"lines/s on {top['threads']} threads), "
         f"peak memory {peak['tree_pss_mb'] / 1024:.2f} GiB (PSS of the process tree; RSS sum "
         f"{peak['tree_rss_mb'] / 1024:.2f} GiB)",
         flush=True,
@@ -386,6 +391,7 @@ def measure_preprocess(
             ),
             flush=True,
         )
+    return result_row
 
 
 def main() -> None:
@@ -430,10 +436,12 @@ def main() -> None:
         help="a checkout of another revision: preprocess the same corpus with it right after, "
         "and print the speed ratio",
     )
+    ap.add_argument("--record", type=Path, help="write the figure here (bench/records/NAME.json)")
     args = ap.parse_args()
     work = args.workdir or Path(tempfile.mkdtemp(prefix="nmt-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    measured = []
     for n in args.pairs or [1_000_000]:
         corpus = work / f"corpus-{n}"
         start = time.perf_counter()
@@ -446,7 +454,7 @@ def main() -> None:
         run_dir = work / f"run-{n}"
         recipe = recipe_for(corpus, work, args.sample_sentences)
         if not (args.reuse_run and (run_dir / "data" / "meta.json").exists()):
-            measure_preprocess(n, made, run_dir, recipe, env, args)
+            measured.append(measure_preprocess(n, made, run_dir, recipe, env, args))
         budget = (
             ["--max-steps", str(args.train_steps)]
             if args.train_steps
@@ -465,6 +473,29 @@ def main() -> None:
             shutil.rmtree(run_dir, ignore_errors=True)
     if args.workdir is None:
         shutil.rmtree(work, ignore_errors=True)
+    if args.record and measured:
+        record.write(
+            args.record,
+            figure="Preprocessing at scale",
+            about="Multi30k and Tatoeba en-fr pairs, perturbed so that none repeats, repeated to N "
+            "pairs; `nmt preprocess` with the en-fr tokenizer settings as a separate process. "
+            "Lines count both sides; peak memory is the PSS of the process tree; `of "
+            "SentencePiece` is the whole preprocess against SentencePiece's own encoding speed "
+            "on the same lines.",
+            columns=["pairs", "seconds", "pairs/s", "lines/s", "of SentencePiece", "peak (MB)"],
+            rows=[
+                [
+                    r["pairs"],
+                    r["seconds"],
+                    r["pairs_per_s"],
+                    r["lines_per_s"],
+                    r["end_to_end_share_of_ceiling"],
+                    round(r["peak_mb"]["tree_pss_mb"]),
+                ]
+                for r in measured
+            ],
+            threads=os.environ.get("OMP_NUM_THREADS", "default"),
+        )
 
 
 if __name__ == "__main__":

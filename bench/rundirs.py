@@ -1,4 +1,5 @@
-"""Run dirs for benchmark runs that share one preprocessed base, so every run sees the same batches."""
+"""Run dirs for benchmark runs that share one preprocessed base, so every run sees the same
+batches."""
 
 from __future__ import annotations
 

@@ -18,7 +18,8 @@ bounded in count (--requests, default: one per line of --src) and time (--second
 
 Prints per mode: requests/s, sentences/s and p50/p95/p99 latency; the batched server's
 sentences/s as a multiple of the others'; and how many of the servers' answers equal what
-`nmt translate` wrote for the same line.
+`nmt translate` wrote for the same line. `--record FILE` writes each mode's sentences/s and
+latency as a record for bench/report.py.
 """
 
 from __future__ import annotations
@@ -36,6 +37,8 @@ import sys
 import threading
 import time
 from pathlib import Path
+
+import record
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -171,7 +174,8 @@ def file_process_mode(args, lines: list[str]) -> dict:
 
 def file_mode(args, lines: list[str]) -> dict:
     """`nmt translate -i FILE`'s code path, timed without start-up and model loading."""
-    from nmt_cli.translate import OutputOptions, Translator, translate_stream
+    from nmt_cli.lines import OutputOptions, translate_stream
+    from nmt_cli.translate import Translator
 
     translator = Translator.load(args.model, device="cpu", threads=args.threads)
     translator.translate(lines[:8])
@@ -207,6 +211,7 @@ def main() -> None:
     ap.add_argument("--modes", default="file,file-inproc,serial,serial-1t,batched")
     ap.add_argument("--max-batch-tokens", type=int, default=1024)
     ap.add_argument("--max-wait-ms", type=float, default=5.0)
+    ap.add_argument("--record", type=Path, help="write the figure here (bench/records/NAME.json)")
     args = ap.parse_args()
 
     sys.path.insert(0, str(ROOT))
@@ -287,16 +292,40 @@ def main() -> None:
         for mode in ("serial", "serial-1t", "batched"):
             if mode in results:
                 got = [(a, w) for a, w in zip(results[mode]["answers"], written) if a is not None]
-                print(
-                    f"{mode}: {sum(a == w for a, w in got)} of {len(got)} answers equal nmt translate's"
-                )
+                same = sum(a == w for a, w in got)
+                print(f"{mode}: {same} of {len(got)} answers equal nmt translate's")
     if "batched" in results:
         for other in ("file", "file-inproc", "serial", "serial-1t"):
             if other in results:
-                print(
-                    f"batched / {other}: {results['batched']['sent_per_s'] / results[other]['sent_per_s']:.2f}x "
-                    "sentences/s"
-                )
+                ratio = results["batched"]["sent_per_s"] / results[other]["sent_per_s"]
+                print(f"batched / {other}: {ratio:.2f}x sentences/s")
+    if args.record:
+        rows = []
+        for mode, r in results.items():
+            lat = [x * 1000 for x in r["latencies"]]
+            spread = "whole file" if mode.startswith("file") else "per request"
+            rows.append(
+                [
+                    mode,
+                    round(r["sent_per_s"], 1),
+                    f"{percentile(lat, 50):.1f} / {percentile(lat, 95):.1f} / "
+                    f"{percentile(lat, 99):.1f} ({spread})",
+                    r["errors"],
+                ]
+            )
+        what = f'"{args.sentence}"' if args.sentence else f"lines of {args.src}"
+        record.write(
+            args.record,
+            figure="nmt serve under load",
+            about=f"{args.clients} clients on the loopback interface sending {what}, one per "
+            f"request, to `nmt serve -m {args.model}` (beam {recipe.decode.beam_size}); `file` is "
+            "`nmt translate -i FILE` as a whole process, `file-inproc` the same decoding in "
+            "process, `serial` one request at a time, `batched` the server's defaults.",
+            columns=["mode", "sentences/s", "latency p50 / p95 / p99 (ms)", "errors"],
+            rows=rows,
+            threads=args.threads,
+            machine=f"{cpu}, {os.cpu_count()} CPUs",
+        )
 
 
 if __name__ == "__main__":

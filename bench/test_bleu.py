@@ -5,12 +5,15 @@ stores as ``RUN/data/<split>.ref.lc-tok.txt``; run dirs made before that fetch t
 registry or ``NMT_DATA_MIRROR``). A run trained with ``data.lowercase`` stored lowercased
 references, so its standard columns are lowercased BLEU and chrF, and are labelled so.
 
-    python bench/test_bleu.py -m runs/en-fr [--beam-size 5] [--length-penalty A] [--no-shortlist] [--valid]
+    python bench/test_bleu.py -m runs/en-fr [--beam-size 5] [--length-penalty A] [--no-shortlist]
+        [--valid] [--record FILE]
 
 ``--valid`` scores the valid split first, in the same conditions, for choices that must be made on
 val (whether to train on lowercased text, say, which only the lc-tok column can compare).
 
-Prints a Markdown table and writes RUN/test_scores.json.
+Prints a Markdown table (with each split's translation time and sentences/s, a whole `nmt
+translate` process each) and writes RUN/test_scores.json; `--record FILE` also writes the table as
+a record for bench/report.py.
 """
 
 from __future__ import annotations
@@ -22,6 +25,8 @@ import sys
 import time
 from pathlib import Path
 
+import record
+
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -30,13 +35,14 @@ def main() -> None:
     ap.add_argument("--no-shortlist", action="store_true")
     ap.add_argument("--length-penalty", type=float, default=None, help="default: the recipe's")
     ap.add_argument("--valid", action="store_true", help="score the valid split too")
+    ap.add_argument("--record", type=Path, help="write the figure here (bench/records/NAME.json)")
     args = ap.parse_args()
 
-    from nmt_cli.config import load_recipe
     from nmt_cli.corpora import fetch_tok_reference, read_lines
-    from nmt_cli.data import load_meta
     from nmt_cli.errors import DataError
+    from nmt_cli.recipes import load_recipe
     from nmt_cli.scoring import score
+    from nmt_cli.store import load_meta
 
     meta = load_meta(args.model)
     data = load_recipe(args.model / "recipe.yaml").data
@@ -44,9 +50,10 @@ def main() -> None:
     # A data.lowercase run stored lowercased references, so its "cased" columns are not cased.
     case = "lowercased (data.lowercase)" if data.lowercase else "cased"
     print(
-        f"| test set | BLEU, {case} | chrF, {case} | BLEU, lc-tok (papers) | seconds to translate |"
+        f"| test set | BLEU, {case} | chrF, {case} | BLEU, lc-tok (papers) "
+        "| seconds to translate | sentences/s |"
     )
-    print("|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|")
     for split, (src_file, *_) in meta["files"].items():
         if not (split.startswith("test") or (args.valid and split == "valid")):
             continue
@@ -91,15 +98,44 @@ def main() -> None:
                 "chrf": standard["chrf"],
                 "bleu_lc_tok": lc_tok,
                 "seconds": round(seconds, 1),
+                "sentences_per_s": round(len(hyps) / seconds, 1),
                 "lowercased": data.lowercase,
             }
         )
+        shown_lc_tok = lc_tok if lc_tok is not None else "-"
         print(
-            f"| {name} | {standard['bleu']} | {standard['chrf']} | {lc_tok if lc_tok is not None else '-'} "
-            f"| {seconds:.1f} |",
+            f"| {name} | {standard['bleu']} | {standard['chrf']} | {shown_lc_tok} "
+            f"| {seconds:.1f} | {len(hyps) / seconds:.1f} |",
             flush=True,
         )
     (args.model / "test_scores.json").write_text(json.dumps(rows, indent=1))
+    if args.record:
+        record.write(
+            args.record,
+            figure=f"Test BLEU of {args.model.name}",
+            about=f"`best.pt` of `{args.model}`, BLEU and chrF {case} (sacreBLEU) and the "
+            "literature's lc-tok BLEU; each split translated by a whole `nmt translate` process.",
+            columns=[
+                "test set",
+                f"BLEU, {case}",
+                f"chrF, {case}",
+                "BLEU, lc-tok",
+                "seconds",
+                "sentences/s",
+            ],
+            rows=[
+                [
+                    r["test"],
+                    r["bleu"],
+                    r["chrf"],
+                    r["bleu_lc_tok"],
+                    r["seconds"],
+                    r["sentences_per_s"],
+                ]
+                for r in rows
+            ],
+            threads="default",
+        )
 
 
 if __name__ == "__main__":

@@ -1,14 +1,15 @@
 """Memory of a training process over time: does it grow with the run, or stay flat?
 
     python bench/train_memory.py RECIPE --run-dir runs/mem [--set KEY=VALUE ...] [--every 2]
-        [--env MALLOC_ARENA_MAX=2] [--label default] [--minutes 1,5,10]
+        [--env MALLOC_ARENA_MAX=2] [--label default] [--minutes 1,5,10] [--record FILE]
 
 Runs `nmt train RECIPE --restart` as a child process and samples its resident memory (VmRSS from
 /proc, and its anonymous and file-backed parts: pages of memory-mapped arrays the run has read
 count in RSS) every --every seconds alongside the step the log has reached. Prints one JSON line:
 RSS after the first tenth of the run, at the given minutes, at the end, the peak (VmHWM) and the
 peaks of the two parts, in MB, and writes the whole series next to the run dir
-(<run-dir>.memory.jsonl). Linux only.
+(<run-dir>.memory.jsonl); the line also gives the run's target tokens/s. `--record FILE` writes
+RSS at each of those minutes, and the peak, as a record for bench/report.py. Linux only.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+import record
 
 
 def status_kb(pid: int, key: str) -> int:
@@ -51,6 +54,7 @@ def main() -> None:
     ap.add_argument(
         "--minutes", default="1,5,10", help="also print RSS at these minutes of the run"
     )
+    ap.add_argument("--record", type=Path, help="write the figure here (bench/records/NAME.json)")
     args = ap.parse_args()
     env = {**os.environ, **dict(item.split("=", 1) for item in args.env)}
     cmd = [
@@ -111,6 +115,21 @@ def main() -> None:
             }
         )
     )
+    if args.record:
+        rows = [[f"minute {m}", r["step"], r["rss_mb"]] for m, r in at.items() if r]
+        rows.append(["end", summary["steps"], series[-1]["rss_mb"]])
+        rows.append(["peak (VmHWM)", None, summary["peak_rss_mb"]])
+        settings = " ".join([*args.env, *args.overrides]) or "the recipe as it is"
+        record.write(
+            args.record,
+            figure="Training memory over time",
+            about=f"Resident memory of `nmt train {args.recipe}` ({settings}), sampled every "
+            f"{args.every:g} s; {summary['steps']:,} steps at {summary['tgt_tokens_per_s']:,.0f} "
+            "target tokens/s.",
+            columns=["when", "step", "RSS (MB)"],
+            rows=rows,
+            threads=env.get("OMP_NUM_THREADS", "default"),
+        )
 
 
 if __name__ == "__main__":

@@ -6,8 +6,12 @@ target tokens/s and sentences/s over N steps after a short warm-up.
 ``--device cuda`` (default: auto) times it on a GPU, under the recipe's ``train.precision``
 (``auto`` is fp32 there; ``--set train.precision=fp16`` adds the loss scaler ``nmt train`` uses).
 ``--threads N|auto`` sets torch's CPU threads as ``nmt train --threads`` does (default: torch's own
-choice, one per core or OMP_NUM_THREADS). ``--compile`` wraps the model in ``torch.compile(dynamic=True)``; give it ``--warmup 20`` so the
-compilations (batch shapes vary) fall in the warm-up, whose seconds are printed too.
+choice, one per core or OMP_NUM_THREADS). ``--compile`` wraps the model in
+``torch.compile(dynamic=True)``; give it ``--warmup 20`` so the compilations (batch shapes vary)
+fall in the warm-up, whose seconds are printed too.
+
+Prints one line: parameters, model, device and precision, target tokens/s, sentences/s, ms per
+step; `--record FILE` also writes it as a record for bench/report.py.
 """
 
 from __future__ import annotations
@@ -17,12 +21,14 @@ import itertools
 import time
 from pathlib import Path
 
+import record
 import torch
 
-from nmt_cli.config import load_recipe
-from nmt_cli.data import iterate_epoch, load_split
+from nmt_cli.batches import iterate_epoch
 from nmt_cli.device import autocast_context, configure_threads, pick_device, resolve_precision
 from nmt_cli.model import build_model
+from nmt_cli.recipes import load_recipe
+from nmt_cli.store import load_split
 from nmt_cli.tokenizer import Tokenizer
 from nmt_cli.training import make_optimizer
 
@@ -50,6 +56,7 @@ def main() -> None:
         help="torch CPU threads: a number, 'auto' (what nmt train picks: the cores not "
         "already busy) or 'default' (torch's own choice)",
     )
+    ap.add_argument("--record", type=Path, help="write the figure here (bench/records/NAME.json)")
     args = ap.parse_args()
     if args.threads != "default":
         configure_threads(None if args.threads == "auto" else int(args.threads))
@@ -103,10 +110,30 @@ def main() -> None:
     print(
         f"{recipe.name}: {model.parameter_count() / 1e6:.2f}M params, {recipe.model.rnn} "
         f"{recipe.model.attention}/{recipe.model.decoder}, {device.type} {precision}: "
-        f"{tokens / dt:.0f} tgt tok/s, {sents / dt:.1f} sent/s, {1000 * dt / args.steps:.0f} ms/step"
-        f"{', compiled' if args.compile else ''}, warm-up {warmup_s:.1f} s, "
-        f"{torch.get_num_threads()} threads"
+        f"{tokens / dt:.0f} tgt tok/s, {sents / dt:.1f} sent/s, "
+        f"{1000 * dt / args.steps:.0f} ms/step{', compiled' if args.compile else ''}, "
+        f"warm-up {warmup_s:.1f} s, {torch.get_num_threads()} threads"
     )
+    if args.record:
+        record.write(
+            args.record,
+            figure=f"Training speed ({device.type})",
+            about=f"Training steps of `{args.recipe}` (forward, backward, optimiser step) on its "
+            f"preprocessed data, {args.steps} steps after {args.warmup} of warm-up, without the "
+            "trainer's validation and bookkeeping.",
+            columns=["model", "precision", "target tokens/s", "sentences/s", "ms per step"],
+            rows=[
+                [
+                    f"{recipe.name}: {model.parameter_count() / 1e6:.2f}M parameters, "
+                    f"{recipe.model.attention}/{recipe.model.decoder}",
+                    precision,
+                    round(tokens / dt),
+                    round(sents / dt, 1),
+                    round(1000 * dt / args.steps),
+                ]
+            ],
+            threads=torch.get_num_threads(),
+        )
 
 
 if __name__ == "__main__":

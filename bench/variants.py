@@ -8,7 +8,8 @@ source length.
 --base is a preprocessed run dir of the recipe (`nmt preprocess`); its data and SentencePiece
 model are copied, so every variant sees identical batches. Validation runs once, at the end, so
 it costs every variant the same. Each row is printed with the command that reproduces it, and
-all results go to OUT/variants.json.
+all results go to OUT/variants.json; `--record FILE` also writes the table (with each variant's
+training target tokens/s) as a record for bench/report.py.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import sys
 import time
 from pathlib import Path
 
+import record
 from rundirs import fresh_run_dir
 
 VARIANTS = {
@@ -79,7 +81,7 @@ def run_variant(
 def _params(run_dir: Path) -> int:
     from nmt_cli.checkpoint import load_model
 
-    model, *_ = load_model(run_dir)
+    model = load_model(run_dir).model
     return model.parameter_count()
 
 
@@ -107,6 +109,7 @@ def main() -> None:
     ap.add_argument(
         "--report-only", action="store_true", help="print and plot OUT/variants.json, train nothing"
     )
+    ap.add_argument("--record", type=Path, help="write the figure here (bench/records/NAME.json)")
     args = ap.parse_args()
     names = [n for n in args.only.split(",") if n] or list(VARIANTS)
     unknown = [n for n in names if n not in VARIANTS]
@@ -116,7 +119,8 @@ def main() -> None:
     results_path = args.out / "variants.json"
     results = json.loads(results_path.read_text()) if results_path.exists() else {}
     print(
-        "| variant | params | steps | train tgt tok/s | valid BLEU (greedy) | test BLEU | test chrF |"
+        "| variant | params | steps | train tgt tok/s | valid BLEU (greedy) "
+        "| test BLEU | test chrF |"
     )
     print("|---|---|---|---|---|---|---|")
     for name in names:
@@ -127,9 +131,39 @@ def main() -> None:
             results_path.write_text(json.dumps(results, indent=1))
         r = results[name]
         print(
-            f"| {name} | {r['params_m']}M | {r['steps']} | {r['tgt_tokens_per_s']:.0f} | {r['valid_bleu']} "
-            f"| {r['test_bleu']} | {r['test_chrf']} |",
+            f"| {name} | {r['params_m']}M | {r['steps']} | {r['tgt_tokens_per_s']:.0f} "
+            f"| {r['valid_bleu']} | {r['test_bleu']} | {r['test_chrf']} |",
             flush=True,
+        )
+    if args.record:
+        record.write(
+            args.record,
+            figure="Model variants with the same budget",
+            about=f"Each variant of `{args.recipe}` trained for {args.minutes:g} minutes of wall "
+            f"clock on the same batches, validated once at the end, then beam search on the "
+            f"{args.split} split; cased sacreBLEU and chrF.",
+            columns=[
+                "variant",
+                "parameters (M)",
+                "steps",
+                "target tokens/s",
+                "valid BLEU",
+                "test BLEU",
+                "test chrF",
+            ],
+            rows=[
+                [
+                    n,
+                    results[n]["params_m"],
+                    results[n]["steps"],
+                    round(results[n]["tgt_tokens_per_s"]),
+                    results[n]["valid_bleu"],
+                    results[n]["test_bleu"],
+                    results[n]["test_chrf"],
+                ]
+                for n in names
+            ],
+            threads="default",
         )
     print("\nBLEU by source length (words):")
     for name in names:

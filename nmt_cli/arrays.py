@@ -1,16 +1,18 @@
 """.npy files written in chunks, for encoded splits of any size.
 
-An array is appended to a ``.part`` file behind a fixed-size placeholder header; closing writes
-the real header (the shape is known only then), fsyncs and renames the file into place. So a
-writer holds one chunk at a time, and a file with the final name is always complete.
+An array is appended to a temporary file (nmt_cli/output_file.py) behind a fixed-size placeholder
+header; closing writes the real header (the shape is known only then), fsyncs and renames the
+file into place. So a writer holds one chunk at a time, and a file with the final name is always
+complete.
 """
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
+
+from nmt_cli.output_file import AtomicFile
 
 HEADER_BYTES = 128  # magic (6) + version (2) + length (2) + the dict padded with spaces and '\n'
 
@@ -21,7 +23,8 @@ def id_dtype(vocab_size: int) -> np.dtype:
 
 
 def _header(dtype: np.dtype, length: int) -> bytes:
-    fields = f"{{'descr': {np.lib.format.dtype_to_descr(dtype)!r}, 'fortran_order': False, 'shape': ({length},), }}"
+    descr = np.lib.format.dtype_to_descr(dtype)
+    fields = f"{{'descr': {descr!r}, 'fortran_order': False, 'shape': ({length},), }}"
     body = fields.ljust(HEADER_BYTES - 10 - 1) + "\n"
     header = b"\x93NUMPY\x01\x00" + (len(body)).to_bytes(2, "little") + body.encode("latin1")
     assert len(header) == HEADER_BYTES, "a shape too long for the fixed header"
@@ -33,8 +36,8 @@ class ArrayWriter:
 
     def __init__(self, path: Path, dtype):
         self.path, self.dtype = Path(path), np.dtype(dtype)
-        self.tmp = self.path.with_name(self.path.name + ".part")
-        self.fh = open(self.tmp, "wb")
+        self.out = AtomicFile(self.path)
+        self.fh = self.out.file
         self.fh.write(_header(self.dtype, 0))
         self.length = 0
 
@@ -46,14 +49,10 @@ class ArrayWriter:
     def close(self) -> None:
         self.fh.seek(0)
         self.fh.write(_header(self.dtype, self.length))
-        self.fh.flush()
-        os.fsync(self.fh.fileno())
-        self.fh.close()
-        os.replace(self.tmp, self.path)
+        self.out.commit()
 
     def abort(self) -> None:
-        self.fh.close()
-        self.tmp.unlink(missing_ok=True)
+        self.out.abort()
 
 
 class SideWriter:

@@ -17,12 +17,15 @@ import os
 import pickle
 import shutil
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-from nmt_cli.config import Recipe, recipe_from_dict
+from nmt_cli.config import Recipe
 from nmt_cli.errors import CheckpointError
+from nmt_cli.output_file import atomic_write, fsync_dir, temporary_name
+from nmt_cli.recipes import recipe_from_dict
 from nmt_cli.shortlist import Shortlist
 from nmt_cli.tokenizer import Tokenizer
 
@@ -30,38 +33,16 @@ FORMAT = 1
 CHECKPOINT_DIR = "checkpoints"
 
 
-def _fsync_dir(directory: Path) -> None:
-    try:
-        fd = os.open(directory, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def save_atomic(payload: dict, path: Path) -> None:
     """Write ``payload`` to ``path`` so that readers see the old file or the whole new one."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.part")
-    try:
-        with open(tmp, "wb") as fh:
-            torch.save(payload, fh)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
-    _fsync_dir(path.parent)
+    with atomic_write(path) as fh:
+        torch.save(payload, fh)
 
 
 def link_atomic(target: Path, link: Path) -> None:
     """Make ``link`` the same file as ``target`` (a hard link, else a copy), atomically."""
-    tmp = link.with_name(f".{link.name}.{os.getpid()}.part")
+    tmp = temporary_name(link)
     tmp.unlink(missing_ok=True)
     try:
         try:
@@ -72,7 +53,7 @@ def link_atomic(target: Path, link: Path) -> None:
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    _fsync_dir(link.parent)
+    fsync_dir(link.parent)
 
 
 def tokenizer_payload(tokenizer: Tokenizer) -> dict:
@@ -153,7 +134,10 @@ def _not_torch_file(path: Path) -> str | None:
         if exc.start < len(head) - 4:  # not just a character cut at the end of the sample
             return "unknown binary content"
     if path.suffix in (".yaml", ".yml"):
-        return "a YAML file, perhaps a recipe: its run dir is runs/<recipe name> unless --run-dir said otherwise"
+        return (
+            "a YAML file, perhaps a recipe: its run dir is runs/<recipe name> unless --run-dir "
+            "said otherwise"
+        )
     return "a text file"
 
 
@@ -201,10 +185,23 @@ def step_checkpoints(run_dir: Path) -> list[Path]:
     return [p for _, p in sorted(found)]
 
 
+@dataclass
+class LoadedModel:
+    """A checkpoint ready to decode: the model in eval mode, the recipe it was trained with, its
+    tokenizer, the checkpoint file, and the vocabulary shortlist learned at preprocess time (None
+    for checkpoints older than shortlists)."""
+
+    model: torch.nn.Module
+    recipe: Recipe
+    tokenizer: Tokenizer
+    path: Path
+    shortlist: Shortlist | None = None
+
+
 def load_model(
     model_path: str | os.PathLike, device: torch.device | str = "cpu", fast: bool = True
-):
-    """-> (model in eval mode, recipe, tokenizer, checkpoint path) from a run dir or a file.
+) -> LoadedModel:
+    """The model of a run dir (its best checkpoint, see :func:`resolve`) or a checkpoint file.
 
     ``fast`` maps the file rather than reading it whole (module docstring); the weights, and so
     the translations, are the same as with ``fast=False``."""
@@ -225,25 +222,26 @@ def load_model(
         raise CheckpointError(
             f"{path}: weights do not fit the recipe's model ({first[:120]})"
         ) from None
-    model.shortlist = None  # learned at preprocess time; older checkpoints have none
+    shortlist = None
     if "shortlist" in payload:
         try:
-            model.shortlist = Shortlist.from_payload(payload["shortlist"])
-            table = model.shortlist.table
+            shortlist = Shortlist.from_payload(payload["shortlist"])
+            table = shortlist.table
             fits = (
                 table.size(0) == tokenizer.src_vocab_size
                 and int(table.max()) < tokenizer.tgt_vocab_size
-                and int(model.shortlist.frequent.max()) < tokenizer.tgt_vocab_size
+                and int(shortlist.frequent.max()) < tokenizer.tgt_vocab_size
             )
         except (KeyError, TypeError, AttributeError, RuntimeError):
             fits = False
         if not fits:
             raise CheckpointError(f"{path}: its vocabulary shortlist does not fit the vocabulary")
-    return model.to(device).eval(), recipe, tokenizer, path
+    return LoadedModel(model.to(device).eval(), recipe, tokenizer, path, shortlist)
 
 
 def average(paths: list[Path], output: Path) -> Path:
-    """Average the model weights of several checkpoints of one run into a translate-only checkpoint."""
+    """Average the model weights of several checkpoints of one run into a translate-only
+    checkpoint."""
     save_atomic(averaged_payload(paths), Path(output))
     return Path(output)
 

@@ -21,7 +21,8 @@ from nmt_cli.config import Recipe, may_change_on_resume
 
 REGENERATE = "python -m nmt_cli.config_doc > docs/recipe-keys.md"
 
-# What each section of a recipe is for; a section added to Recipe without a line here fails the test.
+# What each section of a recipe is for; a section added to Recipe without a line here fails the
+# test.
 SECTION_PURPOSE = {
     "": "The run's name and its language pair.",
     "data": "Which corpus or local files to read, and which pairs to keep.",
@@ -94,11 +95,14 @@ def render() -> str:
         "# Recipe keys",
         "",
         f"Generated from the help strings of `nmt_cli/config.py` by `{REGENERATE}`;",
-        "edit those and regenerate rather than editing this page (`tests/test_config_doc.py` checks it).",
+        "edit those and regenerate rather than editing this page "
+        "(`tests/test_config_doc.py` checks it).",
         "How recipes are written, `base:` and `--set`: [recipes.md](recipes.md).",
         "",
-        'A key left out takes its default. "on resume": whether the key may differ when `nmt train`',
-        "resumes a run from its checkpoint (a fixed key that changed is refused; `--restart` starts over).",
+        'A key left out takes its default. "on resume": whether the key may differ when '
+        "`nmt train`",
+        "resumes a run from its checkpoint (a fixed key that changed is refused; "
+        "`--restart` starts over).",
     ]
     for section in sections():
         keys = [(k, f) for k, f in rows if (k.rsplit(".", 1)[0] if "." in k else "") == section]

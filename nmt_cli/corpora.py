@@ -20,7 +20,6 @@ import http.client
 import io
 import lzma
 import os
-import tempfile
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -30,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from nmt_cli.errors import DataError
+from nmt_cli.output_file import AtomicFile
 
 MULTI30K_URL = "https://github.com/multi30k/dataset/raw/master/data/task1/raw/{file}"
 MULTI30K_TOK_URL = "https://github.com/multi30k/dataset/raw/master/data/task1/tok/{file}"
@@ -56,43 +56,52 @@ class Corpus:
         return sorted({f.rsplit(".", 2)[0] for f in self.sha256})
 
 
+def _sums(text: str) -> dict[str, str]:
+    """File name -> sha256 from lines as ``sha256sum`` prints them."""
+    return {name: digest for digest, name in (line.split() for line in text.strip().splitlines())}
+
+
+_MULTI30K_SHA256 = """
+d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f  train.en.gz
+726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6  train.de.gz
+622e75069e9f4c577425c4f277116ce66e63a2401c0a2312d90073cb12379a3c  train.fr.gz
+14f7d25ddd868909a9213e361768460edcacdd6ab9d1e77b92560dc10c10dc28  val.en.gz
+f0cba2f995189cf5770f29a8a9a537a3ad3f51657ad873405082ff6863a5e75a  val.de.gz
+ca3106f1a72390591d25f6c45cb4cd39dec4cd3f123e099748a3ce5256c160e9  val.fr.gz
+611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9  test_2016_flickr.en.gz
+9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8  test_2016_flickr.de.gz
+6d326e188d259fb1d04ac19eae3af956559b3a0b93d7635e56c90987c40c8b90  test_2016_flickr.fr.gz
+76a444ee25172e72695cddb13ae4a3bda59430617be88e0bb46b60504f054074  test_2017_flickr.en.gz
+a2c89666db00c495cd8513b9d708d5a3acc205d7de312ef2bf5fb7ebc1540aee  test_2017_flickr.de.gz
+3ba671ceb2299f3304ffafefea7a833d08632fbaf0ba18546f8a2ec2391af496  test_2017_flickr.fr.gz
+aab300bfb4427697987e02cd0aacd44bfe8aa50456231b6474c08038bbed2b58  test_2017_mscoco.en.gz
+799e4854c25d601cb6cb6be29eabe5667734c61ace2f495e03e429031a0bc338  test_2017_mscoco.de.gz
+754f3072ba9f124569ba5258b32730fc1d214bbf8e0c6dfb2b74401676220db0  test_2017_mscoco.fr.gz
+"""
+_MULTI30K_TOK_REFERENCES = """
+46573ce391ae227f1c72f873392436a20ef18e0a6d518098cfbd70b77c8572ec  val.lc.norm.tok.en
+97232bd273eceb7207f689527386a97e4be2616b18ada47576bdaf96c8ae1f00  val.lc.norm.tok.de
+b303e301aa21fe7822a846b2b3fb2d5a1121ec807cd5b1d006fb7b2b5507168a  val.lc.norm.tok.fr
+5b7f32627cf99eced828311b955dae9800bb52bc8b91cf8b6526829e605b29d2  test_2016_flickr.lc.norm.tok.en
+c6a33d39d48f9f510de147651316cd9d918e09ad0219df734a2f16b6baccacc4  test_2016_flickr.lc.norm.tok.de
+1463bd5960f9bfe098ec3cd752d3df0c49c84dc646fb518964a29232658cd836  test_2016_flickr.lc.norm.tok.fr
+c9d1dfd7a26add989382e534af235af9f0f658b2a30e7eb0efdaf142496ee54f  test_2017_flickr.lc.norm.tok.en
+02067e4a9402786a4fcb8c1b6f4307e4a5073ced64800abead5273b54f5f31f6  test_2017_flickr.lc.norm.tok.de
+c0583117a47b31e8a6c6a97cfe8de153e462074668f4e994764fcc80b21d33b4  test_2017_flickr.lc.norm.tok.fr
+fe69ae004d71c42ead0301e70c57de5b1b6b5fb7f52210d42b22801e98e656f3  test_2017_mscoco.lc.norm.tok.en
+e2825990b8a4e5289d2cdba801d57c187810bab9b4f5d87a30c35800a0d871b6  test_2017_mscoco.lc.norm.tok.de
+0b6a4620f02b6b9acf7811fda23f90fed9c6baa0b96aa224db50a273078c84d1  test_2017_mscoco.lc.norm.tok.fr
+"""
+
+
 REGISTRY: dict[str, Corpus] = {
     "multi30k": Corpus(
         name="multi30k",
         url=MULTI30K_URL,
         languages=("en", "de", "fr"),
-        sha256={
-            "train.en.gz": "d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f",
-            "train.de.gz": "726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6",
-            "train.fr.gz": "622e75069e9f4c577425c4f277116ce66e63a2401c0a2312d90073cb12379a3c",
-            "val.en.gz": "14f7d25ddd868909a9213e361768460edcacdd6ab9d1e77b92560dc10c10dc28",
-            "val.de.gz": "f0cba2f995189cf5770f29a8a9a537a3ad3f51657ad873405082ff6863a5e75a",
-            "val.fr.gz": "ca3106f1a72390591d25f6c45cb4cd39dec4cd3f123e099748a3ce5256c160e9",
-            "test_2016_flickr.en.gz": "611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9",
-            "test_2016_flickr.de.gz": "9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8",
-            "test_2016_flickr.fr.gz": "6d326e188d259fb1d04ac19eae3af956559b3a0b93d7635e56c90987c40c8b90",
-            "test_2017_flickr.en.gz": "76a444ee25172e72695cddb13ae4a3bda59430617be88e0bb46b60504f054074",
-            "test_2017_flickr.de.gz": "a2c89666db00c495cd8513b9d708d5a3acc205d7de312ef2bf5fb7ebc1540aee",
-            "test_2017_flickr.fr.gz": "3ba671ceb2299f3304ffafefea7a833d08632fbaf0ba18546f8a2ec2391af496",
-            "test_2017_mscoco.en.gz": "aab300bfb4427697987e02cd0aacd44bfe8aa50456231b6474c08038bbed2b58",
-            "test_2017_mscoco.de.gz": "799e4854c25d601cb6cb6be29eabe5667734c61ace2f495e03e429031a0bc338",
-            "test_2017_mscoco.fr.gz": "754f3072ba9f124569ba5258b32730fc1d214bbf8e0c6dfb2b74401676220db0",
-        },
+        sha256=_sums(_MULTI30K_SHA256),
         tok_url=MULTI30K_TOK_URL,
-        tok_references={
-            "val.lc.norm.tok.en": "46573ce391ae227f1c72f873392436a20ef18e0a6d518098cfbd70b77c8572ec",
-            "val.lc.norm.tok.de": "97232bd273eceb7207f689527386a97e4be2616b18ada47576bdaf96c8ae1f00",
-            "val.lc.norm.tok.fr": "b303e301aa21fe7822a846b2b3fb2d5a1121ec807cd5b1d006fb7b2b5507168a",
-            "test_2016_flickr.lc.norm.tok.en": "5b7f32627cf99eced828311b955dae9800bb52bc8b91cf8b6526829e605b29d2",
-            "test_2016_flickr.lc.norm.tok.de": "c6a33d39d48f9f510de147651316cd9d918e09ad0219df734a2f16b6baccacc4",
-            "test_2016_flickr.lc.norm.tok.fr": "1463bd5960f9bfe098ec3cd752d3df0c49c84dc646fb518964a29232658cd836",
-            "test_2017_flickr.lc.norm.tok.en": "c9d1dfd7a26add989382e534af235af9f0f658b2a30e7eb0efdaf142496ee54f",
-            "test_2017_flickr.lc.norm.tok.de": "02067e4a9402786a4fcb8c1b6f4307e4a5073ced64800abead5273b54f5f31f6",
-            "test_2017_flickr.lc.norm.tok.fr": "c0583117a47b31e8a6c6a97cfe8de153e462074668f4e994764fcc80b21d33b4",
-            "test_2017_mscoco.lc.norm.tok.en": "fe69ae004d71c42ead0301e70c57de5b1b6b5fb7f52210d42b22801e98e656f3",
-            "test_2017_mscoco.lc.norm.tok.de": "e2825990b8a4e5289d2cdba801d57c187810bab9b4f5d87a30c35800a0d871b6",
-            "test_2017_mscoco.lc.norm.tok.fr": "0b6a4620f02b6b9acf7811fda23f90fed9c6baa0b96aa224db50a273078c84d1",
-        },
+        tok_references=_sums(_MULTI30K_TOK_REFERENCES),
     ),
 }
 
@@ -127,28 +136,22 @@ def sha256_of(path: Path) -> str:
 def _copy_stream(src, dst_dir: Path, name: str, expected: str, what: str) -> Path:
     """Write ``src`` (a binary file object) to ``dst_dir/name`` only if its sha256 matches."""
     dst_dir.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{name}.", suffix=".part", dir=dst_dir)
-    tmp = Path(tmp_name)
+    out = AtomicFile(dst_dir / name)
     digest = hashlib.sha256()
     try:
-        with os.fdopen(fd, "wb") as out:
-            for chunk in iter(lambda: src.read(1 << 20), b""):
-                digest.update(chunk)
-                out.write(chunk)
-            out.flush()
-            os.fsync(out.fileno())
+        for chunk in iter(lambda: src.read(1 << 20), b""):
+            digest.update(chunk)
+            out.file.write(chunk)
         actual = digest.hexdigest()
         if actual != expected:
             raise DataError(
                 f"{what}: sha256 mismatch (expected {expected[:12]}…, got {actual[:12]}…); "
                 "the file was not kept"
             )
-        target = dst_dir / name
-        os.replace(tmp, target)
-        return target
     except BaseException:
-        tmp.unlink(missing_ok=True)
+        out.abort()
         raise
+    return out.commit()
 
 
 def _obtain(
@@ -193,7 +196,8 @@ def fetch(corpus_name: str, filename: str, *, timeout: float = 60.0) -> Path:
 
 
 def fetch_tok_reference(corpus_name: str, split: str, lang: str, *, timeout: float = 60.0) -> Path:
-    """Return a local, hash-verified, uncompressed copy of a split's official tokenized reference."""
+    """Return a local, hash-verified, uncompressed copy of a split's official tokenized
+    reference."""
     corpus = get_corpus(corpus_name)
     filename = corpus.tok_reference_name(split, lang)
     expected = corpus.tok_references.get(filename)
@@ -224,7 +228,7 @@ def download(url: str, dst_dir: Path, name: str, expected: str, *, timeout: floa
         ) from None
 
 
-try:  # ISA-L's gzip reader where installed (the fast-gzip extra): 408 MB in 1.0 s against zlib's 2.7-3.0
+try:  # ISA-L's gzip reader where installed (the fast-gzip extra; docs/results.md), else zlib's
     from isal import igzip as gzip_reader
 except ImportError:
     gzip_reader = gzip
@@ -260,8 +264,7 @@ class LineBlocks:
     without one counts.
 
     Each byte read is scanned for line ends once, when it is read: a block's line count and where
-    its lines start come from that scan (counting and searching the buffer again for every block
-    took a quarter of the sample pass over a 10M-pair corpus)."""
+    its lines start come from that scan, never from searching the buffer again."""
 
     READ_BYTES = 1 << 20
 
@@ -339,7 +342,8 @@ class LineBlocks:
 
 
 def read_lines(path: Path) -> list[str]:
-    """All lines of a plain, .gz, .bz2 or .xz text file, invalid UTF-8 replaced, line ends stripped."""
+    """All lines of a plain, .gz, .bz2 or .xz text file, invalid UTF-8 replaced, line ends
+    stripped."""
     try:
         with _open_binary(path) as fh:
             raw = fh.read()

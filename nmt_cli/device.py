@@ -33,24 +33,43 @@ def pick_device(name: str) -> torch.device:
     return torch.device(name)
 
 
+# The x86 instruction sets that multiply bf16 in hardware, as /proc/cpuinfo's flags name them
+BF16_CPU_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
+
+
+def cpu_multiplies_bf16(cpuinfo: str | None = None) -> bool:
+    """Whether every processor listed in ``cpuinfo`` (the text of /proc/cpuinfo; None: this
+    machine's) has one of BF16_CPU_FLAGS. False where there is no /proc/cpuinfo (not Linux) or
+    it lists no flags (not x86)."""
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+                cpuinfo = fh.read()
+        except OSError:
+            return False
+    flags = [
+        set(line.partition(":")[2].split())
+        for line in cpuinfo.splitlines()
+        if line.split(":")[0].strip() == "flags"
+    ]
+    return bool(flags) and all(BF16_CPU_FLAGS & processor for processor in flags)
+
+
 def native_bf16(device: torch.device) -> bool:
-    """Whether bf16 matrix products run in hardware here (AVX512-BF16/AMX CPUs, Ampere+ GPUs).
-    Without it a CPU emulates bf16 about a hundred times slower than fp32."""
+    """Whether bf16 matrix products run in hardware here: a CPU with AVX512-BF16 or AMX-BF16 and a
+    torch built with oneDNN, or a GPU that supports bf16 (Ampere or newer). Without such
+    hardware a CPU emulates bf16, many times slower than fp32."""
     if device.type == "cuda":
         return torch.cuda.is_bf16_supported()
     if device.type == "cpu":
-        try:
-            return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-        except (AttributeError, RuntimeError):  # older or newer torch without this probe
-            return False
+        return torch.backends.mkldnn.is_available() and cpu_multiplies_bf16()
     return False
 
 
 def resolve_precision(requested: str, device: torch.device) -> str:
     """``auto``: bf16 autocast on a CPU that has it in hardware, fp32 elsewhere. On a GPU these
-    small RNN models gain nothing from bf16 matrix units and autocast's casts add kernels: on an
-    H100 the en-fr recipe trained at 85k target tokens/s in bf16 and 102k in fp32
-    (docs/benchmarks.md)."""
+    small RNN models gain nothing from bf16 matrix units and autocast's casts add kernels, so
+    training is faster in fp32 there (docs/benchmarks.md)."""
     if requested == "auto":
         return "bf16" if device.type == "cpu" and native_bf16(device) else "fp32"
     if requested == "fp16" and device.type != "cuda":
@@ -59,10 +78,9 @@ def resolve_precision(requested: str, device: torch.device) -> str:
 
 
 def resolve_decode_precision(requested: str, device: torch.device, quantize: str = "none") -> str:
-    """``auto``: bf16 on a CPU that multiplies bf16 in hardware, fp32 elsewhere (GPUs too, as in
-    training) and under int8 quantisation, which starts from the fp32 model. On a Xeon with AMX,
-    one thread, a (128 x 512) x (512 x 1536) product takes 0.55 ms in bf16 against 2.4 ms in fp32
-    (docs/lab/beam-step.md)."""
+    """``auto``: bf16 on a CPU that multiplies bf16 in hardware, where the decoder's matrix
+    products run faster than in fp32 (docs/lab/beam-step.md); fp32 elsewhere (GPUs too, as in
+    training) and under int8 quantisation, which starts from the fp32 model."""
     if requested not in ("auto", "fp32", "bf16"):
         raise UserError(f"--precision: '{requested}' is not one of auto, fp32, bf16")
     if quantize != "none":
@@ -87,15 +105,14 @@ def peak_rss_mb() -> float:
     return kb / 1024.0 if sys.platform != "darwin" else kb / (1024.0 * 1024.0)
 
 
-# ---------------------------------------------------------------------------------------------- threads
+# ---------------------------------------------------------------------------------------- threads
 
 THREADS_ENV = "NMT_THREADS"
 
 
 def default_threads() -> int:
     """The cores not already busy, at least one. torch's default, one thread per core, collapses
-    when another process holds a core: its threads wait for each other at every operation. On a
-    2-core machine with one core busy, training ran about 10x slower with 2 threads than with 1
+    when another process holds a core: its threads wait for each other at every operation
     (docs/lab/threads.md)."""
     cores = usable_cores()
     if cores == 1:
@@ -106,8 +123,6 @@ def default_threads() -> int:
 def resolve_threads(requested: int | None = None) -> tuple[int, str]:
     """-> (threads, where the number came from): --threads, $NMT_THREADS, $OMP_NUM_THREADS, or
     the cores not already busy."""
-    from nmt_cli.errors import UserError
-
     if requested is not None:
         if requested < 1:
             raise UserError(f"--threads: must be 1 or more, got {requested}")

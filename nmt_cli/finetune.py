@@ -22,7 +22,8 @@ SHAPE_FREE_KEYS = frozenset({"dropout", "init"})
 
 
 def initial_checkpoint(recipe: Recipe) -> tuple[Path, dict] | None:
-    """(checkpoint path, payload) of ``train.init_from``: a run dir's best.pt (else last.pt) or a file."""
+    """(checkpoint path, payload) of ``train.init_from``: a run dir's best.pt (else last.pt) or
+    a file."""
     spec = recipe.train.init_from
     if not spec:
         return None

@@ -9,9 +9,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 _tasks: list[Callable[[], str]] = []
-_command = (
-    "stopped before it finished"  # what the whole command leaves undone, when no task says more
-)
+# what the whole command leaves undone, when no task says more (nmt_cli.startup.command sets it)
+_command = "stopped before it finished"
 _deferring = 0  # depth of deferred() blocks
 _pending: int | None = None  # a signal that arrived inside one
 

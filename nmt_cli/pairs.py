@@ -1,8 +1,9 @@
 """Sentence pairs as a stream: where a corpus's pairs come from, how each is cleaned and filtered,
-exact duplicates dropped in small memory, and a bounded random sample kept for SentencePiece.
+and exact duplicates dropped in small memory (the bounded sample SentencePiece learns from is
+nmt_cli/reservoir.py).
 
-Nothing here holds a corpus: pairs flow through in chunks, and what stays in memory is bounded by
-the configuration (the reservoir) or is eight bytes a kept pair (the duplicate hashes).
+Nothing here holds a corpus: pairs flow through in chunks, and what stays in memory is eight bytes
+a kept pair (the duplicate hashes).
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from nmt_cli.errors import DataError
 
 # Whitespace other than the space and the line break: normalize() (nmt_cli.tokenizer) replaces
 # every character of it. Python's regular expressions and str.split() share one idea of
-# whitespace. A character class alone is scanned fast; alternatives would be tried at every
-# position (5x slower).
+# whitespace. A character class alone is scanned in one pass; alternatives would be tried at
+# every position.
 _OTHER_SPACE = re.compile(r"[^\S \n]")
 
 
@@ -60,7 +61,8 @@ def normalize_lines(lines: Sequence[str], lowercase: bool = False) -> list[str]:
 
 def split_block(raw: bytes) -> list[str]:
     """The lines of a block of whole lines (see corpora.LineBlocks), decoded as
-    :func:`corpora.iter_lines` decodes them; a trailing ``\r`` is left for normalisation to strip."""
+    :func:`corpora.iter_lines` decodes them; a trailing ``\r`` is left for normalisation to
+    strip."""
     if not raw:
         return []
     text = raw.decode("utf-8", errors="replace")
@@ -173,7 +175,8 @@ def reason_text(code: int, max_len: int, max_ratio: float) -> str:
 
 
 def filter_reason(src: str, tgt: str, max_len: int, max_ratio: float) -> str | None:
-    """Why a normalised training pair is dropped, or None to keep it (:func:`filter_codes` of one pair)."""
+    """Why a normalised training pair is dropped, or None to keep it (:func:`filter_codes` of one
+    pair)."""
     code = int(filter_codes([src], [tgt], max_len, max_ratio)[0])
     return reason_text(code, max_len, max_ratio) if code else None
 
@@ -275,7 +278,8 @@ def clean_raw_pairs(raw: Sequence[tuple[bytes, bytes] | None], cleaning: Cleanin
 
 
 def encoded_lines(lines: list[str]) -> tuple[bytes, np.ndarray]:
-    """Lines as UTF-8 text, each ending in "\n", and the offset where each starts (one more: the end)."""
+    """Lines as UTF-8 text, each ending in "\n", and the offset where each starts (one more: the
+    end)."""
     if not lines:
         return b"", np.zeros(1, dtype=np.int64)
     text = ("\n".join(lines) + "\n").encode("utf-8")
@@ -348,7 +352,8 @@ def _normal_side(raw: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None
 def _kept_text(
     arr: np.ndarray, ends: np.ndarray, keep: np.ndarray | None
 ) -> tuple[bytes, np.ndarray]:
-    """The kept lines of a side from :func:`_normal_side`, and where each starts (one more: the end)."""
+    """The kept lines of a side from :func:`_normal_side`, and where each starts (one more: the
+    end)."""
     sizes = np.diff(ends, prepend=-1)  # line ends included
     if keep is not None:
         arr, sizes = arr[np.repeat(keep, sizes)], sizes[keep]
@@ -462,81 +467,3 @@ class Deduplicator:
             run = np.sort(np.concatenate([self.runs.pop(), run]), kind="stable")
         if len(run):
             self.runs.append(run)
-
-
-class Reservoir:
-    """A uniform random sample of at most ``capacity`` items from a stream of unknown length
-    (Li 1994, Algorithm L: skips drawn from the geometric law, so a long stream costs few draws).
-    While the stream is shorter than the capacity the sample is the whole stream, in order.
-
-    The replacements are drawn ``DRAWS`` at a time with numpy (where each goes in the stream, and
-    which slot it takes), and an offered block hands over the items it loses to them at once: a
-    100k-pair sample of a 10M-pair corpus makes 460k replacements, which one Python step each
-    made a third of the sample pass."""
-
-    DRAWS = 4096
-
-    def __init__(self, capacity: int, seed: int = 0):
-        self.capacity = capacity
-        self.items: list = []
-        self.rng = np.random.default_rng(seed)
-        self.seen = 0
-        self._log_w = 0.0
-        self._after = 0  # stream position after the last drawn
-        self._positions = np.zeros(0, dtype=np.int64)  # the next replacements, ascending
-        self._slots = np.zeros(0, dtype=np.int64)
-
-    def _draw(self) -> None:
-        """The next DRAWS replacements: W_i = W_(i-1) U_i^(1/k), and replacement i lies
-        floor(log V_i / log(1 - W_i)) items after replacement i - 1 (U, V uniform on (0, 1])."""
-        k = self.capacity
-        log_w = self._log_w + np.cumsum(np.log1p(-self.rng.random(self.DRAWS)) / k)
-        with np.errstate(divide="ignore"):
-            skips = np.floor(np.log1p(-self.rng.random(self.DRAWS)) / np.log1p(-np.exp(log_w)))
-        skips = np.minimum(skips, 2.0**40).astype(np.int64)  # no overflow, however long the stream
-        positions = self._after + np.cumsum(skips) + np.arange(self.DRAWS)
-        self._log_w, self._after = float(log_w[-1]), int(positions[-1]) + 1
-        self._positions = np.concatenate([self._positions, positions])
-        self._slots = np.concatenate([self._slots, self.rng.integers(0, k, self.DRAWS)])
-
-    def _next(self) -> int:
-        """The stream position of the next replacement (the sample being full)."""
-        if not self._positions.size:
-            self._draw()
-        return int(self._positions[0])
-
-    def wants(self, n: int) -> bool:
-        """Whether offering the next ``n`` items would keep any of them (else :meth:`pass_over`
-        them, and nobody need build them)."""
-        return len(self.items) < self.capacity or self._next() < self.seen + n
-
-    def pass_over(self, n: int) -> None:
-        assert not self.wants(n), "pass_over would skip an item the sample takes"
-        self.seen += n
-
-    def offer(self, items: Sequence) -> None:
-        """Items skipped by the drawn gaps cost nothing: only the ones taken are built, through
-        ``items.take(indices)`` where the sequence has it (``RawPairs``)."""
-        taken = 0
-        if len(self.items) < self.capacity:
-            taken = min(len(items), self.capacity - len(self.items))
-            self.items.extend(items[:taken])
-            self.seen += taken
-            self._after = self.seen  # the first replacement comes after the items that filled it
-        start = self.seen - taken  # the stream position of items[0]
-        end = start + len(items)
-        while len(self.items) == self.capacity and self._next() < end:
-            here = int(np.searchsorted(self._positions, end))
-            positions, slots = self._positions[:here] - start, self._slots[:here]
-            self._positions, self._slots = self._positions[here:], self._slots[here:]
-            # A slot replaced twice within the block keeps the later item
-            last = len(slots) - 1 - np.unique(slots[::-1], return_index=True)[1]
-            positions, slots = positions[last], slots[last]
-            kept = (
-                items.take(positions)
-                if hasattr(items, "take")
-                else [items[i] for i in positions.tolist()]
-            )
-            for slot, item in zip(slots.tolist(), kept):
-                self.items[slot] = item
-        self.seen = end

@@ -49,7 +49,8 @@ def parse_metrics(spec: str) -> list[str]:
 
 
 def moses_lc_tok(lines: Sequence[str], lang: str) -> list[str]:
-    """lowercase | normalize-punctuation.perl -l L | tokenizer.perl -l L, as the references were made."""
+    """lowercase | normalize-punctuation.perl -l L | tokenizer.perl -l L, as the references were
+    made."""
     try:
         from sacremoses import MosesPunctNormalizer, MosesTokenizer
         from sacremoses.corpus import NonbreakingPrefixes
@@ -104,7 +105,8 @@ def score(
 def bleu_by_length(
     sources: Sequence[str], hyps: Sequence[str], refs: Sequence[str], lc_tok: str | None = None
 ) -> list[dict]:
-    """BLEU per source-length bucket (words): 0-10, 10-20, 20-30, 30+ (Bahdanau et al. 2015, Fig. 2)."""
+    """BLEU per source-length bucket (words): 0-10, 10-20, 20-30, 30+ (Bahdanau et al. 2015,
+    Fig. 2)."""
     if not (len(sources) == len(hyps) == len(refs)):
         raise UserError(
             f"sources, hypotheses and references differ in length: "

@@ -19,16 +19,15 @@ import json
 import signal
 import socket
 import sys
-import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
-from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs
 
 from nmt_cli.batching import Batcher, Job, QueueFull
 from nmt_cli.errors import UserError
+from nmt_cli.request_body import RequestError, parse_body, read_bool, read_int, read_texts
+from nmt_cli.served_models import ServedModel, load_models
 
 MAX_BEAM = 32
 LANGUAGE_NAMES = {
@@ -65,168 +64,6 @@ class ServeSettings:
     timeout_s: float = 30.0  # a request waiting longer for its translation gets 504
     threads: int = 1
     shortlist: bool | None = None  # None: the recipe's decode.shortlist
-
-
-class RequestError(Exception):
-    """A refused request: its HTTP status and one line of explanation."""
-
-    def __init__(self, status: int, message: str):
-        super().__init__(message)
-        self.status = status
-
-
-@dataclass
-class ServedModel:
-    id: str
-    translator: Any  # nmt_cli.translate.Translator
-    source: str
-    target: str
-    recipe: str
-    checkpoint: str  # the file name only: the server never shows its paths
-    step: int | None
-    valid_bleu: float | None
-
-    def describe(self) -> dict:
-        return {
-            "id": self.id,
-            "source": self.source,
-            "target": self.target,
-            "recipe": self.recipe,
-            "checkpoint": self.checkpoint,
-            "step": self.step,
-            "valid_bleu": self.valid_bleu,
-            "beam_size": self.translator.opts.beam_size,
-        }
-
-
-def checkpoint_facts(path: Path) -> tuple[int | None, float | None]:
-    """(training step, validation BLEU) of a checkpoint as training recorded them; an averaged
-    checkpoint reports its newest step and the BLEU its run's metrics.jsonl gave the average."""
-    from nmt_cli.checkpoint import load, step_of
-
-    payload = load(path)
-    progress = payload.get("progress")
-    if isinstance(progress, dict):
-        step = progress.get("step")
-        bleu = next(
-            (
-                r.get("valid_bleu")
-                for r in reversed(progress.get("history") or [])
-                if r.get("step") == step
-            ),
-            None,
-        )
-        return step, bleu
-    steps = []
-    for name in payload.get("averaged_from") or []:
-        with contextlib.suppress(ValueError, IndexError):
-            steps.append(step_of(Path(name)))
-    bleu = None
-    metrics = path.parent.parent / "metrics.jsonl"
-    if metrics.is_file():
-        for line in metrics.read_text(encoding="utf-8").splitlines():
-            with contextlib.suppress(ValueError):
-                record = json.loads(line)
-                if record.get("kind") == "averaged" and record.get("steps") == steps:
-                    bleu = record.get("valid_bleu")
-    return (max(steps) if steps else None), bleu
-
-
-def load_models(
-    paths: Sequence[str], *, device: str = "auto", shortlist: bool | None = None
-) -> list[ServedModel]:
-    """One ServedModel per -m, decoding with its recipe's settings; ids are the recipe names,
-    numbered where two share one."""
-    from nmt_cli.translate import Translator
-
-    if not paths:
-        raise UserError("-m/--model: give at least one run dir or checkpoint to serve")
-    served: list[ServedModel] = []
-    for path in paths:
-        translator = Translator.load(path, device=device, workers=1, shortlist=shortlist)
-        recipe = translator.recipe
-        step, bleu = checkpoint_facts(translator.checkpoint)
-        served.append(
-            ServedModel(
-                recipe.name,
-                translator,
-                recipe.src,
-                recipe.tgt,
-                recipe.name,
-                Path(translator.checkpoint).name,
-                step,
-                bleu,
-            )
-        )
-    names = [m.id for m in served]
-    for i, m in enumerate(served):
-        if names.count(m.id) > 1:
-            m.id = f"{m.id}-{names[: i + 1].count(m.id)}"
-    return served
-
-
-# ---------------------------------------------------------------------- reading requests
-
-
-def _parse_body(raw: bytes, content_type: str, allow_form: bool) -> dict:
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise RequestError(400, "the request body is not valid UTF-8") from None
-    # A form, as some LibreTranslate clients post; a JSON object sent with a form's content type
-    # (curl -d does that) is still read as JSON.
-    if (
-        allow_form
-        and content_type.startswith("application/x-www-form-urlencoded")
-        and not text.lstrip().startswith("{")
-    ):
-        try:
-            fields = parse_qs(text, keep_blank_values=True, encoding="utf-8", errors="strict")
-        except (UnicodeDecodeError, ValueError):
-            raise RequestError(400, "the form data is not valid UTF-8") from None
-        return {k: v[0] if len(v) == 1 else v for k, v in fields.items()}
-    try:
-        body = json.loads(text)
-    except ValueError as exc:
-        raise RequestError(
-            400, f"the request body is not valid JSON ({exc.msg} at character {exc.pos})"
-        ) from None
-    if not isinstance(body, dict):
-        raise RequestError(400, "the request body must be a JSON object")
-    return body
-
-
-def _int(body: dict, key: str, default: int, lo: int, hi: int) -> int:
-    value = body.get(key, default)
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():  # form fields are strings
-        value = int(value)
-    if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-        raise RequestError(
-            400, f"{key}: expected an integer from {lo} to {hi}, got {json.dumps(value)[:40]}"
-        )
-    return value
-
-
-def _bool(body: dict, key: str) -> bool:
-    value = body.get(key, False)
-    if not isinstance(value, bool):
-        raise RequestError(400, f"{key}: expected true or false, got {json.dumps(value)[:40]}")
-    return value
-
-
-def _texts(value: Any, key: str) -> list[str]:
-    items = value if isinstance(value, list) else [value]
-    if value is None:
-        raise RequestError(400, f"{key}: missing; give the text to translate")
-    if isinstance(value, list) and not value:
-        raise RequestError(400, f"{key}: empty list; give at least one text")
-    for i, item in enumerate(items):
-        where = f"{key}[{i}]" if isinstance(value, list) else key
-        if not isinstance(item, str):
-            raise RequestError(400, f"{where}: expected a string, got {type(item).__name__}")
-        if not item.strip():
-            raise RequestError(400, f"{where}: empty text")
-    return items
 
 
 class Service:
@@ -394,10 +231,8 @@ def build_app(service: Service):
 
     @app.exception_handler(Exception)
     async def failed(_request, exc):
-        return error(
-            500,
-            f"internal error: {type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}",
-        )
+        first = str(exc).splitlines()[0][:200] if str(exc) else ""
+        return error(500, f"internal error: {type(exc).__name__}: {first}")
 
     async def read(request: Request, allow_form: bool = False) -> dict:
         declared = request.headers.get("content-length", "")
@@ -410,7 +245,7 @@ def build_app(service: Service):
             raise RequestError(
                 413, f"the request body is too large ({len(raw)} bytes, at most {service.max_body})"
             )
-        body = _parse_body(raw, request.headers.get("content-type", ""), allow_form)
+        body = parse_body(raw, request.headers.get("content-type", ""), allow_form)
         service.check_key(body, request.headers)
         return body
 
@@ -461,13 +296,13 @@ def build_app(service: Service):
     async def libretranslate(request: Request):
         body = await read(request, allow_form=True)
         q = body.get("q")
-        texts = _texts(q, "q")
+        texts = read_texts(q, "q")
         fmt = body.get("format", "text")
         if fmt != "text":
             raise RequestError(400, f'format: only "text" is supported, got {json.dumps(fmt)[:40]}')
         model = service.pick(None, body.get("source"), body.get("target"))
-        beam = model.translator.opts.beam_size
-        alternatives = _int(body, "alternatives", 0, 0, beam - 1)
+        beam = model.translator.config.beam_size
+        alternatives = read_int(body, "alternatives", 0, 0, beam - 1)
         service.check_length(texts)
         # A text may hold several lines: each is translated as a sentence and the lines kept.
         lines = [line for text in texts for line in text.split("\n")]
@@ -498,11 +333,11 @@ def build_app(service: Service):
         src = body.get("src")
         if not isinstance(src, list):
             raise RequestError(400, "src: expected a list of sentences")
-        sentences = _texts(src, "src")
+        sentences = read_texts(src, "src")
         model = service.pick(body.get("model"), body.get("source"), body.get("target"))
-        beam = _int(body, "beam_size", model.translator.opts.beam_size, 1, MAX_BEAM)
-        nbest = _int(body, "nbest", 1, 1, beam)
-        alignments, attention = _bool(body, "alignments"), _bool(body, "attention")
+        beam = read_int(body, "beam_size", model.translator.config.beam_size, 1, MAX_BEAM)
+        nbest = read_int(body, "nbest", 1, 1, beam)
+        alignments, attention = read_bool(body, "alignments"), read_bool(body, "attention")
         service.check_length(sentences)
         results = await service.translate(
             model,
@@ -530,8 +365,8 @@ def _listen(host: str, port: int) -> socket.socket:
         raise UserError(f"--host {host}: cannot resolve ({exc.strerror})") from None
     family, _, _, _, address = infos[0]
     # IPPROTO_TCP named explicitly: asyncio turns Nagle's algorithm off (TCP_NODELAY) only on
-    # connections whose socket says TCP; with proto 0 a response's header and body segments
-    # waited for the client's delayed ACK, 40 ms a request on a kept-alive connection.
+    # connections whose socket says TCP; with proto 0 a response's header and body segments wait
+    # for the client's delayed ACK on every request of a kept-alive connection.
     sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
@@ -560,15 +395,6 @@ def serve(model_paths: Sequence[str], settings: ServeSettings, *, device: str = 
     service = Service(models, settings)
     app = build_app(service)
     sock = _listen(settings.host, settings.port)
-    host, port = sock.getsockname()[:2]
-    shown = f"[{host}]" if ":" in host else host
-    print(
-        f"nmt serve: {', '.join(f'{m.id} ({m.source}-{m.target})' for m in models)} on "
-        f"http://{shown}:{port}/ (batching {'on' if service.batcher.batching else 'off'}, "
-        f"{service.batcher.workers} decoding thread(s))",
-        file=sys.stderr,
-        flush=True,
-    )
     config = uvicorn.Config(
         app,
         log_level="warning",
@@ -576,28 +402,30 @@ def serve(model_paths: Sequence[str], settings: ServeSettings, *, device: str = 
         lifespan="on",
         timeout_graceful_shutdown=settings.timeout_s + 5,
     )
-    _DrainingServer(config).run(sockets=[sock])
+    server = uvicorn.Server(config)
+
+    def stop(signum, frame) -> None:
+        server.should_exit = True
+
+    # While the server runs, uvicorn answers SIGINT and SIGTERM itself: it stops accepting
+    # requests, finishes those in flight (the lifespan drains the batcher) and, once done, raises
+    # the signal again for the handlers it found. Those are these, so that the stop it has just
+    # made ends the process with exit code 0 rather than as a stopped command; a signal arriving
+    # once the address is announced but before uvicorn takes over stops it as soon as it starts.
+    stop_signals = (signal.SIGINT, signal.SIGTERM)
+    before = {signum: signal.signal(signum, stop) for signum in stop_signals}
+    try:
+        host, port = sock.getsockname()[:2]
+        shown = f"[{host}]" if ":" in host else host
+        print(
+            f"nmt serve: {', '.join(f'{m.id} ({m.source}-{m.target})' for m in models)} on "
+            f"http://{shown}:{port}/ (batching {'on' if service.batcher.batching else 'off'}, "
+            f"{service.batcher.workers} decoding thread(s))",
+            file=sys.stderr,
+            flush=True,
+        )
+        server.run(sockets=[sock])
+    finally:
+        for signum, handler in before.items():
+            signal.signal(signum, handler)
     print("nmt serve: stopped", file=sys.stderr, flush=True)
-
-
-try:
-    import uvicorn as _uvicorn
-
-    class _DrainingServer(_uvicorn.Server):
-        """uvicorn's server, except that after a graceful stop on SIGTERM or Ctrl-C the process
-        exits 0 instead of re-raising the signal."""
-
-        @contextlib.contextmanager
-        def capture_signals(self):
-            if threading.current_thread() is not threading.main_thread():
-                yield
-                return
-            handled = (signal.SIGINT, signal.SIGTERM)
-            original = {sig: signal.signal(sig, self.handle_exit) for sig in handled}
-            try:
-                yield
-            finally:
-                for sig, handler in original.items():
-                    signal.signal(sig, handler)
-except ImportError:  # the serve extra is not installed: serve() says so
-    _DrainingServer = None  # type: ignore[assignment,misc]

@@ -41,7 +41,8 @@ def _load_proto(proto: bytes, what: str) -> spm.SentencePieceProcessor:
 
 
 def seed_sampling(seed: int) -> None:
-    """Reset SentencePiece's (process-wide) generator that :meth:`Tokenizer.encode_sampled` draws from."""
+    """Reset SentencePiece's (process-wide) generator that :meth:`Tokenizer.encode_sampled`
+    draws from."""
     spm.set_random_generator_seed(seed)
 
 

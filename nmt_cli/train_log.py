@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import sys
 import time
 from pathlib import Path
 
 from nmt_cli.config import TrainConfig
+from nmt_cli.output_file import write_text_atomic
 
 log = logging.getLogger("nmt.train")
 
@@ -114,9 +114,7 @@ class TrainingLog:
     def finish(self, summary: dict) -> None:
         """Write summary.json (atomically) and the closing line."""
         if self.enabled:
-            tmp = self.run_dir / "summary.json.part"
-            tmp.write_text(json.dumps(summary, indent=1) + "\n", encoding="utf-8")
-            os.replace(tmp, self.run_dir / "summary.json")
+            write_text_atomic(self.run_dir / "summary.json", json.dumps(summary, indent=1) + "\n")
             log.info(
                 f"{summary['stop_reason']}: {summary['steps']} steps in {summary['wall_s']:.1f}s, "
                 f"{summary['tgt_tokens_per_s']:.0f} target tokens/s, "
@@ -199,7 +197,8 @@ class TrainingLog:
         return str(step)
 
     def validating(self, step: int, sentences: int, what: str = "") -> None:
-        """Said before a validation starts: it can take a while, and the bar stands still meanwhile."""
+        """Said before a validation starts: it can take a while, and the bar stands still
+        meanwhile."""
         if not self.enabled:
             return
         if self.bar is not None:

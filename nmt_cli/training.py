@@ -24,19 +24,9 @@ from pathlib import Path
 import torch
 
 from nmt_cli import checkpoint as ckpt
+from nmt_cli.batches import iterate_epoch
 from nmt_cli.checkpoint_policy import CheckpointPolicy
-from nmt_cli.config import Recipe, recipe_differences
-from nmt_cli.data import (
-    EncodedSplit,
-    iterate_epoch,
-    learn_split_shortlist,
-    load_meta,
-    load_shortlist,
-    load_split,
-    load_text,
-    sampled_split,
-    save_shortlist,
-)
+from nmt_cli.config import Recipe
 from nmt_cli.device import (
     autocast_context,
     native_bf16,
@@ -48,7 +38,18 @@ from nmt_cli.ema import WeightAverage
 from nmt_cli.errors import CheckpointError, DataError, TrainingInterrupted, UserError
 from nmt_cli.interrupts import Interrupted
 from nmt_cli.model import build_model
+from nmt_cli.recipes import recipe_differences
 from nmt_cli.schedule import LearningRate, sampling_probability
+from nmt_cli.store import (
+    EncodedSplit,
+    learn_split_shortlist,
+    load_meta,
+    load_shortlist,
+    load_split,
+    load_text,
+    sampled_split,
+    save_shortlist,
+)
 from nmt_cli.tokenizer import Tokenizer
 from nmt_cli.train_log import TrainingLog, setup_logging
 from nmt_cli.validation import Validator, validate

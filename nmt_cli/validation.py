@@ -5,15 +5,17 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 import sacrebleu
 import torch
 
+from nmt_cli.batches import make_batch
 from nmt_cli.config import Recipe
-from nmt_cli.data import EncodedSplit, make_batch
+from nmt_cli.store import EncodedSplit
 from nmt_cli.tokenizer import PAD, Tokenizer
-from nmt_cli.translate import DecodeOptions, decode_ids
+from nmt_cli.translate import decode_ids
 
 
 @torch.no_grad()
@@ -26,7 +28,8 @@ def validate(
     device: torch.device,
     autocast,
 ) -> dict:
-    """Loss, perplexity and greedy-decoding BLEU on (at most valid_max_sentences of) the valid split."""
+    """Loss, perplexity and greedy-decoding BLEU on (at most valid_max_sentences of) the valid
+    split."""
     model.eval()
     n = min(len(split), recipe.train.valid_max_sentences)
     total_nll, total_tokens = 0.0, 0
@@ -38,15 +41,12 @@ def validate(
         total_nll += float(summed)
         total_tokens += batch.tgt_tokens
     sources = [list(split.src.get(i)) for i in range(n)]
-    opts = DecodeOptions(
-        beam_size=1,
-        max_len_ratio=recipe.decode.max_len_ratio,
-        max_len_const=recipe.decode.max_len_const,
-        min_len=recipe.decode.min_len,
-        batch_size=100,
+    # Greedy, in batches of 100, one worker, over the whole vocabulary: the recipe's length limits.
+    greedy = replace(
+        recipe.decode, beam_size=1, batch_size=100, batch_tokens=0, shortlist=False, workers=1
     )
     with autocast():
-        hyps = decode_ids(model, [s or [PAD] for s in sources], opts, device)
+        hyps = decode_ids(model, [s or [PAD] for s in sources], greedy, device)
     texts = tokenizer.decode_tgt([h[0].tokens for h in hyps])
     bleu = sacrebleu.corpus_bleu(texts, [refs[:n]]).score
     model.train()

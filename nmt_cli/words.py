@@ -92,3 +92,26 @@ def word_attention(
         words_of(tgt_pieces, target_text),
         merged.tolist(),
     )
+
+
+def alignment_pairs(
+    weights: torch.Tensor | None, src_pieces: Sequence[str], tgt_pieces: Sequence[str]
+) -> list[tuple[int, int]]:
+    """Hard word alignment i-j from a (target pieces [+ EOS], source pieces) attention matrix:
+    weights summed per (source word, target word), each target word aligned to its argmax source
+    word (ties: the first)."""
+    if weights is None:
+        return []
+    src_w, tgt_w = word_index(src_pieces), word_index(tgt_pieces)
+    if not src_w or not tgt_w:
+        return []
+    att = weights[: len(tgt_pieces), : len(src_pieces)].float()
+    n_src, n_tgt = src_w[-1] + 1, tgt_w[-1] + 1
+    words = torch.zeros(n_tgt, n_src)
+    words.index_add_(
+        0,
+        torch.tensor(tgt_w),
+        torch.zeros(len(tgt_w), n_src).index_add_(1, torch.tensor(src_w), att),
+    )
+    best = words.argmax(dim=1).tolist()
+    return sorted({(best[j], j) for j in range(n_tgt)})

@@ -21,18 +21,12 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from typing import TypeVar
 
+from nmt_cli.cores import usable_cores
+
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 T = TypeVar("T")
 R = TypeVar("R")
-
-
-def usable_cores() -> int:
-    """Every core this process may use."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 def _worker_start(parent: int) -> None:
@@ -51,10 +45,13 @@ def _worker_start(parent: int) -> None:
 
 
 def ordered_map(
-    func: Callable[[T], R], items: Iterable[T], workers: int, ahead: int = 2
+    func: Callable[[T], R], items: Iterable[T], workers: int | None = None, ahead: int = 2
 ) -> Iterator[R]:
-    """``map(func, items)`` on ``workers`` processes, in order; serial in this process when
-    ``workers`` is 1 or fork is unavailable. ``func`` and each item must pickle."""
+    """``map(func, items)`` on ``workers`` processes (None: one per usable core, see
+    nmt_cli.cores.usable_cores), in order; serial in this process when there is one worker or
+    fork is unavailable. ``func`` and each item must pickle."""
+    if workers is None:
+        workers = usable_cores()
     if workers <= 1 or "fork" not in multiprocessing.get_all_start_methods():
         yield from map(func, items)
         return

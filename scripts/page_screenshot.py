@@ -17,7 +17,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SENTENCES = "A little girl in a pink dress is climbing into a wooden playhouse.\nTwo dogs run through the snow."
+SENTENCES = (
+    "A little girl in a pink dress is climbing into a wooden playhouse.\n"
+    "Two dogs run through the snow."
+)
 
 
 def main() -> None:
@@ -68,7 +71,8 @@ def main() -> None:
         ActionChains(driver).move_to_element(word).perform()
         time.sleep(0.3)
         height, chrome = driver.execute_script(
-            "return [document.documentElement.scrollHeight, window.outerHeight - window.innerHeight]"
+            "return [document.documentElement.scrollHeight,"
+            " window.outerHeight - window.innerHeight]"
         )
         driver.set_window_size(1280, height + chrome + 8)
         time.sleep(0.3)

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Set up (scripts/setup.sh) and run the whole test suite, slow end-to-end tests included.
+# Set up (scripts/setup.sh), run the lint and format gate (ruff, configured in pyproject.toml),
+# then the whole test suite, slow end-to-end tests included.
 # As root with apt-get, the Debian packages the web page's browser test drives (chromium,
 # chromium-driver) are installed when missing; elsewhere that test skips with its reason.
 set -euo pipefail
@@ -12,4 +13,6 @@ if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
     || echo "test.sh: warning: could not install chromium and chromium-driver; the web page's browser test will skip" >&2
 fi
 export NMT_DATA_MIRROR="${NMT_DATA_MIRROR:-$(cd .. && pwd)/shared/data}"
+.venv/bin/ruff check .
+.venv/bin/ruff format --check .
 exec .venv/bin/python -m pytest -q "$@"

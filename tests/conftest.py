@@ -71,8 +71,8 @@ def tiny_recipe_dict(data: dict, **sections) -> dict:
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory):
     """A preprocessed run dir (real Multi30k slice, 300-piece vocabulary), shared read-only."""
-    from nmt_cli.config import recipe_from_dict
-    from nmt_cli.data import preprocess
+    from nmt_cli.preprocess import preprocess
+    from nmt_cli.recipes import recipe_from_dict
 
     base = tmp_path_factory.mktemp("tiny")
     data = write_slice(base / "corpus")
@@ -89,7 +89,7 @@ def trained_copy(
     returns its run dir."""
     import shutil
 
-    from nmt_cli.config import recipe_from_dict
+    from nmt_cli.recipes import recipe_from_dict
     from nmt_cli.training import train
 
     recipe, run_dir = tiny_run

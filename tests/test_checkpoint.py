@@ -116,13 +116,14 @@ def trained_run(tiny_run, tmp_path_factory):
 
 
 def _outputs(loaded, lines, beam):
-    from nmt_cli.translate import DecodeOptions, Translator
+    from nmt_cli.config import DecodeConfig
+    from nmt_cli.translate import Translator
 
-    model, _, tokenizer, _ = loaded
     tr = Translator(
-        model,
-        tokenizer,
-        DecodeOptions(beam_size=beam, batch_size=8, shortlist=True),
+        loaded.model,
+        loaded.tokenizer,
+        DecodeConfig(beam_size=beam, batch_size=8, shortlist=True, workers=1),
+        shortlist=loaded.shortlist,
         warn=lambda m: None,
     )
     return [(t.text, t.hypotheses[0].tokens, t.hypotheses[0].score) for t in tr.translate(lines)]
@@ -130,12 +131,13 @@ def _outputs(loaded, lines, beam):
 
 def test_mapped_load_gives_the_plain_load_s_weights_and_translations(trained_run):
     fast, plain = ckpt.load_model(trained_run), ckpt.load_model(trained_run, fast=False)
-    a, b = fast[0].state_dict(), plain[0].state_dict()
+    a, b = fast.model.state_dict(), plain.model.state_dict()
     assert a.keys() == b.keys()
     for key in a:
         assert a[key].dtype == b[key].dtype and torch.equal(a[key], b[key]), key
-    assert fast[0].shortlist is not None
-    assert torch.equal(fast[0].shortlist.table, plain[0].shortlist.table)
+    assert fast.shortlist is not None and not hasattr(fast.model, "shortlist")
+    assert torch.equal(fast.shortlist.table, plain.shortlist.table)
+    assert fast.path == plain.path == ckpt.resolve(trained_run) and fast.recipe == plain.recipe
     lines = (trained_run / "data" / "valid.src.txt").read_text(encoding="utf-8").split("\n")[:24]
     for beam in (1, 3):
         assert _outputs(fast, lines, beam) == _outputs(plain, lines, beam)

@@ -99,6 +99,5 @@ def test_a_full_disk_costs_the_checkpoint_not_the_run(tmp_path, monkeypatch, cap
 
 
 def test_only_the_writing_rank_writes(tmp_path):
-    p = Progress(step=1)
     pol = CheckpointPolicy(tmp_path, TrainConfig(), lambda: {}, writes=False)
     assert pol.save(1) is None and not (tmp_path / "checkpoints").exists()

@@ -2,8 +2,9 @@ from pathlib import Path
 
 import pytest
 
-from nmt_cli.config import Recipe, load_recipe, recipe_differences, recipe_from_dict
+from nmt_cli.config import Recipe
 from nmt_cli.errors import ConfigError
+from nmt_cli.recipes import load_recipe, recipe_differences, recipe_from_dict
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -201,3 +202,32 @@ def test_a_folder_given_as_recipe_says_so(tmp_path):
     (tmp_path / "recipe.yaml").write_text("name: x\n")
     with pytest.raises(ConfigError, match=r"a run dir keeps its own as recipe\.yaml"):
         load_recipe(tmp_path)
+
+
+def test_overrides_are_checked_as_the_recipe_checks_its_keys():
+    import dataclasses
+
+    from nmt_cli.config import DecodeConfig, override
+
+    base = DecodeConfig()
+    assert override(base, {"beam_size": 3, "shortlist": None}) == dataclasses.replace(
+        base, beam_size=3
+    )
+    assert (
+        override(base, {}) is base and override(base, {"length_penalty": 1}).length_penalty == 1.0
+    )
+    with pytest.raises(
+        ConfigError, match=r"^decode\.beam_size: 0 is out of range \(must be >= 1\)$"
+    ):
+        override(base, {"beam_size": 0})
+    with pytest.raises(ConfigError, match=r"^--precision: 'fp8' is not one of auto, fp32, bf16"):
+        override(base, {"precision": "fp8"}, lambda key: "--" + key)
+    with pytest.raises(
+        ConfigError, match="decode.beam: unknown key .did you mean 'decode.beam_size'"
+    ):
+        override(base, {"beam": 2})
+    # dataclasses.replace itself refuses what a recipe refuses: the section checks its own fields
+    with pytest.raises(ConfigError, match=r"^decode\.min_len: -1 is out of range"):
+        dataclasses.replace(base, min_len=-1)
+    with pytest.raises(ConfigError, match=r"^decode\.beam_size: expected an integer, got 'five'"):
+        DecodeConfig(beam_size="five")

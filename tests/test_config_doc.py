@@ -3,8 +3,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from nmt_cli.config import RESUMABLE_KEYS, Recipe, recipe_from_dict
+from nmt_cli.config import RESUMABLE_KEYS, Recipe
 from nmt_cli.config_doc import REGENERATE, SECTION_PURPOSE, key_rows, render, sections
+from nmt_cli.recipes import recipe_from_dict
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "recipe-keys.md"

@@ -4,25 +4,14 @@ import numpy as np
 import pytest
 import torch
 
-from nmt_cli.config import recipe_from_dict
+from nmt_cli.batches import epoch_shards, iterate_epoch, make_batch, padding_fraction, token_batches
 from nmt_cli.corpora import read_lines
-from nmt_cli.data import (
-    EncodedSplit,
-    Side,
-    epoch_shards,
-    iterate_epoch,
-    load_split,
-    make_batch,
-    normalize,
-    padding_fraction,
-    preprocess,
-    sampled_split,
-    save_tok_references,
-    split_files,
-    token_batches,
-)
 from nmt_cli.errors import DataError
-from nmt_cli.tokenizer import BOS, EOS, PAD, Tokenizer
+from nmt_cli.preprocess import preprocess
+from nmt_cli.recipes import recipe_from_dict
+from nmt_cli.splits import save_tok_references, split_files
+from nmt_cli.store import EncodedSplit, Side, load_split, sampled_split
+from nmt_cli.tokenizer import BOS, EOS, PAD, Tokenizer, normalize
 from tests.conftest import multi30k_lines, tiny_recipe_dict, write_slice
 
 
@@ -191,7 +180,7 @@ def _split_of_lengths(src_lengths, tgt_lengths) -> EncodedSplit:
 
 
 def test_large_splits_are_batched_a_shard_at_a_time(monkeypatch):
-    from nmt_cli import data as data_module
+    from nmt_cli import batches as data_module
 
     monkeypatch.setattr(data_module, "EPOCH_SHARD", 1000)
     monkeypatch.setattr(data_module, "SHARD_BLOCK", 64)
@@ -275,7 +264,7 @@ def test_iterate_epoch_resumes_from_position_and_shards(tiny_run):
 
 
 def test_chunked_encoding_equals_encoding_at_once():
-    from nmt_cli.data import _flat, encode_flat
+    from nmt_cli.store import _flat, encode_flat
 
     encode = lambda lines: [[len(w) for w in line.split()] for line in lines]
     lines = ["a bb ccc", "", "dddd", "e f", "gg hh ii jj", "k"]
@@ -361,7 +350,7 @@ def test_several_corpora_tsv_and_dedup_with_counts_per_corpus(tmp_path):
 
 
 def test_read_and_clean_on_worker_processes_stores_what_one_process_stores(tmp_path, monkeypatch):
-    from nmt_cli import data as data_module
+    from nmt_cli import preprocess as data_module
 
     data = write_slice(tmp_path / "c", n_train=400, n_valid=10)
     monkeypatch.setattr(data_module, "TEXT_CHUNK", 37)  # many blocks through the workers
@@ -372,7 +361,7 @@ def test_read_and_clean_on_worker_processes_stores_what_one_process_stores(tmp_p
     )
     metas = {}
     for workers in (1, 2):
-        monkeypatch.setattr(data_module, "usable_cores", lambda: workers)
+        monkeypatch.setattr(data_module, "usable_cores", lambda n=workers: n)
         metas[workers] = _run_preprocess(recipe, tmp_path / f"run{workers}")
     one, two = tmp_path / "run1", tmp_path / "run2"
     assert metas[1]["splits"] == metas[2]["splits"] and metas[1]["corpora"] == metas[2]["corpora"]
@@ -461,8 +450,10 @@ def test_sentencepiece_learns_from_a_bounded_sample_or_a_sample_file(tmp_path):
 
 
 def test_sentencepiece_sample_is_drawn_from_the_raw_pairs_then_cleaned_like_the_corpus(tmp_path):
-    from nmt_cli.data import _draw_sample, pair_source
-    from nmt_cli.pairs import Reservoir, filter_reason
+    from nmt_cli.pairs import filter_reason
+    from nmt_cli.preprocess import _draw_sample
+    from nmt_cli.reservoir import Reservoir
+    from nmt_cli.splits import pair_source
 
     data = write_slice(tmp_path / "c", n_train=2000, n_valid=10)
     en = multi30k_lines("train", "en", 2000)
@@ -485,7 +476,8 @@ def test_sentencepiece_sample_is_drawn_from_the_raw_pairs_then_cleaned_like_the_
     assert list(zip(src, tgt)) == want and 0 < len(want) < 500
     assert (
         origin
-        == f"a sample of {len(want)} of the 2000 training pairs ({500 - len(want)} more drawn, and dropped by the filters)"
+        == f"a sample of {len(want)} of the 2000 training pairs ({500 - len(want)} more drawn, "
+        "and dropped by the filters)"
     )
     small = recipe_from_dict(
         tiny_recipe_dict({**data, "max_len": 14}, tokenizer={"sample_sentences": 6000})
@@ -505,8 +497,8 @@ def test_interrupted_preprocess_leaves_nothing_complete_and_reruns_cleanly(
 ):
     import shutil
 
-    from nmt_cli import data as data_module
-    from nmt_cli.data import ensure_preprocessed
+    from nmt_cli import preprocess as data_module
+    from nmt_cli.preprocess import ensure_preprocessed
 
     recipe, run_dir = tiny_run
     copy = tmp_path / "run"
@@ -568,8 +560,8 @@ def test_sigkill_during_preprocess_never_leaves_data_that_loads_as_complete(tmp_
 
 @pytest.mark.parametrize("pread", [False, True])
 def test_rows_read_from_the_stored_arrays_are_the_sentences(tiny_run, monkeypatch, pread):
-    from nmt_cli import data as data_module
-    from nmt_cli.data import read_rows
+    from nmt_cli import store as data_module
+    from nmt_cli.store import read_rows
 
     if pread:  # as for a split past PREAD_FROM bytes of ids
         monkeypatch.setattr(data_module, "PREAD_FROM", 0)
@@ -585,8 +577,8 @@ def test_rows_read_from_the_stored_arrays_are_the_sentences(tiny_run, monkeypatc
 
 
 def test_shortlist_of_a_large_split_is_learned_from_a_sample(tiny_run, monkeypatch):
-    from nmt_cli import data as data_module
-    from nmt_cli.data import learn_split_shortlist
+    from nmt_cli import store as data_module
+    from nmt_cli.store import learn_split_shortlist
 
     _, run_dir = tiny_run
     tok = Tokenizer.load(run_dir)
@@ -596,7 +588,8 @@ def test_shortlist_of_a_large_split_is_learned_from_a_sample(tiny_run, monkeypat
     sampled = learn_split_shortlist(run_dir / "data", tok)
     assert sampled.table.shape == whole.table.shape
     assert {PAD, EOS, BOS} <= set(sampled.frequent.tolist())
-    # The sample's rows come from the real split: most of its top target pieces are the whole split's.
+    # The sample's rows come from the real split: most of its top target pieces are the whole
+    # split's.
     top = lambda s: set(s.frequent[:40].tolist())
     assert len(top(sampled) & top(whole)) >= 25
 
@@ -610,15 +603,15 @@ def _resident_file_kb() -> int:
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="Linux only")
 def test_release_pages_drops_what_batches_mapped_in_and_keeps_the_data(tmp_path):
-    from nmt_cli.data import EncodedSplit, Side
+    from nmt_cli.store import EncodedSplit, Side
 
     n = 8_000_000  # 16 MB of uint16 ids a side
     ids = (np.arange(n) % 7000).astype(np.uint16)
     offsets = np.arange(0, n + 1, 20, dtype=np.int64)
     for name, array in (("ids", ids), ("offsets", offsets)):
         np.save(tmp_path / f"{name}.npy", array)
-    load = lambda name: np.load(tmp_path / f"{name}.npy", mmap_mode="r")
-    split = EncodedSplit(Side(load("ids"), load("offsets")), Side(load("ids"), load("offsets")))
+    load = lambda: Side.open(tmp_path / "ids.npy", tmp_path / "offsets.npy")
+    split = EncodedSplit(load(), load())
     before = _resident_file_kb()
     total = int(split.src.ids.astype(np.int64).sum()) + int(
         split.tgt.offsets[-1]
@@ -633,11 +626,13 @@ def test_release_pages_drops_what_batches_mapped_in_and_keeps_the_data(tmp_path)
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="Linux only")
 def test_side_lengths_reads_every_offset_without_keeping_its_pages(tmp_path):
-    from nmt_cli.data import Side, side_lengths
+    from nmt_cli.batches import side_lengths
+    from nmt_cli.store import Side
 
     lengths = (np.arange(4_000_000) % 50 + 1).astype(np.int64)  # 32 MB of offsets
     np.save(tmp_path / "offsets.npy", np.concatenate([[0], np.cumsum(lengths)]))
-    side = Side(np.zeros(1, dtype=np.uint16), np.load(tmp_path / "offsets.npy", mmap_mode="r"))
+    np.save(tmp_path / "ids.npy", np.zeros(1, dtype=np.uint16))
+    side = Side.open(tmp_path / "ids.npy", tmp_path / "offsets.npy")
     before = _resident_file_kb()
     got = side_lengths(side, chunk=1 << 18)
     assert got.dtype == np.int16 and np.array_equal(got, lengths)
@@ -648,15 +643,15 @@ def test_side_lengths_reads_every_offset_without_keeping_its_pages(tmp_path):
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="Linux only")
 def test_batches_of_large_stored_arrays_are_read_without_mapping_them(tmp_path, monkeypatch):
-    import nmt_cli.data as data
+    import nmt_cli.store as data
 
     lengths = (np.arange(400_000) * 7919 % 40 + 1).astype(np.int64)
     offsets = np.concatenate([[0], np.cumsum(lengths)])
     ids = (np.arange(int(offsets[-1])) % 7000).astype(np.uint16)  # 16 MB
     np.save(tmp_path / "ids.npy", ids)
     np.save(tmp_path / "offsets.npy", offsets)
-    load = lambda name: np.load(tmp_path / f"{name}.npy", mmap_mode="r")
-    stored = EncodedSplit(Side(load("ids"), load("offsets")), Side(load("ids"), load("offsets")))
+    load = lambda: Side.open(tmp_path / "ids.npy", tmp_path / "offsets.npy")
+    stored = EncodedSplit(load(), load())
     in_memory = EncodedSplit(Side(ids, offsets), Side(ids, offsets))
     rows = np.random.default_rng(0).integers(0, 400_000, size=(50, 40))
     before = _resident_file_kb()
@@ -696,7 +691,8 @@ def test_preprocessing_never_imports_torch(tmp_path):
 
     recipe.write_text(yaml.safe_dump(tiny_recipe_dict(data)))
     script = (
-        "import sys\nfrom nmt_cli.cli import main\nsys.argv = ['nmt', 'preprocess', sys.argv[1], '--run-dir', sys.argv[2]]\n"
+        "import sys\nfrom nmt_cli.cli import main\n"
+        "sys.argv = ['nmt', 'preprocess', sys.argv[1], '--run-dir', sys.argv[2]]\n"
         "try:\n    main()\nexcept SystemExit as stop:\n    assert not stop.code, stop.code\n"
         "print('torch' in sys.modules)"
     )
@@ -709,3 +705,22 @@ def test_preprocessing_never_imports_torch(tmp_path):
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip().splitlines()[-1] == "False"
     assert load_split(tmp_path / "run", "train").src.offsets[-1] > 0
+
+
+def test_map_array_reads_what_np_load_reads_and_refuses_other_arrays(tmp_path):
+    from nmt_cli.store import map_array
+
+    for array in (np.arange(70000, dtype=np.uint16), np.zeros(0, dtype=np.int64)):
+        np.save(tmp_path / "a.npy", array)
+        mapped = map_array(tmp_path / "a.npy")
+        assert mapped.array.dtype == array.dtype and np.array_equal(mapped.array, array)
+        assert (tmp_path / "a.npy").stat().st_size == mapped.start + array.nbytes
+        mapped.release_pages()
+        assert np.array_equal(mapped.array, array)  # still readable after its pages are dropped
+    np.save(tmp_path / "b.npy", np.zeros((2, 3)))
+    with pytest.raises(ValueError, match="not a 1-D array"):
+        map_array(tmp_path / "b.npy")
+    np.save(tmp_path / "c.npy", np.arange(10))
+    (tmp_path / "c.npy").write_bytes((tmp_path / "c.npy").read_bytes()[:-8])  # truncated
+    with pytest.raises(ValueError):
+        map_array(tmp_path / "c.npy")

@@ -3,6 +3,7 @@ import torch
 
 from nmt_cli.device import (
     autocast_context,
+    cpu_multiplies_bf16,
     native_bf16,
     pick_device,
     resolve_decode_precision,
@@ -92,20 +93,30 @@ def test_default_threads_are_the_cores_other_processes_leave_free(monkeypatch):
     assert device.default_threads() == 1
 
 
-@pytest.mark.skipif(not __import__("os").path.exists("/proc/stat"), reason="reads /proc/stat")
-def test_busy_cores_sees_a_process_that_spins():
-    import subprocess
-    import sys
+def cpuinfo(*flag_lines: str) -> str:
+    return "".join(
+        f"processor\t: {i}\nvendor_id\t: GenuineIntel\nflags\t\t: {flags}\n\n"
+        for i, flags in enumerate(flag_lines)
+    )
 
-    from nmt_cli.device import busy_cores, usable_cores
 
-    spinner = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-    try:
-        import time
+def test_bf16_hardware_is_read_from_every_processor_s_flags():
+    plain = "fpu sse2 avx2 avx512f avx512bw avx512vl avx512dq"  # AVX-512 emulates bf16
+    assert cpu_multiplies_bf16(cpuinfo(plain + " avx512_bf16", plain + " avx512_bf16"))
+    assert cpu_multiplies_bf16(cpuinfo(plain + " amx_bf16 amx_tile"))
+    assert not cpu_multiplies_bf16(cpuinfo(plain, plain))
+    assert not cpu_multiplies_bf16(cpuinfo(plain + " avx512_bf16", plain))  # one core without
+    assert not cpu_multiplies_bf16(cpuinfo(plain + " avx512_bf16_like"))
+    aarch64 = "processor\t: 0\nFeatures\t: fp asimd bf16\n"  # not an x86 flags line
+    assert not cpu_multiplies_bf16(aarch64)
+    assert not cpu_multiplies_bf16("")
 
-        time.sleep(0.3)
-        # the spinner holds one core (other processes on a shared machine may hold more)
-        assert 0.8 <= busy_cores(0.5) <= usable_cores() + 0.05
-    finally:
-        spinner.kill()
-        spinner.wait()
+
+@pytest.mark.skipif(not __import__("os").path.exists("/proc/cpuinfo"), reason="reads /proc/cpuinfo")
+def test_a_cpu_listing_bf16_flags_decodes_in_bf16_by_default():
+    text = open("/proc/cpuinfo").read()
+    listed = cpu_multiplies_bf16(text)
+    assert listed == any(flag in text.split() for flag in ("avx512_bf16", "amx_bf16"))
+    cpu = torch.device("cpu")
+    assert native_bf16(cpu) == (listed and torch.backends.mkldnn.is_available())
+    assert resolve_decode_precision("auto", cpu) == ("bf16" if native_bf16(cpu) else "fp32")

@@ -45,9 +45,10 @@ def test_relative_links_resolve(page):
 
 
 def test_anchor_rule_matches_github():
-    page = ROOT / "docs" / "lab" / "training-experiments.md"
-    assert "measured-a-16000-piece-vocabulary-on-en-de-converge" in anchors(page)
-    assert "measured-torchcompile" in anchors(page)
+    page = ROOT / "docs" / "results.md"
+    assert "the-quick-start-by-the-steps-it-makes" in anchors(page)
+    assert "the-tutorials-run" in anchors(page)
+    assert "side-by-side-with-opennmt-py-35-fp32" in anchors(ROOT / "docs" / "benchmarks.md")
 
 
 def test_readme_stays_a_front_page():
@@ -55,4 +56,6 @@ def test_readme_stays_a_front_page():
     assert len(readme) <= 10_000, f"README.md has {len(readme)} characters; move detail into docs/"
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "scripts/test.sh" in ci and "bash scripts/test.sh" in readme  # the command CI runs
-    assert "](docs/tutorial.md)" in readme and "](docs/lab/README.md)" in readme
+    # a guide, a reference and one results page
+    assert "](docs/tutorial.md)" in readme and "](docs/recipe-keys.md)" in readme
+    assert "](docs/results.md)" in readme and "docs/lab/" not in readme

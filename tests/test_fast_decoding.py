@@ -4,7 +4,7 @@ points: decode_ids, ensembles and int8 models."""
 import pytest
 import torch
 
-from nmt_cli.config import ModelConfig
+from nmt_cli.config import DecodeConfig, ModelConfig
 from nmt_cli.model import build_model
 from nmt_cli.model.ensemble import Ensemble
 from nmt_cli.model.fast_decoding import prepare_for_decoding, setup_of, unprepared
@@ -12,7 +12,7 @@ from nmt_cli.quantize import quantize_int8
 from nmt_cli.search import beam_search, greedy
 from nmt_cli.shortlist import Shortlist
 from nmt_cli.tokenizer import BOS, EOS, PAD
-from nmt_cli.translate import DecodeOptions, decode_ids
+from nmt_cli.translate import decode_ids
 
 V = 40
 
@@ -38,7 +38,7 @@ def test_decode_ids_prepares_a_model_nobody_prepared_for_the_call_only(beam):
     # Validation decodes the training model: prepared afresh for each call, so that a call after
     # an optimiser step reads the new weights, and left as it was (plain, in training mode)
     m = model(1).train()
-    opts = DecodeOptions(beam_size=beam, batch_size=5)
+    opts = DecodeConfig(beam_size=beam, batch_size=5)
     first = outputs(decode_ids(m, sources(), opts))
     assert unprepared(m) and m.training and m.decoder.rnn_step is None
     reference = model(1)
@@ -60,7 +60,7 @@ def test_decode_ids_prepares_a_model_nobody_prepared_for_the_call_only(beam):
 def test_decode_ids_leaves_a_prepared_model_prepared():
     m = model(2)
     setup = prepare_for_decoding(m)
-    decode_ids(m, sources(4), DecodeOptions(beam_size=1))
+    decode_ids(m, sources(4), DecodeConfig(beam_size=1))
     assert setup_of(m) is setup and m.decoder.rnn_step is not None
 
 

@@ -3,9 +3,10 @@ import torch
 import yaml
 
 from nmt_cli import checkpoint as ckpt
-from nmt_cli.config import recipe_from_dict
-from nmt_cli.data import ensure_preprocessed, load_meta, preprocess
 from nmt_cli.errors import CheckpointError, DataError
+from nmt_cli.preprocess import ensure_preprocessed, preprocess
+from nmt_cli.recipes import recipe_from_dict
+from nmt_cli.store import load_meta
 from nmt_cli.tokenizer import Tokenizer
 from nmt_cli.training import Trainer, train
 from tests.conftest import tiny_recipe_dict, trained_copy, write_slice

@@ -199,6 +199,20 @@ def test_training_stopped_twice_keeps_a_loadable_last_checkpoint(tiny_run, tmp_p
         assert ckpt.step_of(p.with_name(p.name.replace("interrupted", "step"))) % 7 != 0
 
 
+def test_serve_stops_on_sigint_and_exits_0(model_run):
+    """uvicorn finishes what is in flight and hands the signal back; nmt serve exits 0."""
+    pytest.importorskip("fastapi")
+    pytest.importorskip("uvicorn")
+    proc = start("serve", "-m", model_run, "--port", 0)
+    line = proc.stderr.readline().decode()
+    assert "http://" in line, line + proc.stderr.read().decode()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    err = err.decode()
+    assert proc.returncode == 0 and "Traceback" not in err, err
+    assert err.strip().splitlines()[-1] == "nmt serve: stopped", err
+
+
 def test_the_innermost_task_names_what_is_unfinished():
     assert unfinished() == "stopped before it finished"
     with task("outer"):

@@ -218,7 +218,8 @@ def test_scheduled_sampling_feeds_back_predictions():
 
 
 def test_overfits_64_real_pairs(tiny_run):
-    from nmt_cli.data import load_split, make_batch
+    from nmt_cli.batches import make_batch
+    from nmt_cli.store import load_split
     from nmt_cli.tokenizer import Tokenizer
 
     _, run_dir = tiny_run

@@ -3,7 +3,7 @@
 import pytest
 
 from nmt_cli.errors import UserError
-from nmt_cli.output_file import atomic_text_output
+from nmt_cli.output_file import atomic_text_output, atomic_write, write_text_atomic
 
 
 def test_the_file_appears_only_when_complete(tmp_path):
@@ -35,3 +35,17 @@ def test_unwritable_places_are_one_line_errors(tmp_path):
 def test_no_path_means_the_caller_writes_to_stdout():
     with atomic_text_output(None) as fh:
         assert fh is None
+
+
+def test_a_crash_mid_write_leaves_the_old_file(tmp_path):
+    out = tmp_path / "meta.json"
+    write_text_atomic(out, "old\n")
+    with pytest.raises(OSError), atomic_write(out, "w") as fh:
+        fh.write("half of the new")
+        fh.flush()
+        assert out.read_text() == "old\n"  # readers see the old file while the new one is written
+        raise OSError(28, "No space left on device")
+    assert out.read_text() == "old\n" and list(tmp_path.iterdir()) == [out]
+    with atomic_write(out) as fh:  # binary by default
+        fh.write(b"new\n")
+    assert out.read_bytes() == b"new\n" and list(tmp_path.iterdir()) == [out]

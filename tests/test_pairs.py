@@ -14,7 +14,6 @@ from nmt_cli.pairs import (
     Deduplicator,
     PairSource,
     RawPairs,
-    Reservoir,
     chunks,
     clean_raw_pairs,
     filter_reason,
@@ -22,6 +21,7 @@ from nmt_cli.pairs import (
     iter_tsv,
     normalize_lines,
 )
+from nmt_cli.reservoir import Reservoir
 from nmt_cli.tokenizer import normalize
 from tests.conftest import multi30k_lines
 
@@ -158,7 +158,8 @@ def _cleaned(source, cleaning, n):
         assert scanned.block == block and all(
             np.array_equal(a, b) for a, b in zip(scanned.starts, raw.starts)
         )
-        # Raw pairs (what SentencePiece's sample holds), cleaned on their own, give what the block gives.
+        # Raw pairs (what SentencePiece's sample holds), cleaned on their own, give what the block
+        # gives.
         again = clean_raw_pairs(raw[:], cleaning)
         assert (again.pairs(), again.dropped, again.read) == (
             chunk.pairs(),

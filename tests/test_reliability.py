@@ -14,8 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nmt_cli import checkpoint as ckpt
-from nmt_cli.config import recipe_from_dict
-from nmt_cli.data import load_split, preprocess
+from nmt_cli.preprocess import preprocess
+from nmt_cli.recipes import recipe_from_dict
+from nmt_cli.store import load_split
 from tests.conftest import tiny_recipe_dict, write_slice
 from tests.test_cli import nmt, one_line_error
 
@@ -55,7 +56,8 @@ def test_sigkill_at_random_moments_never_breaks_the_run_dir(tmp_path):
             proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=log_file, cwd=ROOT)
         if attempt == 0:
             # A slow machine may need longer than any fixed delay to reach the first checkpoint;
-            # the first kill waits for it (bounded), so the resume below always has a step to resume.
+            # the first kill waits for it (bounded), so the resume below always has a step to
+            # resume.
             deadline = time.monotonic() + 180
             while not last.exists() and proc.poll() is None and time.monotonic() < deadline:
                 time.sleep(0.1)
@@ -170,7 +172,7 @@ def test_huge_line_and_many_empty_lines(tiny_run, tmp_path):
     _, run_dir = tiny_run
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)
-    from nmt_cli.config import load_recipe
+    from nmt_cli.recipes import load_recipe
     from nmt_cli.training import train as run_train
 
     recipe = load_recipe(copy / "recipe.yaml", ["train.max_steps=2"])

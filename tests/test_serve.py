@@ -434,7 +434,8 @@ def chromium_driver():
     driver_path = shutil.which("chromedriver")
     if not binary or not driver_path:
         pytest.skip(
-            "Debian's chromium and chromium-driver are not installed (scripts/setup.sh installs them)"
+            "Debian's chromium and chromium-driver are not installed "
+            "(scripts/setup.sh installs them)"
         )
     options = webdriver.ChromeOptions()
     options.binary_location = binary

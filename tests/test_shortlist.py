@@ -31,13 +31,14 @@ def test_learns_the_associated_pieces_not_the_common_ones():
 
 
 def test_learning_on_real_data(tiny_run):
-    from nmt_cli.data import load_shortlist
+    from nmt_cli.store import load_shortlist
 
     recipe, run_dir = tiny_run
     stored = load_shortlist(run_dir)
     assert stored is not None and stored.table.shape[0] == 300
-    # A real sentence's shortlist is a small part of the vocabulary that holds most of its reference.
-    from nmt_cli.data import load_split
+    # A real sentence's shortlist is a small part of the vocabulary that holds most of its
+    # reference.
+    from nmt_cli.store import load_split
 
     split = load_split(run_dir, "train")
     sl = learn_shortlist(
@@ -156,7 +157,7 @@ def test_an_unranked_older_shortlist_is_used_whole():
 
 
 def test_run_dir_keeps_the_ranking_and_reads_older_files_unranked(tmp_path):
-    from nmt_cli.data import load_shortlist, save_shortlist
+    from nmt_cli.store import load_shortlist, save_shortlist
 
     data = tmp_path / "run" / "data"
     data.mkdir(parents=True)

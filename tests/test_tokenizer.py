@@ -21,7 +21,8 @@ def test_joint_model_has_fixed_special_ids_and_round_trips(pair):
         "<s>",
         "</s>",
     ]
-    # Encoding never emits the control ids, and decoding gives the (whitespace-normalised) text back.
+    # Encoding never emits the control ids, and decoding gives the (whitespace-normalised) text
+    # back.
     held_out = [" ".join(line.split()) for line in multi30k_lines("val", "fr", 200)]
     ids = tok.encode_tgt(held_out)
     assert all(PAD not in s and BOS not in s and EOS not in s for s in ids)

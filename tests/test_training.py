@@ -7,8 +7,9 @@ import torch
 
 from nmt_cli import checkpoint as ckpt
 from nmt_cli.checkpoint import load_model
-from nmt_cli.config import TrainConfig, recipe_from_dict
+from nmt_cli.config import TrainConfig
 from nmt_cli.errors import CheckpointError, DataError, UserError
+from nmt_cli.recipes import recipe_from_dict
 from nmt_cli.schedule import LearningRate, sampling_probability
 from nmt_cli.train_log import TrainingLog
 from nmt_cli.training import Trainer, train
@@ -33,7 +34,7 @@ def test_resume_is_exact(tiny_run, tmp_path, monkeypatch, sharded):
     if (
         sharded
     ):  # 400 pairs, 4 shards of 9-11 batches an epoch: step 51 stops inside epoch 2's second shard
-        import nmt_cli.data as data
+        import nmt_cli.batches as data
 
         monkeypatch.setattr(data, "EPOCH_SHARD", 100)
         monkeypatch.setattr(data, "SHARD_BLOCK", 16)
@@ -57,7 +58,8 @@ def test_resume_is_exact(tiny_run, tmp_path, monkeypatch, sharded):
 
 
 def test_subword_sampling_changes_training_and_resumes_exactly(tiny_run, tmp_path):
-    # Epochs of a few big batches, so the 12 steps cross an epoch boundary and draw new segmentations.
+    # Epochs of a few big batches, so the 12 steps cross an epoch boundary and draw new
+    # segmentations.
     opts = dict(checkpoint_every=6, subword_alpha=0.5, batch_tokens=3000)
     r12, straight = fresh_run(tiny_run, tmp_path / "a", max_steps=12, **opts)
     assert train(r12, straight, device="cpu")["epoch"] >= 1
@@ -152,7 +154,7 @@ def test_average_of_checkpoints_translates(tiny_run, tmp_path):
     avg = params(out)
     key = "decoder.combine.weight"
     assert torch.allclose(avg[key], sum(s[key] for s in states) / 3, atol=1e-6)
-    model, _, tokenizer, _ = ckpt.load_model(out)
+    model = ckpt.load_model(out).model
     assert model.parameter_count() > 0
 
 
@@ -304,7 +306,8 @@ def test_two_process_gloo_run_keeps_ranks_identical(tiny_run, tmp_path):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["final_step"] == 6
     # Throughput counts both ranks' batches: the first 12 of the shared order (6 steps x 2 ranks).
-    from nmt_cli.data import iterate_epoch, load_split
+    from nmt_cli.batches import iterate_epoch
+    from nmt_cli.store import load_split
 
     split, cfg = load_split(run_dir, "train"), recipe.train
     both = [b.tgt_tokens for _, b in iterate_epoch(split, cfg.batch_tokens, cfg.seed, 0)][:12]
@@ -339,7 +342,7 @@ def test_average_last_writes_the_mean_and_keeps_the_better_as_best(tiny_run, tmp
         assert resumed_best >= summary["averaged"]["valid_bleu"] - 0.01
     if not best_is_averaged:
         assert summary["averaged"]["valid_bleu"] <= summary["best_valid_bleu"]
-    model, *_ = load_model(run_dir)  # the run dir still translates
+    model = load_model(run_dir).model  # the run dir still translates
     assert model is not None
 
 
@@ -362,15 +365,17 @@ def test_ema_checkpoints_translate_with_the_average_and_resume_exactly(tiny_run,
             assert torch.equal(a[key][k], b[key][k]), (key, k)
     # the average is not the raw weights, and it is what translation loads
     assert any(not torch.equal(a["model"][k], a["raw_model"][k]) for k in a["model"])
-    model = load_model(straight / "checkpoints" / "last.pt")[0]
+    model = load_model(straight / "checkpoints" / "last.pt").model
     for k, v in model.state_dict().items():
         assert torch.equal(v, a["model"][k]), k
 
 
 def test_accumulated_batches_weigh_every_target_token_the_same(tiny_run, tmp_path):
     """Two accumulated batches of 1 and 8 sentences make the same update as one batch of all 9
-    (in fp32: under bf16 autocast, which ``auto`` picks on a bf16 CPU, the two differ by rounding)."""
-    from nmt_cli.data import load_split, make_batch
+    (in fp32: under bf16 autocast, which ``auto`` picks on a bf16 CPU, the two differ by
+    rounding)."""
+    from nmt_cli.batches import make_batch
+    from nmt_cli.store import load_split
 
     recipe, run = fresh_run(
         tiny_run,

@@ -1,5 +1,6 @@
 import io
 import shutil
+from dataclasses import replace
 
 import pytest
 import torch
@@ -7,34 +8,33 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from nmt_cli.checkpoint import load_model
+from nmt_cli.config import DecodeConfig
+from nmt_cli.lines import OutputOptions, count_lines, shade_rows, translate_stream
 from nmt_cli.search import Hypothesis
-from nmt_cli.translate import (
-    DecodeOptions,
-    OutputOptions,
-    Translator,
-    _batches,
-    alignment_pairs,
-    count_lines,
-    force_decode,
-    shade_rows,
-    translate_stream,
-)
+from nmt_cli.translate import Translator, _batches, force_decode
+from nmt_cli.words import alignment_pairs
 from tests.conftest import trained_copy
+
+
+def decoding(**changes) -> DecodeConfig:
+    """A decoding configuration for tests: one worker unless asked, the given keys changed."""
+    return DecodeConfig(**{"workers": 1, **changes})
 
 
 @pytest.fixture(scope="module")
 def trained(tiny_run, tmp_path_factory):
     copy = trained_copy(tiny_run, tmp_path_factory, "trained", max_steps=30, checkpoint_every=30)
-    model, recipe, tokenizer, _ = load_model(copy)
-    return model, tokenizer, copy
+    loaded = load_model(copy)
+    return loaded.model, loaded.tokenizer, copy, loaded.shortlist
 
 
 def translator(trained, **kw):
-    model, tokenizer, _ = trained
+    model, tokenizer, _, shortlist = trained
     return Translator(
         model,
         tokenizer,
-        DecodeOptions(**{"beam_size": 2, "batch_size": 4, **kw}),
+        decoding(**{"beam_size": 2, "batch_size": 4, "shortlist": False, **kw}),
+        shortlist=shortlist,
         warn=lambda m: None,
     )
 
@@ -64,7 +64,7 @@ def test_n_lines_in_n_lines_out_in_order(trained):
 
 @pytest.mark.parametrize("beam", [1, 3])
 def test_worker_threads_give_the_same_output_in_order(trained, beam):
-    model, tokenizer, run_dir = trained
+    model, tokenizer, run_dir, shortlist = trained
     lines = (run_dir / "data" / "valid.src.txt").read_text(encoding="utf-8").split("\n")[:40]
     threads = torch.get_num_threads()
     one = translator(trained, beam_size=beam, shortlist=True).translate(lines)
@@ -77,14 +77,14 @@ def test_worker_threads_give_the_same_output_in_order(trained, beam):
 
 
 def test_shortlist_frequent_limits_the_pieces_a_sentence_may_use(trained):
-    model, tokenizer, run_dir = trained
+    model, tokenizer, run_dir, shortlist = trained
     lines = (run_dir / "data" / "valid.src.txt").read_text(encoding="utf-8").split("\n")[:8]
     out = translator(
         trained, shortlist=True, shortlist_per_source=2, shortlist_frequent=4, batch_size=1
     ).translate(lines)
     assert len(out) == len(lines)
     for t in out:  # one sentence per batch: its own specials and candidates, no frequent pieces
-        allowed = set(model.shortlist.vocabulary(torch.tensor([t.src_ids]), 2, 4).tolist())
+        allowed = set(shortlist.vocabulary(torch.tensor([t.src_ids]), 2, 4).tolist())
         assert len(allowed) <= 4 + 2 * len(t.src_ids) and set(t.hypotheses[0].tokens) <= allowed
     wide = translator(trained, shortlist=True, shortlist_per_source=2, batch_size=1).translate(
         lines
@@ -100,9 +100,9 @@ def test_invalid_utf8_and_missing_final_newline(trained):
 
 
 def test_invalid_utf8_lines_are_translated_and_named_in_one_warning(trained):
-    model, tokenizer, _ = trained
+    model, tokenizer, _, _ = trained
     warnings = []
-    tr = Translator(model, tokenizer, DecodeOptions(beam_size=1), warn=warnings.append)
+    tr = Translator(model, tokenizer, decoding(beam_size=1), warn=warnings.append)
     lines = [b"A dog runs.", b"A \xff cat.", b"Two men.", b"\xc3", b"ok"] + [b"bad \xfe"] * 6
     buf = io.StringIO()
     # chunks of 2 lines: the warning still comes once, at the end, with every line number
@@ -157,10 +157,10 @@ def test_terminal_heat_map_shows_whole_pieces():
 
 
 def test_overlong_line_is_truncated_with_one_warning(trained):
-    model, tokenizer, _ = trained
+    model, tokenizer, _, _ = trained
     warnings = []
     tr = Translator(
-        model, tokenizer, DecodeOptions(beam_size=1), max_source_tokens=20, warn=warnings.append
+        model, tokenizer, decoding(beam_size=1), max_source_tokens=20, warn=warnings.append
     )
     result = tr.translate(["word " * 500, "dog " * 300])
     assert len(result) == 2 and all(r.truncated for r in result)
@@ -168,7 +168,7 @@ def test_overlong_line_is_truncated_with_one_warning(trained):
 
 
 def test_scores_and_nbest_formats(trained):
-    out = run_stream(translator(trained, beam_size=3, nbest=3), b"A man.\nA dog.\n", nbest=3)
+    out = run_stream(translator(trained, beam_size=3), b"A man.\nA dog.\n", nbest=3)
     assert len(out) == 6
     assert out[0].startswith("0 ||| ") and out[3].startswith("1 ||| ")
     scored = run_stream(translator(trained), b"A man.\n", scores=True)
@@ -178,9 +178,7 @@ def test_scores_and_nbest_formats(trained):
 
 def test_alignments_from_greedy_and_beam(trained):
     for beam in (1, 3):
-        out = run_stream(
-            translator(trained, beam_size=beam, attention=True), b"A man sleeps.\n", alignments=True
-        )
+        out = run_stream(translator(trained, beam_size=beam), b"A man sleeps.\n", alignments=True)
         text, align = out[0].split("\t")
         pairs = [tuple(map(int, p.split("-"))) for p in align.split()]
         assert pairs and all(0 <= i < 3 for i, _ in pairs)
@@ -191,16 +189,14 @@ def test_alignment_sums_subwords_per_word():
     # source words: [▁a ▁b c] -> words a, bc ; target [▁x y ▁z] -> words xy, z
     att = torch.tensor([[0.9, 0.05, 0.05], [0.1, 0.2, 0.7], [0.3, 0.4, 0.3], [1.0, 0.0, 0.0]])
     h = Hypothesis([0, 0, 0], 0.0, 0.0, att)
-    pairs = alignment_pairs(h, ["\u2581a", "\u2581b", "c"], ["\u2581x", "y", "\u2581z"])
+    pairs = alignment_pairs(h.attention, ["\u2581a", "\u2581b", "c"], ["\u2581x", "y", "\u2581z"])
     # word xy: a = 0.9+0.1 = 1.0, bc = 0.1+0.9 = 1.0 -> argmax picks the first; z: a .3 vs bc .7
     assert pairs == [(0, 0), (1, 1)]
 
 
 def test_attention_plot_files(trained, tmp_path):
     pytest.importorskip("matplotlib")
-    out = run_stream(
-        translator(trained, attention=True), b"A man.\nA dog runs.\n", attention_plot=str(tmp_path)
-    )
+    out = run_stream(translator(trained), b"A man.\nA dog runs.\n", attention_plot=str(tmp_path))
     assert len(out) == 2
     pngs = sorted(p.name for p in tmp_path.glob("*.png"))
     assert pngs == ["000000.png", "000001.png"]
@@ -208,7 +204,7 @@ def test_attention_plot_files(trained, tmp_path):
 
 
 def test_force_decoding_matches_search_score(trained):
-    model, tokenizer, _ = trained
+    model, tokenizer, _, _ = trained
     tr = translator(trained, beam_size=1)
     result = tr.translate(["A man is walking."])[0]
     lp = force_decode(model, tokenizer, ["A man is walking."], [result.text])
@@ -220,15 +216,13 @@ def test_force_decoding_matches_search_score(trained):
 
 
 def test_lowercase_translator_lowercases_what_it_encodes_and_keeps_the_line(trained):
-    model, tokenizer, _ = trained
-    tr = Translator(model, tokenizer, DecodeOptions(beam_size=1), lowercase=True)
+    model, tokenizer, _, _ = trained
+    tr = Translator(model, tokenizer, decoding(beam_size=1), lowercase=True)
     shouted, quiet = tr.translate(["A MAN IS WALKING.", "a man is walking."])
     assert shouted.src_ids == quiet.src_ids == tokenizer.encode_src(["a man is walking."])[0]
     assert shouted.text == quiet.text
     assert shouted.source == "A MAN IS WALKING."
-    cased = Translator(model, tokenizer, DecodeOptions(beam_size=1)).translate(
-        ["A MAN IS WALKING."]
-    )[0]
+    cased = Translator(model, tokenizer, decoding(beam_size=1)).translate(["A MAN IS WALKING."])[0]
     assert cased.src_ids != quiet.src_ids
 
 
@@ -239,16 +233,16 @@ def test_load_translator_follows_the_recipes_lowercase(trained, monkeypatch):
     from nmt_cli.errors import UserError
     from nmt_cli.translate import load_translator
 
-    _, _, run_dir = trained
+    _, _, run_dir, _ = trained
     real = checkpoint.load_model
 
     def load(path, device="cpu"):  # the same run, as if trained with data.lowercase
-        model, recipe, tokenizer, where = real(path, device)
+        loaded = real(path, device)
         if str(path).endswith("lower"):
-            recipe = dataclasses.replace(
-                recipe, data=dataclasses.replace(recipe.data, lowercase=True)
+            loaded.recipe = dataclasses.replace(
+                loaded.recipe, data=dataclasses.replace(loaded.recipe.data, lowercase=True)
             )
-        return model, recipe, tokenizer, where
+        return loaded
 
     monkeypatch.setattr(checkpoint, "load_model", load)
     lower = run_dir.parent / "lower"
@@ -260,7 +254,7 @@ def test_load_translator_follows_the_recipes_lowercase(trained, monkeypatch):
 
 
 def test_force_decoding_lowercases_for_a_lowercase_model(trained):
-    model, tokenizer, _ = trained
+    model, tokenizer, _, _ = trained
     loud = force_decode(model, tokenizer, ["A DOG."], ["UN CHIEN."], lowercase=True)
     quiet = force_decode(model, tokenizer, ["a dog."], ["un chien."])
     assert loud == pytest.approx(quiet, abs=1e-5)
@@ -269,9 +263,9 @@ def test_force_decoding_lowercases_for_a_lowercase_model(trained):
 def test_int8_quantized_model_translates(trained):
     from nmt_cli.quantize import quantize_int8
 
-    model, tokenizer, _ = trained
+    model, tokenizer, _, _ = trained
     q = quantize_int8(model)
-    tr = Translator(q, tokenizer, DecodeOptions(beam_size=2))
+    tr = Translator(q, tokenizer, decoding(beam_size=2))
     assert len(tr.translate(["A man.", "", "A dog."])) == 3
 
 
@@ -330,30 +324,54 @@ def test_load_translator_takes_the_recipe_defaults_and_ensembles(trained):
     from nmt_cli.model.ensemble import Ensemble
     from nmt_cli.translate import load_translator
 
-    _, _, run_dir = trained
-    recipe = load_model(run_dir)[1]
+    _, _, run_dir, _ = trained
+    recipe = load_model(run_dir).recipe
     one = load_translator([str(run_dir)], device="cpu")
-    assert one.opts.beam_size == recipe.decode.beam_size
-    assert one.opts.length_penalty == recipe.decode.length_penalty
-    tuned = load_translator([str(run_dir)], device="cpu", beam_size=3, length_penalty=0.0, nbest=2)
-    assert (tuned.opts.beam_size, tuned.opts.length_penalty, tuned.opts.nbest) == (3, 0.0, 2)
+    assert one.config == recipe.decode
+    tuned = load_translator([str(run_dir)], {"beam_size": 3, "length_penalty": 0.0}, device="cpu")
+    assert tuned.config == replace(recipe.decode, beam_size=3, length_penalty=0.0)
+    assert load_translator([str(run_dir)], tuned.config, device="cpu").config == tuned.config
+    unchanged = load_translator([str(run_dir)], {"beam_size": None}, device="cpu")
+    assert unchanged.config.beam_size == recipe.decode.beam_size  # None keeps the recipe's value
     pair = load_translator([str(run_dir), str(run_dir)], device="cpu")
-    assert isinstance(pair.model, Ensemble)
+    assert isinstance(pair.model, Ensemble) and pair.shortlist is not None
     assert [t.text for t in pair.translate(["a dog runs ."])] == [
         t.text for t in one.translate(["a dog runs ."])
     ]
-    with pytest.raises(UserError, match="--nbest 9 exceeds the beam size"):
-        load_translator([str(run_dir)], device="cpu", nbest=9)
     with pytest.raises(UserError, match="--quantize"):
         load_translator([str(run_dir)], device="cpu", quantize="int4")
-    bf16 = load_translator([str(run_dir)], device="cpu", precision="bf16")
+    bf16 = load_translator([str(run_dir)], {"precision": "bf16"}, device="cpu")
     assert bf16.precision == "bf16" and {p.dtype for p in bf16.model.parameters()} == {
         torch.bfloat16
     }
-    assert load_translator([str(run_dir)], device="cpu", precision="fp32").precision == "fp32"
+    fp32 = load_translator([str(run_dir)], {"precision": "fp32"}, device="cpu")
+    assert fp32.precision == "fp32"
     assert load_translator([str(run_dir)], device="cpu", quantize="int8").precision == "fp32"
     with pytest.raises(UserError, match="exclude each other"):
-        load_translator([str(run_dir)], device="cpu", quantize="int8", precision="bf16")
+        load_translator([str(run_dir)], {"precision": "bf16"}, device="cpu", quantize="int8")
+
+
+def test_decode_overrides_are_checked_as_recipe_keys(trained):
+    from nmt_cli.errors import ConfigError
+    from nmt_cli.translate import load_translator
+
+    _, _, run_dir, _ = trained
+    with pytest.raises(
+        ConfigError, match=r"^decode\.beam_size: 0 is out of range \(must be >= 1\)$"
+    ):
+        load_translator([str(run_dir)], {"beam_size": 0}, device="cpu")
+    with pytest.raises(ConfigError, match=r"^--precision: 'fp8' is not one of auto, fp32, bf16$"):
+        load_translator(
+            [str(run_dir)], {"precision": "fp8"}, device="cpu", name_of=lambda k: "--" + k
+        )
+    with pytest.raises(
+        ConfigError, match="decode.beam: unknown key .did you mean 'decode.beam_size'"
+    ):
+        Translator.load(run_dir, device="cpu", beam=3)
+    tr = Translator.load(run_dir, device="cpu", beam_size=2, shortlist=False)
+    assert (tr.config.beam_size, tr.config.shortlist) == (2, False)
+    with pytest.raises(ConfigError, match="decode.beam_size: 101 is out of range"):
+        tr.translate(["A dog."], beam_size=101)
     assert torch.is_grad_enabled()  # a library call leaves the caller's grad mode alone
 
 
@@ -369,13 +387,13 @@ def test_a_line_translates_the_same_whatever_its_batch_mates(trained, beam, dtyp
 
     from conftest import multi30k_lines
 
-    model, tokenizer, _ = trained
+    model, tokenizer, _, _ = trained
     model = copy.deepcopy(model).to(dtype)
     lines = multi30k_lines("val", "en", 24)
     opts = dict(
         beam_size=beam, batch_size=8, shortlist=True, shortlist_per_source=2, shortlist_frequent=8
     )
-    tr = Translator(model, tokenizer, DecodeOptions(**opts), warn=lambda m: None)
+    tr = Translator(model, tokenizer, decoding(**opts), warn=lambda m: None)
     whole = [t.text for t in tr.translate(lines)]
     order = list(range(len(lines)))[::-1][1::2] + list(range(len(lines)))[::-1][0::2]
     shuffled = [t.text for t in tr.translate([lines[i] for i in order])]
@@ -385,9 +403,9 @@ def test_a_line_translates_the_same_whatever_its_batch_mates(trained, beam, dtyp
 
 def test_python_api_loads_a_run_and_gives_typed_results(trained):
     import nmt_cli
-    from nmt_cli.translate import format_translation
+    from nmt_cli.lines import format_translation
 
-    _, tokenizer, run_dir = trained
+    _, tokenizer, run_dir, _ = trained
     assert nmt_cli.Translator is Translator
     tr = nmt_cli.Translator.load(run_dir, device="cpu", beam_size=3, threads=1)
     assert tr.recipe.src == "en" and tr.checkpoint.name in ("best.pt", "last.pt")
@@ -424,7 +442,8 @@ def test_python_api_loads_a_run_and_gives_typed_results(trained):
 def test_batches_default_to_more_sentences_for_greedy_than_for_beam_search(opts, size):
     lengths = [3 + i % 11 for i in range(300)]
     order = sorted(range(300), key=lambda i: -lengths[i])
-    batches = list(_batches(order, lengths, DecodeOptions(**opts)))
+    nbest = opts.pop("nbest", 1)
+    batches = list(_batches(order, lengths, decoding(**opts), nbest=nbest))
     assert [len(b) for b in batches[:-1]] == [size] * (len(batches) - 1)
     assert sorted(i for b in batches for i in b) == list(range(300))
 
@@ -437,7 +456,7 @@ def test_batches_taper_at_the_end_when_workers_decode_side_by_side():
     order = sorted(range(1000), key=lambda i: -lengths[i])
 
     def sizes(workers, **opts):
-        batches = list(_batches(order, lengths, DecodeOptions(**opts), workers=workers))
+        batches = list(_batches(order, lengths, decoding(**opts), workers=workers))
         assert [i for b in batches for i in b] == order  # every sentence once, in length order
         return [len(b) for b in batches]
 
@@ -446,9 +465,7 @@ def test_batches_taper_at_the_end_when_workers_decode_side_by_side():
     assert sizes(2, beam_size=5) == [64] * 14 + [52, 26, 13, 7, 6]  # 7 sentences: 35 rows a step
     assert sizes(4, beam_size=1, batch_size=100)[-7:] == [75, 57, 42, 32, 32, 32, 30]
     budget = 400
-    tokens = list(
-        _batches(order, lengths, DecodeOptions(beam_size=1, batch_tokens=budget), workers=2)
-    )
+    tokens = list(_batches(order, lengths, decoding(beam_size=1, batch_tokens=budget), workers=2))
     assert all(len(b) * max(lengths[i] for i in b) <= budget for b in tokens)
     assert [len(b) for b in tokens][-3:] == [
         44,
@@ -462,12 +479,12 @@ def test_default_batch_size_follows_search_and_precision():
     products gain more from rows; a batch size given is used as it is."""
     from nmt_cli.translate import auto_batch_size
 
-    assert auto_batch_size(DecodeOptions(beam_size=1)) == 128
-    assert auto_batch_size(DecodeOptions(beam_size=1), bf16=True) == 192
-    assert auto_batch_size(DecodeOptions(beam_size=5), bf16=True) == 64
-    assert auto_batch_size(DecodeOptions(beam_size=1, batch_size=7), bf16=True) == 7
+    assert auto_batch_size(decoding(beam_size=1)) == 128
+    assert auto_batch_size(decoding(beam_size=1), bf16=True) == 192
+    assert auto_batch_size(decoding(beam_size=5), bf16=True) == 64
+    assert auto_batch_size(decoding(beam_size=1, batch_size=7), bf16=True) == 7
     order, lengths = list(range(400)), [5] * 400
-    assert [len(b) for b in _batches(order, lengths, DecodeOptions(beam_size=1), bf16=True)] == [
+    assert [len(b) for b in _batches(order, lengths, decoding(beam_size=1), bf16=True)] == [
         192,
         192,
         16,

@@ -6,9 +6,9 @@ from contextlib import nullcontext
 import pytest
 import torch
 
-from nmt_cli.config import recipe_from_dict
-from nmt_cli.data import load_split, load_text
 from nmt_cli.model import build_model
+from nmt_cli.recipes import recipe_from_dict
+from nmt_cli.store import load_split, load_text
 from nmt_cli.tokenizer import Tokenizer
 from nmt_cli.validation import Validator
 

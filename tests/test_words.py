@@ -1,9 +1,7 @@
 import pytest
 import torch
 
-from nmt_cli.search import Hypothesis
-from nmt_cli.translate import alignment_pairs
-from nmt_cli.words import word_attention, word_index, words_of
+from nmt_cli.words import alignment_pairs, word_attention, word_index, words_of
 
 
 def test_word_index_starts_a_word_at_each_marked_piece():
@@ -32,6 +30,6 @@ def test_word_rows_sum_to_one_and_their_argmax_is_the_hard_alignment():
     # "Deux" = mean of its two pieces' rows, each summed over "dogs"' two pieces for column 1
     first = (weights[0, 1] + weights[0, 2] + weights[1, 1] + weights[1, 2]) / 2
     assert att.weights[0][1] == pytest.approx(float(first))
-    hyp = Hypothesis(list(range(len(tgt))), 0.0, 0.0, weights)
     best = {(row.index(max(row)), j) for j, row in enumerate(att.weights)}
-    assert set(alignment_pairs(hyp, src, tgt)) == best
+    assert set(alignment_pairs(weights, src, tgt)) == best
+    assert alignment_pairs(None, src, tgt) == []  # a hypothesis decoded without its attention

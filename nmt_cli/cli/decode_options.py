@@ -1,0 +1,93 @@
+"""The decoding options of translate, eval and serve, declared once: each sets the recipe key of its
+name in decode.*, and _decode_changes hands the given ones to load_translator."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Annotated
+
+import typer
+
+# The decoding options of translate, eval and serve. Each overrides the recipe key of its name in
+# decode.* (None: not given, the recipe's value stands); see _decode_changes.
+DeviceOption = Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")]
+BeamSizeOption = Annotated[
+    int | None,
+    typer.Option(min=1, help="Beam width; 1 = greedy (default: the recipe's decode.beam_size)."),
+]
+LengthPenaltyOption = Annotated[
+    float | None,
+    typer.Option(
+        min=0.0, help="GNMT length penalty alpha (default: the recipe's decode.length_penalty)."
+    ),
+]
+BatchSizeOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="Sentences per batch (default: the recipe's decode.batch_size; 0 there = "
+        "128 for greedy search, 192 decoding in bf16 on the CPU, 64 for beam search).",
+    ),
+]
+BatchTokensOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="Source tokens per batch, instead of --batch-size (default: the recipe's "
+        "decode.batch_tokens).",
+    ),
+]
+PrecisionOption = Annotated[
+    str | None,
+    typer.Option(
+        help="auto, fp32 or bf16: the weights' and matrix products' precision; auto = bf16 on a "
+        "CPU with bf16 hardware (AVX512-BF16/AMX), else fp32 (default: the recipe's "
+        "decode.precision)."
+    ),
+]
+ShortlistPerSourceOption = Annotated[
+    int | None,
+    typer.Option(
+        min=0,
+        help="Candidates per source piece the shortlist adds; 0 = all it learned (default: the "
+        "recipe's decode.shortlist_per_source).",
+    ),
+]
+ShortlistFrequentOption = Annotated[
+    int | None,
+    typer.Option(
+        min=0,
+        help="Most common target pieces the shortlist adds; 0 = all it learned (default: the "
+        "recipe's decode.shortlist_frequent).",
+    ),
+]
+ShortlistOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--shortlist/--no-shortlist",
+        help="Decode over the vocabulary shortlist learned from the training data (default: the "
+        "recipe's decode.shortlist).",
+    ),
+]
+WorkersOption = Annotated[
+    int | None,
+    typer.Option(
+        min=1,
+        help="CPU: decode this many batches side by side, one core each (default: the recipe's "
+        "decode.workers; 0 there = one per CPU thread, see --threads).",
+    ),
+]
+
+
+def _decode_changes(ctx: typer.Context) -> dict:
+    """The command's options named after decode.* keys that were given, for load_translator to lay
+    over the recipe's decode section (None: not given, the recipe's value stands)."""
+    from nmt_cli.config import DecodeConfig
+
+    keys = {f.name for f in dataclasses.fields(DecodeConfig)}
+    return {key: value for key, value in ctx.params.items() if key in keys and value is not None}
+
+
+def _option_name(key: str) -> str:
+    """The option that sets decode.``key``, as errors name it (``--beam-size``)."""
+    return "--" + key.replace("_", "-")

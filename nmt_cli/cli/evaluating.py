@@ -1,0 +1,152 @@
+"""`nmt eval`: sacreBLEU's scores of hypotheses, or of models' translations side by side."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from nmt_cli import startup
+from nmt_cli.cli.app import ThreadsOption, _read, app
+from nmt_cli.cli.decode_options import (
+    BeamSizeOption,
+    DeviceOption,
+    LengthPenaltyOption,
+    _decode_changes,
+    _option_name,
+)
+from nmt_cli.errors import UserError
+
+
+@app.command("eval")
+@startup.command(
+    "evaluation stopped; nothing was scored", uses_torch=lambda model, **_: bool(model)
+)
+def evaluate(
+    ctx: typer.Context,
+    hyp: Annotated[Path | None, typer.Option(help="Hypotheses, one per line.")] = None,
+    ref: Annotated[
+        Path | None, typer.Option(help="References, one per line (plain or .gz).")
+    ] = None,
+    model: Annotated[
+        list[str] | None,
+        typer.Option(
+            "-m",
+            "--model",
+            metavar="RUN",
+            help="Run dir or checkpoint file; repeat to score several models side by side "
+            "(to ensemble them, translate with nmt translate -m A -m B and score with --hyp).",
+        ),
+    ] = None,
+    src: Annotated[
+        Path | None,
+        typer.Option(
+            help="Source file: with -m, translate it first; with --by-length, bucket by it."
+        ),
+    ] = None,
+    metrics: Annotated[
+        str, typer.Option(help="Comma-separated: bleu, chrf, ter.")
+    ] = "bleu,chrf,ter",
+    by_length: Annotated[
+        bool,
+        typer.Option(
+            "--by-length", help="BLEU per source-length bucket (0-10, 10-20, 20-30, 30+ words)."
+        ),
+    ] = False,
+    lc_tok: Annotated[
+        str | None,
+        typer.Option(
+            help="Score in the literature's condition: lowercase, normalise punctuation and "
+            "Moses-tokenize the hypotheses for LANG; give the official tokenized references."
+        ),
+    ] = None,
+    beam_size: BeamSizeOption = None,
+    length_penalty: LengthPenaltyOption = None,
+    plot: Annotated[
+        Path | None,
+        typer.Option(help="With --by-length: save the BLEU-by-length chart here (plot extra)."),
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+    threads: ThreadsOption = None,
+    device: DeviceOption = "auto",
+) -> None:
+    """Score hypotheses against references with sacreBLEU (BLEU, chrF, TER, with signatures).
+
+    Either --hyp and --ref, or -m RUN --src FILE --ref FILE to translate and then score. Several
+    -m with --by-length compare the models side by side.
+    """
+    from nmt_cli import scoring
+
+    if ref is None:
+        raise UserError("--ref: give the reference file")
+    refs = _read(ref)
+    names = scoring.parse_metrics(metrics)
+    if by_length and src is None:
+        raise UserError("--by-length: give --src FILE (buckets are by source length)")
+    if plot is not None and not by_length:
+        raise UserError("--plot draws BLEU by source length: add --by-length (and --src FILE)")
+    if plot is not None and not plot.parent.is_dir():
+        raise UserError(f"--plot {plot}: the folder {plot.parent} does not exist")
+    sources = _read(src) if src is not None else None
+    systems: dict[str, list[str]] = {}
+    if model:
+        if sources is None:
+            raise UserError("--src: give the source file to translate with -m")
+        # Checked before translating: a mismatch found afterwards would waste the whole translation.
+        if len(sources) != len(refs):
+            raise UserError(
+                f"--src and --ref differ in length: {len(sources)} vs {len(refs)} lines"
+            )
+        from nmt_cli.interrupts import task
+        from nmt_cli.translate import load_translator  # torch is imported only to translate
+
+        changes = _decode_changes(ctx)
+        for m in model:
+            translator = load_translator([m], changes, device=device, name_of=_option_name)
+            if translator.lowercase and not lc_tok:
+                typer.echo(
+                    f"note: {m} was trained with data.lowercase and writes lowercase; against "
+                    "cased references use --lc-tok LANG with the tokenized ones",
+                    err=True,
+                )
+            with task(f"stopped while translating {src} with {m}; nothing was scored"):
+                systems[m] = [t.text for t in translator.translate(sources)]
+    elif hyp is not None:
+        systems[str(hyp)] = _read(hyp)
+    else:
+        raise UserError("give --hyp FILE, or -m RUN with --src FILE")
+    report = {}
+    for name, hyps in systems.items():
+        entry = {"scores": [s.as_dict() for s in scoring.score(hyps, refs, names, lc_tok)]}
+        if by_length:
+            entry["by_length"] = scoring.bleu_by_length(sources, hyps, refs, lc_tok)
+        report[name] = entry
+    if plot is not None and by_length:
+        from nmt_cli.plots import bleu_by_length_chart
+
+        bleu_by_length_chart(report, plot)
+    if json_out:
+        typer.echo(json.dumps(report if len(report) > 1 else next(iter(report.values())), indent=1))
+        return
+    for name, entry in report.items():
+        if len(report) > 1:
+            typer.echo(f"== {name}")
+        for s in entry["scores"]:
+            typer.echo(
+                s["text"] if s["metric"] == "bleu" else f"{s['metric'].upper()} = {s['score']:.2f}"
+            )
+        if s and entry["scores"]:
+            typer.echo(f"signature: {entry['scores'][0]['signature']}")
+    if by_length:
+        typer.echo("BLEU by source length (words):")
+        header = "bucket   sents  " + "  ".join(f"{n[-24:]:>24}" for n in report)
+        typer.echo(header)
+        buckets = next(iter(report.values()))["by_length"]
+        for i, row in enumerate(buckets):
+            cells = "  ".join(
+                f"{'-' if e['by_length'][i]['bleu'] is None else e['by_length'][i]['bleu']:>24}"
+                for e in report.values()
+            )
+            typer.echo(f"{row['bucket']:<8} {row['sentences']:>5}  {cells}")

@@ -1,0 +1,112 @@
+"""`nmt serve`: the HTTP service over one or several models."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from nmt_cli import startup
+from nmt_cli.cli.app import app
+from nmt_cli.cli.decode_options import DeviceOption
+
+
+@app.command()
+@startup.command("the server stopped before it began listening")
+def serve(
+    model: Annotated[
+        list[str] | None,
+        typer.Option(
+            "-m",
+            "--model",
+            metavar="RUN",
+            help="Run dir or checkpoint file to serve; repeat to serve several models "
+            "(each its recipe's language pair).",
+        ),
+    ] = None,
+    host: Annotated[
+        str, typer.Option(help="Address to listen on; the default answers this machine only.")
+    ] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option(min=0, max=65535, help="TCP port (0: any free one, printed at start).")
+    ] = 5000,
+    api_key: Annotated[
+        str | None,
+        typer.Option(
+            help="Translation requests must carry this key (api_key in the body, or an X-API-Key "
+            "header); others get 403."
+        ),
+    ] = None,
+    max_batch_tokens: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            help="Source subwords decoded together at most; a full batch goes at once. 0: no "
+            "batching, one request at a time.",
+        ),
+    ] = 1024,
+    max_wait_ms: Annotated[
+        float,
+        typer.Option(
+            min=0.0, help="How long a batch waits for more requests after its first one arrived."
+        ),
+    ] = 5.0,
+    max_chars: Annotated[
+        int, typer.Option(min=1, help="Characters of text in one request at most (more: 413).")
+    ] = 5000,
+    max_queue: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Sentences waiting or decoding at most; a request that would pass it gets 503.",
+        ),
+    ] = 1024,
+    timeout: Annotated[
+        float,
+        typer.Option(min=0.001, help="Seconds a request may wait for its translation (more: 504)."),
+    ] = 30.0,
+    threads: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            metavar="N",
+            help="CPU threads for decoding (also $NMT_THREADS); with batching, one decoding "
+            "thread per CPU thread. Default: the cores not already busy.",
+        ),
+    ] = None,
+    shortlist: Annotated[
+        bool | None,
+        typer.Option(
+            "--shortlist/--no-shortlist",
+            help="Decode over the vocabulary shortlist (default: the recipe's "
+            "decode.shortlist); each sentence keeps its own candidates, so an answer never "
+            "depends on its batch.",
+        ),
+    ] = None,
+    device: DeviceOption = "auto",
+) -> None:
+    """Serve models over HTTP: a LibreTranslate-compatible API, a native one, and a web page at /.
+
+    Each -m serves its recipe's language pair with its recipe's decoding settings. Concurrent
+    requests are decoded together in batches. SIGTERM or Ctrl-C stops accepting requests, finishes
+    those in flight and exits 0. Needs the serve extra (pip install 'nmt[serve]').
+    """
+    from nmt_cli.serve import ServeSettings
+    from nmt_cli.serve import serve as run_serve
+
+    run_serve(
+        model,
+        ServeSettings(
+            host=host,
+            port=port,
+            api_key=api_key,
+            max_batch_tokens=max_batch_tokens,
+            max_wait_ms=max_wait_ms,
+            max_chars=max_chars,
+            max_queue=max_queue,
+            timeout_s=timeout,
+            threads=threads,
+            shortlist=shortlist,
+        ),
+        device=device,
+    )

@@ -1,0 +1,124 @@
+"""`nmt preprocess`, `nmt train` and `nmt average`: from a recipe to a run dir's checkpoints."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from nmt_cli import startup
+from nmt_cli.cli.app import RunDirOption, SetOption, ThreadsOption, _recipe, _run_dir, app
+from nmt_cli.errors import UserError
+
+
+@app.command()
+@startup.command("preprocessing stopped before it began; nothing was written", uses_torch=False)
+def preprocess(
+    recipe: Annotated[Path, typer.Argument(help="YAML recipe, e.g. recipes/en-fr.yaml")],
+    run_dir: RunDirOption = None,
+    set_: SetOption = None,
+) -> None:
+    """Fetch the corpus, clean and filter it, learn SentencePiece, and store encoded splits in
+    the run dir."""
+    from nmt_cli.interrupts import task
+    from nmt_cli.preprocess import preprocess as run_preprocess
+
+    r = _recipe(recipe, set_)
+    out = _run_dir(r, run_dir)
+    with task(f"preprocessing into {out} did not finish; run nmt preprocess again"):
+        run_preprocess(r, out, log=lambda m: typer.echo(m, err=True))
+    typer.echo(f"preprocessed into {out}", err=True)
+
+
+@app.command()
+@startup.command(
+    "training stopped before its first step; the run dir's checkpoints are as they were"
+)
+def train(
+    recipe: Annotated[Path, typer.Argument(help="YAML recipe, e.g. recipes/en-fr.yaml")],
+    run_dir: RunDirOption = None,
+    max_steps: Annotated[
+        int | None, typer.Option(help="Stop after this many steps (train.max_steps).")
+    ] = None,
+    max_minutes: Annotated[
+        float | None,
+        typer.Option(help="Stop after this much wall-clock time (train.max_minutes)."),
+    ] = None,
+    device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto",
+    restart: Annotated[
+        bool, typer.Option("--restart", help="Ignore existing checkpoints and start over.")
+    ] = False,
+    threads: ThreadsOption = None,
+    init_from: Annotated[
+        str | None,
+        typer.Option(
+            "--init-from",
+            metavar="RUN|CHECKPOINT",
+            help="Fine-tune: start from this model's weights and tokenizer, with a fresh "
+            "optimiser and schedule (train.init_from).",
+        ),
+    ] = None,
+    set_: SetOption = None,
+) -> None:
+    """Train a model; resumes from the run dir's last checkpoint when there is one.
+
+    Runs preprocessing first if the run dir has no data. Ctrl-C or SIGTERM writes a checkpoint and
+    stops; running the same command again resumes exactly.
+    """
+    from nmt_cli.device import pick_device, resolve_precision
+    from nmt_cli.interrupts import task
+    from nmt_cli.preprocess import ensure_preprocessed
+    from nmt_cli.training import train as run_train
+
+    extra = (
+        ([f"train.max_steps={max_steps}"] if max_steps is not None else [])
+        + ([f"train.max_minutes={max_minutes}"] if max_minutes is not None else [])
+        + ([f"train.init_from={init_from}"] if init_from is not None else [])
+    )
+    r = _recipe(recipe, set_, extra)
+    out = _run_dir(r, run_dir)
+    # a device mismatch fails before preprocessing, and so does an initial model that cannot be used
+    resolve_precision(r.train.precision, pick_device(device))
+    if r.train.init_from:
+        from nmt_cli.finetune import initial_tokenizer
+
+        initial_tokenizer(r)
+    with task(f"preprocessing into {out} did not finish; run the same command again"):
+        ensure_preprocessed(r, out, log=lambda m: typer.echo(m, err=True))
+    summary = run_train(r, out, device=device, restart=restart)
+    typer.echo(
+        json.dumps(
+            {
+                k: summary[k]
+                for k in ("steps", "final_step", "wall_s", "tgt_tokens_per_s", "peak_rss_mb")
+            }
+        )
+    )
+
+
+def _averaging_unfinished(output: Path, **_) -> str:
+    return f"averaging stopped; {output} was not written"
+
+
+@app.command()
+@startup.command(_averaging_unfinished)
+def average(
+    run_dir: Annotated[Path, typer.Argument(help="Run dir whose numbered checkpoints to average.")],
+    last: Annotated[int, typer.Option(min=1, help="Average the N newest checkpoints.")] = 5,
+    output: Annotated[
+        Path, typer.Option("-o", "--output", help="Where to write the averaged checkpoint.")
+    ] = Path("averaged.pt"),
+) -> None:
+    """Average the weights of the last N checkpoints into one checkpoint that translate can use."""
+    from nmt_cli.checkpoint import average as run_average
+    from nmt_cli.checkpoint import step_checkpoints
+
+    paths = step_checkpoints(run_dir)[-last:]
+    if not paths:
+        raise UserError(f"{run_dir}: no numbered checkpoints (checkpoints/step-N.pt) to average")
+    if len(paths) < last:
+        typer.echo(f"note: only {len(paths)} checkpoints found, averaging those", err=True)
+    out = run_average(paths, output)
+    typer.echo(f"averaged {len(paths)} checkpoints into {out}", err=True)

@@ -1,0 +1,201 @@
+"""`nmt translate` and `nmt score`: a trained model's translations, and its log-probabilities of
+given ones."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from nmt_cli import startup
+from nmt_cli.cli.app import ModelOption, ThreadsOption, _read, app
+from nmt_cli.cli.decode_options import (
+    BatchSizeOption,
+    BatchTokensOption,
+    BeamSizeOption,
+    DeviceOption,
+    LengthPenaltyOption,
+    PrecisionOption,
+    ShortlistFrequentOption,
+    ShortlistOption,
+    ShortlistPerSourceOption,
+    WorkersOption,
+    _decode_changes,
+    _option_name,
+)
+from nmt_cli.errors import UserError
+
+
+def _translation_unfinished(output: Path | None, **_) -> str:
+    written = "nothing was written" if output is None else f"{output} was not written"
+    return f"translation stopped before it began; {written}"
+
+
+@app.command()
+@startup.command(_translation_unfinished)
+def translate(
+    ctx: typer.Context,
+    model: ModelOption = None,
+    input: Annotated[
+        Path | None, typer.Option("-i", "--input", help="Read this file instead of stdin.")
+    ] = None,
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="Write here instead of stdout.")
+    ] = None,
+    beam_size: BeamSizeOption = None,
+    length_penalty: LengthPenaltyOption = None,
+    batch_size: BatchSizeOption = None,
+    batch_tokens: BatchTokensOption = None,
+    nbest: Annotated[
+        int,
+        typer.Option(
+            min=1, help="Print the K best as 'i ||| text ||| score ||| normalised score'."
+        ),
+    ] = 1,
+    scores: Annotated[
+        bool, typer.Option("--scores", help="Append the log-probability after a tab.")
+    ] = False,
+    alignments: Annotated[
+        bool,
+        typer.Option("--alignments", help="Append hard word alignments (Pharaoh i-j) after a tab."),
+    ] = False,
+    attention_plot: Annotated[
+        Path | None,
+        typer.Option(
+            help="Save a heatmap PNG of the attention per sentence here (needs the plot extra)."
+        ),
+    ] = None,
+    show_attention: Annotated[
+        bool,
+        typer.Option(
+            "--show-attention", help="Print the attention as a Unicode heatmap on stderr."
+        ),
+    ] = False,
+    quantize: Annotated[
+        str, typer.Option(help="none or int8 (dynamic int8 quantisation for CPU decoding).")
+    ] = "none",
+    precision: PrecisionOption = None,
+    shortlist: ShortlistOption = None,
+    shortlist_per_source: ShortlistPerSourceOption = None,
+    shortlist_frequent: ShortlistFrequentOption = None,
+    workers: WorkersOption = None,
+    threads: ThreadsOption = None,
+    device: DeviceOption = "auto",
+) -> None:
+    """Translate lines from stdin (or -i) to stdout (or -o): one output line per input line, in
+    order.
+
+    With -o the translation goes to a temporary file renamed to FILE once complete. On a terminal,
+    progress (lines, lines/s, and with -i the total and time left) is shown on stderr.
+    """
+    from nmt_cli.interrupts import task
+    from nmt_cli.lines import OutputOptions, count_lines, translate_stream
+    from nmt_cli.output_file import atomic_text_output
+    from nmt_cli.translate import load_translator
+
+    if attention_plot is not None:
+        try:
+            import matplotlib  # noqa: F401
+        except ImportError:
+            raise UserError("--attention-plot needs matplotlib: pip install 'nmt[plot]'") from None
+        from nmt_cli.plots import plot_dir
+
+        plot_dir(attention_plot)  # before the model loads: a bad folder should not cost a load
+    translator = load_translator(
+        model, _decode_changes(ctx), device=device, quantize=quantize, name_of=_option_name
+    )
+    if nbest > translator.config.beam_size:
+        raise UserError(f"--nbest {nbest} exceeds the beam size {translator.config.beam_size}")
+    out_opts = OutputOptions(
+        scores=scores,
+        alignments=alignments,
+        nbest=nbest,
+        attention_plot=str(attention_plot) if attention_plot else None,
+        show_attention=show_attention,
+    )
+    try:
+        in_stream = open(input, "rb") if input is not None else sys.stdin.buffer
+    except OSError as exc:
+        raise UserError(f"{input}: cannot read ({exc.strerror})") from None
+    interactive = input is None and sys.stdin.isatty()
+    progress = None
+    if sys.stderr.isatty() and not interactive and not show_attention:
+        from tqdm import tqdm
+
+        progress = tqdm(
+            total=count_lines(input) if input is not None else None,
+            unit="line",
+            file=sys.stderr,
+            dynamic_ncols=True,
+        )
+    done = [0]
+
+    def left() -> str:
+        where = (
+            f"{output} was not written"
+            if output is not None
+            else "the lines before it are on stdout"
+        )
+        return f"translation stopped after {done[0]} lines; {where}"
+
+    try:
+        with task(left), atomic_text_output(output) as out_stream:
+            translate_stream(
+                translator,
+                in_stream,
+                out_stream or sys.stdout,
+                interactive=interactive,
+                out=out_opts,
+                progress=progress,
+                done=done,
+                chunk_lines=256 if progress is not None else 2000,
+            )
+    finally:
+        if progress is not None:
+            progress.close()
+        if input is not None:
+            in_stream.close()
+
+
+@app.command()
+@startup.command("scoring stopped before any score was printed")
+def score(
+    model: Annotated[
+        list[str] | None,
+        typer.Option(
+            "-m", "--model", metavar="RUN", help="Run dir or checkpoint file (one model)."
+        ),
+    ] = None,
+    src: Annotated[Path | None, typer.Option(help="Source sentences.")] = None,
+    tgt: Annotated[Path | None, typer.Option(help="Target sentences to force-decode.")] = None,
+    threads: ThreadsOption = None,
+    device: DeviceOption = "auto",
+) -> None:
+    """Print log p(target | source) for each pair (forced decoding), one number per line."""
+    from nmt_cli.checkpoint import load_model
+    from nmt_cli.device import pick_device
+    from nmt_cli.interrupts import task
+    from nmt_cli.translate import force_decode
+
+    if not model or src is None or tgt is None:
+        raise UserError("give -m RUN, --src FILE and --tgt FILE")
+    if len(model) > 1:
+        raise UserError("-m: nmt score force-decodes with one model; give -m once")
+    dev = pick_device(device)
+    loaded = load_model(model[0], dev)
+    sources, targets = _read(src), _read(tgt)
+    if len(sources) != len(targets):
+        raise UserError(f"{src} has {len(sources)} lines but {tgt} has {len(targets)}")
+    with task(f"scoring stopped before any score was printed ({len(sources)} pairs)"):
+        values = force_decode(
+            loaded.model,
+            loaded.tokenizer,
+            sources,
+            targets,
+            dev,
+            lowercase=loaded.recipe.data.lowercase,
+        )
+    for value in values:
+        typer.echo(f"{value:.4f}")

@@ -1,0 +1,468 @@
+"""Preprocessing: corpus text -> cleaned, filtered pairs -> SentencePiece ids in a run dir.
+
+Preprocessing streams: a first pass over the training corpora only decompresses and counts
+lines, drawing SentencePiece's training sample; once SentencePiece is learned, one pass reads
+every corpus in blocks of lines and hands each block to a worker process (one per core,
+nmt_cli/workers.py), which cleans, filters and encodes it; this process deduplicates (optionally)
+and stores the kept text and the ids in corpus order (nmt_cli/store.py). Memory is bounded by the
+block and sample sizes, whatever the corpus size. ``data/meta.json`` is removed first and written
+last, so a preprocess stopped at any moment leaves nothing training takes for complete.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from itertools import chain, compress
+from pathlib import Path
+
+import numpy as np
+
+from nmt_cli import corpora
+from nmt_cli.arrays import SideWriter, id_dtype
+from nmt_cli.config import Recipe
+from nmt_cli.cores import usable_cores
+from nmt_cli.errors import DataError
+from nmt_cli.output_file import AtomicFile, write_text_atomic
+from nmt_cli.pairs import (
+    CleanChunk,
+    Cleaning,
+    Deduplicator,
+    PairSource,
+    chunks,
+    clean_raw_pairs,
+    encoded_lines,
+    split_block,
+)
+from nmt_cli.recipes import save_recipe
+from nmt_cli.reservoir import Reservoir
+from nmt_cli.splits import local_path, pair_source, save_tok_references, split_names, train_entries
+from nmt_cli.store import DATA_FORMAT, count_split_shortlist, save_shortlist_arrays
+from nmt_cli.tokenizer import Tokenizer, normalize, train_tokenizer
+from nmt_cli.workers import ordered_map
+
+TEXT_CHUNK = 20_000  # training pairs a worker cleans and encodes at a time
+# Lines a worker encodes at a time: their Python ints stay bounded, whatever the corpus size.
+ENCODE_CHUNK = 20_000
+
+
+class _TextPairs:
+    """``{name}.src.txt`` and ``{name}.tgt.txt`` written side by side, renamed into place on
+    close."""
+
+    def __init__(self, data_dir: Path, name: str):
+        self.out = [AtomicFile(data_dir / f"{name}.{side}.txt") for side in ("src", "tgt")]
+
+    def write(self, pairs: list[tuple[str, str]]) -> None:
+        # Normalised lines hold no line break, so one line stays one line.
+        self.write_text(
+            "".join(s + "\n" for s, _ in pairs).encode("utf-8"),
+            "".join(t + "\n" for _, t in pairs).encode("utf-8"),
+        )
+
+    def write_text(self, src: bytes, tgt: bytes) -> None:
+        """Lines already joined and encoded, each ending in a line break."""
+        self.out[0].file.write(src)
+        self.out[1].file.write(tgt)
+
+    def close(self) -> None:
+        for out in self.out:
+            out.commit()
+
+    def abort(self) -> None:
+        for out in self.out:
+            out.abort()
+
+
+def _prepare_data_dir(data_dir: Path, log) -> None:
+    """Remove the completion mark (meta.json) before anything else changes, and leftovers of a
+    stopped run; say which of the two this is."""
+    meta = data_dir / "meta.json"
+    if meta.exists():
+        log(f"{data_dir}: replacing the preprocessed data there")
+        meta.unlink()
+    elif data_dir.is_dir() and any(data_dir.iterdir()):
+        log(f"{data_dir}: an earlier nmt preprocess stopped before it finished; starting over")
+    data_dir.mkdir(parents=True, exist_ok=True)
+    for part in data_dir.glob("*.part"):
+        part.unlink()
+
+
+def _without_rows(chunk: CleanChunk, encoded: list, keep: np.ndarray) -> tuple[CleanChunk, list]:
+    """A cleaned and encoded chunk less the pairs ``keep`` is False for (duplicates)."""
+    pairs = list(compress(chunk.pairs(), keep.tolist()))
+    chunk.src, chunk.src_starts = encoded_lines([s for s, _ in pairs])
+    chunk.tgt, chunk.tgt_starts = encoded_lines([t for _, t in pairs])
+    chunk.kept = len(pairs)
+    return chunk, [(ids[np.repeat(keep, lengths)], lengths[keep]) for ids, lengths in encoded]
+
+
+def _stream_train(
+    recipe: Recipe,
+    sources: list[PairSource],
+    data_dir: Path,
+    tokenizer: Tokenizer,
+    dtype,
+    log,
+    workers: int | None = None,
+) -> tuple[list[dict], dict]:
+    """The one pass over every training corpus: clean, filter, encode, deduplicate, store the
+    text and the arrays. Blocks of TEXT_CHUNK pairs are cleaned and encoded on ``workers``
+    processes (every usable core by default) while this one decompresses and stores, in corpus
+    order. Returns the counts per corpus and the split's sizes."""
+    d = recipe.data
+    workers = usable_cores() if workers is None else workers
+    dedup = Deduplicator() if d.dedup else None
+    encoders = BlockEncoder(tokenizer.src_proto, dtype), BlockEncoder(tokenizer.tgt_proto, dtype)
+    report = []
+    text = _TextPairs(data_dir, "train")
+    sides = [SideWriter(data_dir, "train", side, dtype) for side in ("src", "tgt")]
+    try:
+        for source in sources:
+            work = CleanAndEncode(
+                Cleaning(d.lowercase, d.max_len, d.max_ratio, tsv=source.tsv), *encoders
+            )
+            read, kept, dropped = 0, 0, Counter()
+            for chunk, *encoded in ordered_map(work, source.blocks(TEXT_CHUNK), workers):
+                read += chunk.read
+                dropped.update(chunk.dropped)
+                if dedup is not None and chunk.kept:
+                    fresh = np.array(dedup.fresh(chunk.pairs()), dtype=bool)
+                    if not fresh.all():
+                        dropped["duplicate pair"] += int((~fresh).sum())
+                        chunk, encoded = _without_rows(chunk, encoded, fresh)
+                text.write_text(chunk.src, chunk.tgt)
+                for writer, (ids, lengths) in zip(sides, encoded):
+                    writer.append(ids, lengths)
+                kept += chunk.kept
+            report.append(
+                {
+                    "corpus": source.label,
+                    "files": source.paths,
+                    "read": read,
+                    "kept": kept,
+                    "dropped": dict(sorted(dropped.items())),
+                }
+            )
+            log(f"train {source.label}: {read} pairs read, {kept} kept, {read - kept} dropped")
+            for reason, count in sorted(dropped.items()):
+                log(f"  dropped {count}: {reason}")
+    except BaseException:
+        text.abort()
+        for writer in sides:
+            writer.abort()
+        raise
+    text.close()
+    sizes = {"src": sides[0].close(), "tgt": sides[1].close()}
+    if len(report) > 1:
+        read, kept = sum(r["read"] for r in report), sum(r["kept"] for r in report)
+        log(
+            f"train: {read} pairs read from {len(report)} corpora, {kept} kept, "
+            f"{read - kept} dropped"
+        )
+    return report, sizes
+
+
+def _stream_heldout(recipe: Recipe, data_dir: Path, name: str, entry: str) -> PairSource:
+    """A valid or test split, cleaned but not filtered: N lines in, N lines stored."""
+    source = pair_source(recipe, entry)
+    out = _TextPairs(data_dir, name)
+    try:
+        line = 0
+        for chunk in chunks(iter(source), TEXT_CHUNK):
+            pairs = []
+            for pair in chunk:
+                line += 1
+                if pair is None:
+                    raise DataError(
+                        f"{source.files[0]}: line {line} has no tab (data.format: tsv reads "
+                        "source<TAB>target lines)"
+                    )
+                pairs.append(
+                    (
+                        normalize(pair[0], recipe.data.lowercase),
+                        normalize(pair[1], recipe.data.lowercase),
+                    )
+                )
+            out.write(pairs)
+    except BaseException:
+        out.abort()
+        raise
+    out.close()
+    return source
+
+
+def _sample_capacity(recipe: Recipe) -> int:
+    """Pairs to sample: tokenizer.sample_sentences lines per SentencePiece model."""
+    k = recipe.tokenizer.sample_sentences
+    return (k + 1) // 2 if recipe.tokenizer.joint else k
+
+
+def _draw_sample(recipe: Recipe, sources: list[PairSource]) -> tuple[list[str], list[str], str]:
+    """SentencePiece's training sample: a uniform random sample of the training pairs (every
+    corpus as one stream, Reservoir) drawn in a pass that only decompresses and counts lines,
+    then cleaned, filtered and deduplicated as the corpus will be. Cleaning the whole corpus
+    waits for the pass that also encodes it, so the corpus is cleaned once and never re-read
+    from a stored copy. While the corpus fits the sample, the sample is the whole corpus in
+    order."""
+    d = recipe.data
+    sample = Reservoir(_sample_capacity(recipe), recipe.train.seed)
+    for source in sources:
+        for block in source.raw_pairs(TEXT_CHUNK):
+            if sample.wants(len(block)):
+                sample.offer(block)
+            else:
+                sample.pass_over(len(block))
+    pairs = clean_raw_pairs(sample.items, Cleaning(d.lowercase, d.max_len, d.max_ratio)).pairs()
+    if d.dedup:
+        pairs = list(compress(pairs, Deduplicator().fresh(pairs)))
+    if not pairs:
+        raise _nothing_kept(recipe, sources)
+    dropped = len(sample.items) - len(pairs)
+    origin = f"a sample of {len(pairs)} of the {sample.seen} training pairs" + (
+        f" ({dropped} more drawn, and dropped by the filters)" if dropped else ""
+    )
+    return [s for s, _ in pairs], [t for _, t in pairs], origin
+
+
+def _sample_file_lines(recipe: Recipe) -> tuple[list[str], list[str]]:
+    template = local_path(recipe.tokenizer.sample_file)
+    if "{lang}" not in template:
+        raise DataError(
+            f"tokenizer.sample_file: '{recipe.tokenizer.sample_file}' must contain {{lang}} "
+            "(one file of sentences per language)"
+        )
+    sides = []
+    for lang in (recipe.src, recipe.tgt):
+        sample = Reservoir(recipe.tokenizer.sample_sentences, recipe.train.seed)
+        for chunk in chunks(corpora.iter_lines(Path(template.format(lang=lang))), TEXT_CHUNK):
+            sample.offer([normalize(line, recipe.data.lowercase) for line in chunk])
+        sides.append(sample.items)
+    return sides[0], sides[1]
+
+
+def _learn_tokenizer(recipe: Recipe, sources: list[PairSource], log) -> Tokenizer:
+    """SentencePiece learned from tokenizer.sample_file, or from a sample of the training pairs."""
+    cfg = recipe.tokenizer
+    started = time.perf_counter()
+    if cfg.sample_file:
+        (src, tgt), origin = _sample_file_lines(recipe), cfg.sample_file
+    else:
+        src, tgt, origin = _draw_sample(recipe, sources)
+        log(f"sample drawn in {time.perf_counter() - started:.1f} s")
+        started = time.perf_counter()
+    log(
+        f"training SentencePiece ({cfg.type}, {cfg.vocab_size} pieces, "
+        f"{'joint' if cfg.joint else 'one per side'}) on {origin}"
+    )
+    tokenizer = train_tokenizer(cfg, src, tgt, seed=recipe.train.seed)
+    log(f"SentencePiece learned in {time.perf_counter() - started:.1f} s")
+    return tokenizer
+
+
+_PROCESSORS: dict[
+    str, object
+] = {}  # in each process: digest of a model's bytes -> the loaded model
+
+
+class BlockEncoder:
+    """A block of stored lines (corpora.LineBlocks) -> its ids, flat, and each line's length,
+    with one side's SentencePiece model. Picklable (it carries the model's bytes, loaded once per
+    process), so worker processes can encode blocks side by side."""
+
+    def __init__(self, proto: bytes, dtype):
+        self.proto, self.dtype = proto, np.dtype(dtype)
+        self.key = hashlib.sha1(proto).hexdigest()
+
+    def __call__(self, raw: bytes) -> tuple[np.ndarray, np.ndarray]:
+        sp = _PROCESSORS.get(self.key)
+        if sp is None:
+            sp = _PROCESSORS[self.key] = Tokenizer(self.proto).src
+        seqs = sp.encode(split_block(raw), num_threads=1)
+        lengths = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
+        return np.fromiter(
+            chain.from_iterable(seqs), dtype=self.dtype, count=int(lengths.sum())
+        ), lengths
+
+
+@dataclass(frozen=True)
+class CleanAndEncode:
+    """A raw training block (PairSource.blocks) cleaned and filtered (pairs.Cleaning), then each
+    side's kept lines encoded: one worker call per block, so reading, cleaning and encoding
+    share one pass. Gives (chunk, (source ids, lengths), (target ids, lengths))."""
+
+    cleaning: Cleaning
+    src: BlockEncoder
+    tgt: BlockEncoder
+
+    def __call__(self, block: tuple[bytes, ...]) -> tuple[CleanChunk, tuple, tuple]:
+        chunk = self.cleaning(block)
+        return chunk, self.src(chunk.src), self.tgt(chunk.tgt)
+
+
+def _line_blocks(path: Path, n: int) -> Iterator[bytes]:
+    with corpora.LineBlocks(path) as text:
+        while (block := text.take(n))[1]:
+            yield block[0]
+
+
+def encode_text_file(tokenizer: Tokenizer, data_dir: Path, name: str, dtype, workers: int) -> dict:
+    """A stored split's text, ``{name}.{side}.txt`` -> ids and offsets arrays, ENCODE_CHUNK lines
+    at a time, on ``workers`` processes with one SentencePiece thread each, stored in line order
+    (the held-out splits; the training split is encoded as it is read, see CleanAndEncode)."""
+    meta = {}
+    for side in ("src", "tgt"):
+        encode = BlockEncoder(tokenizer.src_proto if side == "src" else tokenizer.tgt_proto, dtype)
+        writer = SideWriter(data_dir, name, side, dtype)
+        text = data_dir / f"{name}.{side}.txt"
+        # A held-out split is one block: starting processes for it would cost more than it saves.
+        single = text.stat().st_size < 2 * ENCODE_CHUNK * 100
+        try:
+            for ids, lengths in ordered_map(
+                encode, _line_blocks(text, ENCODE_CHUNK), 1 if single else workers
+            ):
+                writer.append(ids, lengths)
+        except BaseException:
+            writer.abort()
+            raise
+        meta[side] = writer.close()
+    return meta
+
+
+def preprocess(recipe: Recipe, run_dir: Path, log=print) -> dict:
+    """Preprocess ``recipe``'s corpora into ``run_dir`` (see _preprocess). When it fails or is
+    interrupted, the folders it created are removed: no run dir that looks started is left
+    behind."""
+    run_dir = Path(run_dir)
+    created = [d for d in (run_dir, run_dir / "data") if not d.exists()]
+    try:
+        return _preprocess(recipe, run_dir, log)
+    except BaseException:
+        if created:
+            shutil.rmtree(created[0], ignore_errors=True)
+        raise
+
+
+def _nothing_kept(recipe: Recipe, sources: list[PairSource]) -> DataError:
+    return DataError(
+        f"{sources[0].files[0]}: no training pair survives filtering "
+        f"(data.max_len={recipe.data.max_len}, data.max_ratio={recipe.data.max_ratio})"
+    )
+
+
+def _sizes_text(sizes: dict) -> str:
+    return (
+        f"{sizes['src']['sentences']} pairs, {sizes['src']['tokens']} source and "
+        f"{sizes['tgt']['tokens']} target subwords"
+    )
+
+
+def _preprocess(recipe: Recipe, run_dir: Path, log) -> dict:
+    """Store the held-out splits' cleaned text; learn SentencePiece on a sample of the training
+    pairs (or take the initial model's, with ``train.init_from``); then read, clean, filter and
+    encode the training corpora in one streaming pass, and encode the held-out splits."""
+    data_dir = run_dir / "data"
+    _prepare_data_dir(data_dir, log)
+    inherited = None
+    if recipe.train.init_from:  # reading its checkpoint needs torch, which a fresh run never loads
+        from nmt_cli.finetune import initial_tokenizer
+
+        inherited = initial_tokenizer(recipe)
+    sources = [pair_source(recipe, entry) for entry in train_entries(recipe)]
+    for path in (
+        path for source in sources for path in source.files
+    ):  # fail now, not after a long pass
+        if not path.is_file():
+            raise DataError(f"{path}: file not found")
+    files = {}
+    for name, entry in split_names(recipe).items():  # small, and checked before the long pass
+        if name != "train":
+            files[name] = _stream_heldout(recipe, data_dir, name, entry).paths
+    if inherited:
+        tokenizer = inherited[0]
+        log(f"using the tokenizer of {inherited[1]} ({tokenizer.src_vocab_size} pieces)")
+    else:
+        tokenizer = _learn_tokenizer(recipe, sources, log)
+    tokenizer.save(run_dir)
+
+    dtype = id_dtype(max(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size))
+    threads = usable_cores()
+    started = time.perf_counter()
+    report, sizes = _stream_train(recipe, sources, data_dir, tokenizer, dtype, log, threads)
+    seconds = time.perf_counter() - started
+    read = sum(r["read"] for r in report)
+    if not sizes["src"]["sentences"]:
+        raise _nothing_kept(recipe, sources)
+    log(
+        f"train: {_sizes_text(sizes)} (read, cleaned and encoded in {seconds:.1f} s on "
+        f"{threads} cores, "
+        f"{2 * read / max(seconds, 1e-9):.0f} lines/s)"
+    )
+    dropped = Counter()
+    for r in report:
+        dropped.update(r["dropped"])
+    files = {"train": [f for r in report for f in r["files"]], **files}
+    meta = {
+        "format": DATA_FORMAT,
+        "src": recipe.src,
+        "tgt": recipe.tgt,
+        "splits": {"train": sizes},
+        "files": files,
+        "dropped": dict(dropped),
+        "corpora": report,
+        "id_dtype": dtype.name,
+        "src_vocab": tokenizer.src_vocab_size,
+        "tgt_vocab": tokenizer.tgt_vocab_size,
+        "tokenizer_from": str(inherited[1]) if inherited else None,
+    }
+    for name in split_names(recipe):
+        if name != "train":
+            meta["splits"][name] = encode_text_file(tokenizer, data_dir, name, dtype, threads)
+            log(f"{name}: {_sizes_text(meta['splits'][name])}")
+    started = time.perf_counter()
+    save_shortlist_arrays(data_dir, *count_split_shortlist(data_dir, tokenizer))
+    log(f"shortlist learned in {time.perf_counter() - started:.1f} s")
+    meta["tok_references"] = save_tok_references(recipe, data_dir, log)
+    save_recipe(recipe, run_dir / "recipe.yaml")
+    write_text_atomic(data_dir / "meta.json", json.dumps(meta, indent=1))
+    return meta
+
+
+def ensure_preprocessed(recipe: Recipe, run_dir: Path, log=print) -> None:
+    """Preprocess when the run dir has no data yet; refuse data made from a different recipe."""
+    meta_path = run_dir / "data" / "meta.json"
+    if not meta_path.exists():
+        log(f"{run_dir}: no preprocessed data yet; running nmt preprocess first")
+        preprocess(recipe, run_dir, log)
+        return
+    saved_path = run_dir / "recipe.yaml"
+    if saved_path.exists():
+        import yaml
+
+        try:
+            saved = yaml.safe_load(saved_path.read_text(encoding="utf-8")) or {}
+        except yaml.YAMLError:
+            raise DataError(f"{saved_path}: unreadable; re-run nmt preprocess") from None
+        now, default = recipe.to_dict(), Recipe().to_dict()
+        # A key the saved recipe lacks predates that key: it had the default's meaning.
+        was = lambda section, k: (saved.get(section) or {}).get(k, default[section][k])
+        changed = [
+            f"{section}.{k}"
+            for section in ("data", "tokenizer")
+            for k in now[section]
+            if section != "data" or k != "test"
+            if was(section, k) != now[section][k]
+        ]
+        changed += [k for k in ("src", "tgt") if saved.get(k) != now[k]]
+        if was("train", "init_from") != now["train"]["init_from"]:
+            changed.append("train.init_from (the tokenizer comes from it)")
+        if changed:
+            raise DataError(
+                f"{run_dir}: data was preprocessed with different {', '.join(changed)}; "
+                "re-run nmt preprocess (or use another --run-dir)"
+            )
