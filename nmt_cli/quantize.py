@@ -13,6 +13,8 @@ import warnings
 
 from torch import nn
 
+from nmt_cli.model.fast_decoding import undo_preparation
+
 try:
     import torch.ao.nn.quantized.dynamic as dynamic
     from torch.ao.quantization.qconfig import default_dynamic_qconfig
@@ -34,7 +36,11 @@ def _swap(module: nn.Module) -> None:
 
 
 def quantize_int8(model: nn.Module) -> nn.Module:
+    """An int8 copy of ``model`` (left as it is), to prepare for decoding afresh
+    (nmt_cli/model/fast_decoding.py): a copy of a prepared model's decoding paths would still
+    read the float modules."""
     model = copy.deepcopy(model).cpu().eval()
+    undo_preparation(model)
     tied = (
         getattr(model, "output", None) is not None
         and model.output.weight is getattr(model, "tgt_embedding", nn.Embedding(1, 1)).weight

@@ -22,12 +22,10 @@ translation for short sentences.
 
 With a vocabulary shortlist (``Candidates``) the output layer runs over the union of the batch's
 candidate sets (narrowed to the sets still in the batch as sentences leave it), and each sentence
-is normalised over its own set, so the result for a sentence never depends on its batch-mates.
-On the CPU in fp32 the columns every sentence allows (the specials and the frequent pieces) go
-through the output layer in one product for all rows, and the others in small groups of whole
-sentences, each over its own group's columns only (``_group_columns``): the output layer, the
-log-softmax and the top-k then work on a few hundred columns a row instead of the batch's
-thousands, most of them -inf.
+is normalised over its own set, so the result for a sentence never depends on its batch-mates
+(nmt_cli/model/output_layer.py). How the columns are laid out (the union, or row groups of whole
+sentences) and whether the batch's shapes are rounded up is the model's ``DecodingSetup``
+(nmt_cli/model/fast_decoding.py), read once per search; none of it changes a result.
 """
 
 from __future__ import annotations
@@ -36,12 +34,13 @@ from dataclasses import dataclass, field
 
 import torch
 
-from nmt_cli.model.seq2seq import COLUMN_MULTIPLE, RowGroups
+from nmt_cli.model.fast_decoding import setup_of
+from nmt_cli.model.output_layer import columns_for, narrow, pad_union, remaining_columns
 from nmt_cli.shortlist import Candidates
 from nmt_cli.tokenizer import BOS, EOS, PAD
 
 # Beam search: done sentences leave the batch once they are at least this share of it. Each
-# leaving rebuilds what is cut per batch (the output layer's plan, the memory's rows), which cost
+# leaving rebuilds what is cut per batch (the output layer's plan, the memory's rows), which costs
 # more than computing the few done sentences' rows a little longer.
 LEAVE_SHARE = 0.125
 
@@ -69,13 +68,13 @@ def _restrict(logp: torch.Tensor, at_limit: torch.Tensor | None, too_short: bool
     """Never emit PAD or BOS, nor EOS while too short; at the length cap only EOS may follow, with
     its real log-probability (the cap wins over ``min_len``). ``at_limit`` None: no row is at its
     cap yet (the search knows the earliest cap). Works in place."""
+    # Rows at their cap are rare: on the CPU the pass over the logits runs only when there is one
+    # (elsewhere asking would cost a host synchronisation per step, more than the pass)
     eos = None if at_limit is None else logp[:, EOS].clone()
     logp[:, PAD] = float("-inf")
     logp[:, BOS] = float("-inf")
     if too_short:
         logp[:, EOS] = float("-inf")
-    # Rows at their cap are rare: on the CPU the pass over the logits runs only when there is one
-    # (elsewhere asking would cost a host synchronisation per step, more than the pass)
     if at_limit is not None and (logp.device.type != "cpu" or bool(at_limit.any())):
         logp.masked_fill_(at_limit.unsqueeze(1), float("-inf"))
         logp[:, EOS] = torch.where(at_limit, eos, logp[:, EOS])
@@ -91,19 +90,6 @@ def _split(
     return vocab, None
 
 
-# bf16 on the CPU (seq2seq.COLUMN_MULTIPLE: oneDNN plans each new matrix shape): as sentences
-# finish, the rows a step computes are kept at a multiple of ROW_MULTIPLE (greedy search) or of
-# SENTENCE_MULTIPLE sentences (beam search), finished ones filling up the count
-ROW_MULTIPLE, SENTENCE_MULTIPLE = 16, 4
-
-
-def bf16_on_cpu(model) -> bool:
-    """Does ``model`` decode in bf16 on the CPU (weights converted at load)?"""
-    parameters = getattr(model, "parameters", None)  # the search contract is encode and step only
-    first = next(parameters(), None) if parameters is not None else None
-    return first is not None and first.dtype == torch.bfloat16 and first.device.type == "cpu"
-
-
 def _round_up(live: torch.Tensor, finished: torch.Tensor, multiple: int) -> torch.Tensor:
     """The ``live`` rows and as many ``finished`` ones as make their count a multiple of
     ``multiple`` (where there are that many), in order. A finished row stays finished: it is
@@ -114,192 +100,10 @@ def _round_up(live: torch.Tensor, finished: torch.Tensor, multiple: int) -> torc
     return torch.cat([live, finished.nonzero().squeeze(1)[:extra]]).sort().values
 
 
-def _pad_union(vocab: torch.Tensor | None, allowed: torch.Tensor | None, multiple: int):
-    """The union rounded up to a multiple of ``multiple`` columns with PAD columns that no row
-    allows: they score -inf everywhere, so no search ever picks one."""
-    extra = 0 if vocab is None or allowed is None else -vocab.numel() % multiple
-    if not extra:
-        return vocab, allowed
-    return (
-        torch.cat([vocab, vocab.new_full((extra,), PAD)]),
-        torch.cat([allowed, allowed.new_zeros(allowed.size(0), extra)], dim=1),
-    )
-
-
-def _narrow(vocab: torch.Tensor | None, allowed: torch.Tensor | None, multiple: int = 1):
-    """The union of the candidate sets still in the batch, once sentences have left it: the output
-    layer runs over fewer columns (a batch of 64 starts with about 2,000 on test_2016). Cut only
-    when a tenth or more would go, as each cut copies the rows of W_s. Every remaining sentence
-    keeps all of its own set, and the specials (allowed everywhere) stay at positions 0..3."""
-    if vocab is None or allowed is None:
-        return vocab, allowed
-    used = allowed.any(dim=0)
-    kept = int(used.sum())
-    if kept > 0.9 * used.numel():
-        return vocab, allowed
-    return _pad_union(vocab[used], allowed[:, used], multiple)
-
-
-# The output layer over a shortlist on the CPU in fp32: the columns all rows allow in one product,
-# the others in groups of GROUP_ROWS rows (greedy search) or about BEAM_GROUP_ROWS (beam search:
-# whole sentences, four at beam 5), when that does at most GROUPED_SHARE of the arithmetic of one
-# product over the union. As sentences leave, the groups keep their columns (their cut rows of
-# W_s stay valid) until they do REGROUP_SLACK times the arithmetic of groups formed afresh. Sizes
-# measured on test_2016 (docs/lab/beam-step.md): greedy 8 and 16 rows alike, 4 and 40 slower; beam
-# 5 10 to 40 rows alike, 5 slower.
-GROUP_ROWS = 8
-BEAM_GROUP_ROWS = 20
-GROUPED_SHARE = 0.7
-REGROUP_SLACK = 1.3
-
-
-@dataclass
-class Columns:
-    """The columns the output layer computes: ``ids`` (U,) for every row alike (the union), or
-    (G, W) per group of consecutive rows, ``group_rows`` of them in each: first the ``shared``
-    columns, the same in every group and allowed to every row, then the group's others, then PAD
-    up to the widest group's width; and ``allowed`` (rows, U or W), each row's own candidate set
-    over its columns. Either way ids run in id order (grouped: the shared ones, then the others)
-    with the specials at positions 0..3, so search masks PAD/BOS/EOS by position (the padding,
-    PAD, is allowed to no row)."""
-
-    ids: torch.Tensor
-    allowed: torch.Tensor | None
-    group_rows: tuple[int, ...] | None = None
-    group_of_row: torch.Tensor | None = None  # (rows,) grouped: each row's group
-    widths: tuple[int, ...] | None = None  # grouped: each group's own columns, shared ones included
-    positions: torch.Tensor | None = None  # (G, W) grouped: where each column sits in the union
-    shared: int = 0  # grouped: the leading columns every row allows
-
-    def token_ids(self, columns: torch.Tensor, row_of: torch.Tensor | None = None) -> torch.Tensor:
-        """Target ids of ``columns`` chosen by the rows ``row_of`` (default: row i for element i)."""
-        if self.group_rows is None:
-            return self.ids[columns]
-        group = self.group_of_row if row_of is None else self.group_of_row[row_of]
-        start = group * self.ids.size(1)
-        return self.ids.view(-1)[start.view(-1, *[1] * (columns.dim() - 1)) + columns]
-
-    def keep(self, rows: torch.Tensor) -> Columns:
-        """Only ``rows`` (sorted), in the same groups over the same columns."""
-        group_of_row = self.group_of_row[rows]
-        counts = torch.bincount(group_of_row, minlength=self.ids.size(0)).tolist()
-        return Columns(
-            self.ids,
-            self.allowed.index_select(0, rows),
-            tuple(counts),
-            group_of_row,
-            self.widths,
-            self.positions,
-            self.shared,
-        )
-
-    def arithmetic(self) -> int:
-        """Columns computed over all rows: the output layer's work, in rows x columns."""
-        if self.group_rows is None:
-            return self.allowed.numel()
-        return sum(r * w for r, w in zip(self.group_rows, self.widths))
-
-
-def _group_widths(allowed: torch.Tensor, group_rows: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Which union columns each run of ``group_rows`` rows uses (G, U), and how many (G,)."""
-    rows, union = allowed.shape
-    groups = -(-rows // group_rows)
-    pad = groups * group_rows - rows
-    padded = allowed if not pad else torch.cat([allowed, allowed.new_zeros(pad, union)])
-    # amax over bytes: torch's any(dim=1) over bools took 16x as long
-    used = padded.view(torch.uint8).view(groups, group_rows, union).amax(dim=1)
-    return used, used.sum(dim=1)
-
-
-def _group_columns(vocab: torch.Tensor, allowed: torch.Tensor, group_rows: int) -> Columns:
-    """Rows in groups of ``group_rows``, each group over the columns its rows allow: first those
-    every row of the batch allows (the specials, so at 0..3, and the frequent pieces), which the
-    output layer computes for all rows in one product, then the group's others, each part in
-    union order, padded with PAD columns that no row allows to the widest group; or the union for
-    all rows when that saves too little arithmetic (or the batch is one group). The values do not
-    change: a row's -inf columns are left out, not others."""
-    rows, union = allowed.shape
-    if rows <= group_rows:
-        return Columns(vocab, allowed)
-    everywhere = allowed.all(dim=0)
-    shared = int(everywhere.sum())
-    used, others = _group_widths(allowed & ~everywhere, group_rows)
-    widths = others + shared
-    if int(widths.sum()) * group_rows > GROUPED_SHARE * rows * union:
-        return Columns(vocab, allowed)
-    groups, width = used.size(0), int(widths.max())
-    # a stable sort puts the shared columns first, then the group's others, each in union order,
-    # then the unused ones
-    order = 2 - used.to(torch.int8) - 2 * everywhere.to(torch.int8)[None, :]
-    positions = torch.argsort(order, dim=1, stable=True)[:, :width]  # (G, W)
-    own = torch.arange(width)[None, :] < widths[:, None]
-    ids = vocab[positions].masked_fill_(~own, PAD)
-    group_of_row = torch.arange(rows, device=allowed.device) // group_rows
-    # a group's padding sits on columns none of its rows uses: allowed to no row already
-    grouped = allowed.gather(1, positions.index_select(0, group_of_row))
-    counts = [group_rows] * (groups - 1) + [rows - (groups - 1) * group_rows]
-    return Columns(
-        ids, grouped, tuple(counts), group_of_row, tuple(widths.tolist()), positions, shared
-    )
-
-
-def _union_positions(columns: Columns) -> torch.Tensor:
-    """(rows, W): where each row's columns sit in the union, to lay out values over the union
-    as the groups' columns."""
-    return columns.positions.index_select(0, columns.group_of_row)
-
-
-def _columns(
-    vocab: torch.Tensor | None, allowed: torch.Tensor | None, group_rows: int
-) -> Columns | None:
-    """The output layer's columns for these rows: grouped when ``group_rows`` (CPU, fp32)."""
-    if vocab is None:
-        return None
-    if allowed is None or not group_rows:
-        return Columns(vocab, allowed)
-    return _group_columns(vocab, allowed, group_rows)
-
-
-def _remaining_columns(
-    columns: Columns | None,
-    rows: torch.Tensor,
-    vocab: torch.Tensor | None,
-    allowed: torch.Tensor | None,
-    group_rows: int,
-) -> Columns | None:
-    """The columns once only ``rows`` remain, ``vocab`` and ``allowed`` being their (narrowed)
-    union: the same groups, unless groups formed afresh would do less than 1 / REGROUP_SLACK of
-    their arithmetic (each fresh group cuts its rows of W_s again)."""
-    if columns is None or columns.group_rows is None or allowed is None:
-        return _columns(vocab, allowed, group_rows)
-    kept = columns.keep(rows)
-    fresh = allowed.numel()
-    if allowed.size(0) > group_rows:
-        fresh = min(fresh, int(_group_widths(allowed, group_rows)[1].sum()) * group_rows)
-    return (
-        kept if kept.arithmetic() <= REGROUP_SLACK * fresh else _columns(vocab, allowed, group_rows)
-    )
-
-
-def _step(model, prev, state, memory, columns: Columns | None):
-    if columns is None:
-        return model.step(prev, state, memory)
-    if columns.group_rows is not None:
-        return model.step(
-            prev,
-            state,
-            memory,
-            columns.ids,
-            columns.allowed,
-            RowGroups(columns.group_rows, columns.widths, columns.shared),
-        )
-    return model.step(prev, state, memory, columns.ids, columns.allowed)
-
-
 def _trim(row: list[int]) -> list[int]:
     out = []
     for t in row:
-        if t == EOS or t == PAD:
+        if t in (EOS, PAD):
             break
         out.append(t)
     return out
@@ -322,15 +126,14 @@ def greedy(
     ``vocab``: sorted target ids to choose from, or per-sentence ``Candidates``; None = all.
 
     Every ``check_every`` steps (one host synchronisation, not one per step) the sentences that
-    have ended leave the batch: in a length-sorted batch of 64 a good share of the rows would
-    otherwise go on computing after their EOS (41% of all rows on test_2016)."""
-    bf16 = bf16_on_cpu(model)
-    multiple, row_multiple = (COLUMN_MULTIPLE, ROW_MULTIPLE) if bf16 else (1, 1)
-    vocab, allowed = _pad_union(*_split(vocab), multiple)
+    have ended leave the batch: in a length-sorted batch a good share of the rows would otherwise
+    go on computing after their EOS."""
+    setup = setup_of(model)
+    multiple, group_rows = setup.column_multiple, setup.group_rows
+    vocab, allowed = pad_union(*_split(vocab), multiple)
     b = src.size(0)
     device = src.device
-    group_rows = GROUP_ROWS if device.type == "cpu" and not bf16 else 0
-    columns = _columns(vocab, allowed, group_rows)
+    columns = columns_for(vocab, allowed, group_rows)
     state, memory = model.encode(src, src_lengths)
     limit = max_lengths(src_lengths, max_len_ratio, max_len_const).to(device)
     steps, first_cap = (
@@ -344,7 +147,7 @@ def greedy(
     done = torch.zeros(b, dtype=torch.bool, device=device)
     prev = torch.full((b,), BOS, dtype=torch.long, device=device)
     for t in range(steps):
-        logp, state, weights = _step(model, prev, state, memory, columns)
+        logp, state, weights = model.step(prev, state, memory, columns)
         logp = _restrict(logp, limit - 1 <= t if t >= first_cap else None, t < min_len)
         best, token = logp.max(dim=-1)
         if columns is not None:
@@ -362,14 +165,14 @@ def greedy(
             live = (~done).nonzero().squeeze(1)
             if live.numel() == 0:
                 break
-            live = _round_up(live, done, row_multiple)
+            live = _round_up(live, done, setup.row_multiple)
             if live.numel() == done.numel():
                 continue
             rows, limit, prev, done = rows[live], limit[live], prev[live], done[live]
             state, memory = state.select(live), memory.select(live)
             if allowed is not None:
-                vocab, allowed = _narrow(vocab, allowed.index_select(0, live), multiple)
-                columns = _remaining_columns(columns, live, vocab, allowed, group_rows)
+                vocab, allowed = narrow(vocab, allowed.index_select(0, live), multiple)
+                columns = remaining_columns(columns, live, vocab, allowed, group_rows)
     token_rows = tokens.tolist()
     out = []
     for i in range(b):
@@ -402,35 +205,34 @@ def beam_search(
     The beam holds K hypotheses, finished ones included; a sentence is done once all K have
     finished or its n-th best finished one beats what any alive one can still reach (module
     doc). Done sentences leave the batch, so the tensors shrink as the batch finishes."""
-    bf16 = bf16_on_cpu(model)
-    multiple, sentence_multiple = (COLUMN_MULTIPLE, SENTENCE_MULTIPLE) if bf16 else (1, 1)
-    vocab, allowed = _pad_union(*_split(vocab), multiple)
+    setup = setup_of(model)
+    multiple = setup.column_multiple
+    vocab, allowed = pad_union(*_split(vocab), multiple)
     k = beam_size
     b = src.size(0)
     device = src.device
     # groups of whole sentences' hypotheses, so that a sentence's K rows share their columns
-    group_rows = k * max(1, BEAM_GROUP_ROWS // k) if device.type == "cpu" and not bf16 else 0
+    group_rows = setup.beam_groups(k)
     state, memory = model.encode(src, src_lengths)
     flat = torch.arange(b, device=device).repeat_interleave(k)
     # The first step from BOS is the same for a sentence's K hypotheses: it runs once per
-    # sentence (over the union), and its output is copied to the K rows (4% of the rows beam 5
-    # computed on test_2016). Each later step runs at the end of the iteration before it.
-    logp, state, weights = _step(
-        model,
-        torch.full((b,), BOS, dtype=torch.long, device=device),
-        state,
-        memory,
-        _columns(vocab, allowed, 0),
+    # sentence (over the union), and its output is copied to the K rows. Each later step runs at
+    # the end of the iteration before it.
+    first = columns_for(vocab, allowed, 0)
+    logp, state, weights = model.step(
+        torch.full((b,), BOS, dtype=torch.long, device=device), state, memory, first
     )
     state, memory, logp = state.select(flat), memory.shared_by(k), logp.index_select(0, flat)
     if weights is not None:
         weights = weights.index_select(0, flat)
     if allowed is not None:
         allowed = allowed.index_select(0, flat)
-    columns = _columns(vocab, allowed, group_rows)
+    columns = columns_for(vocab, allowed, group_rows)
+    if columns is not None and columns.group_rows is None:
+        columns.cuts = first.cuts  # the same union: the rows of W_s cut for the first step
     if columns is not None and columns.group_rows is not None:
         # the first step's log-probabilities, over the union, laid out as the groups' columns
-        logp = logp.gather(1, _union_positions(columns))
+        logp = logp.gather(1, columns.union_positions())
     limit = max_lengths(src_lengths, max_len_ratio, max_len_const).to(device)
     steps, first_cap = (
         int(limit.max()),
@@ -540,7 +342,7 @@ def beam_search(
             alive_logp = alive_logp.masked_fill(newly.unsqueeze(1), neg_inf)
         live = None
         if done_count > kept and done_count - kept >= leave_share * n:
-            live = _round_up((~emitted).nonzero().squeeze(1), emitted, sentence_multiple)
+            live = _round_up((~emitted).nonzero().squeeze(1), emitted, setup.sentence_multiple)
         if live is not None and live.numel() < n:
             kept = live.numel() - (n - done_count)  # done sentences kept to round the count up
             emitted = emitted[live]
@@ -558,10 +360,10 @@ def beam_search(
             memory = memory.select(live)
             if allowed is not None:
                 live_rows = (live * k).repeat_interleave(k) + rank.repeat(live.numel())
-                vocab, allowed = _narrow(vocab, allowed.index_select(0, live_rows), multiple)
-                columns = _remaining_columns(columns, live_rows, vocab, allowed, group_rows)
+                vocab, allowed = narrow(vocab, allowed.index_select(0, live_rows), multiple)
+                columns = remaining_columns(columns, live_rows, vocab, allowed, group_rows)
         state = state.select(beam_rows.view(-1))
-        logp, state, weights = _step(model, alive_seq[:, :, -1].reshape(-1), state, memory, columns)
+        logp, state, weights = model.step(alive_seq[:, :, -1].reshape(-1), state, memory, columns)
     return results
 
 

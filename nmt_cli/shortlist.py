@@ -8,18 +8,17 @@ co-occurrence, ranked by cooc(s,t)^2 / (count(s) count(t)) (so the pieces that c
 the ones that come with everything). A sentence may produce the frequent pieces and the
 candidates of its own source pieces, and its log-probabilities are normalised over that set. A
 batch computes the output layer over the union of its sentences' sets (or, on the CPU, over the
-union of each group of a few sentences: ``search._group_columns``) and masks, per sentence,
+union of each group of a few sentences: ``output_layer.group_columns``) and masks, per sentence,
 the pieces outside the sentence's own set (``Candidates``): a translation never depends on the
 sentences it is batched with.
 
 The frequent pieces are stored most common first, 2,000 of them, and a decoder takes the first
-``frequent`` (``decode.shortlist_frequent``): 300 keep a 15-minute model's beam search fast, while
-models trained to the end lost up to 0.9 val BLEU to them and recover most of it with 2,000
-(docs/translate.md). Shortlists saved before the ranking existed hold 300 pieces sorted by id and
-are used whole.
+``frequent`` (``decode.shortlist_frequent``): fewer make decoding faster, more lose less of a
+well-trained model's quality (docs/translate.md). Shortlists saved before the ranking existed hold
+300 pieces sorted by id and are used whole.
 
 Learning the table is numpy only (``count_shortlist``); torch is imported where a Shortlist is
-used, so that preprocessing never loads it (2.3-2.9 s of every ``nmt preprocess`` start).
+used, so that preprocessing never pays torch's import.
 """
 
 from __future__ import annotations
@@ -154,7 +153,7 @@ def count_shortlist(
     top = np.argsort(-tgt_count, kind="stable")[: max(frequent, len(SPECIALS))]
 
     # Pairs a chunk at a time, each chunk in a few array operations rather than a loop over its
-    # pairs: 100k pairs of the 40M-pair benchmark corpus in 2.2-2.5 s instead of 4.3-5.0 s
+    # pairs
     s_docs = np.zeros(src_vocab, dtype=np.float64)  # sentence frequencies: once per sentence
     t_docs = np.zeros(tgt_vocab, dtype=np.float64)
     chunk_keys, chunk_counts = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
@@ -200,7 +199,7 @@ def _distinct_per_pair(ids: np.ndarray, offsets: np.ndarray, pairs: np.ndarray, 
 
 
 def _distinct(keys: np.ndarray) -> np.ndarray:
-    """np.unique by sorting: numpy 2's hashing path took 1.5 s of 4 for 100k pairs' keys."""
+    """np.unique by sorting, where numpy 2's hashing path is slow for these keys."""
     keys = np.sort(keys)
     return keys[np.concatenate([[True], keys[1:] != keys[:-1]])] if len(keys) else keys
 

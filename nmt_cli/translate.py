@@ -21,7 +21,13 @@ from typing import Any
 import torch
 
 from nmt_cli.config import DecodeConfig, Recipe, override
-from nmt_cli.search import Hypothesis, bf16_on_cpu, search
+from nmt_cli.model.fast_decoding import (
+    prepare_for_decoding,
+    prepared_for_decoding,
+    setup_of,
+    unprepared,
+)
+from nmt_cli.search import Hypothesis, search
 from nmt_cli.shortlist import Shortlist
 from nmt_cli.tokenizer import Tokenizer, normalize
 from nmt_cli.words import WordAttention, alignment_pairs, word_attention
@@ -115,6 +121,17 @@ def decode_ids(
     ``shortlist``: the model's vocabulary shortlist, used when ``config.shortlist`` is on;
     ``nbest``: hypotheses per sentence; ``attention``: keep each hypothesis's attention weights.
     ``config.workers`` 0 means one worker per torch CPU thread."""
+    if unprepared(model):  # prepared for this call only (validation: the weights move on)
+        with prepared_for_decoding(model):
+            return decode_ids(
+                model,
+                sources,
+                config,
+                device,
+                shortlist=shortlist,
+                nbest=nbest,
+                attention=attention,
+            )
     shortlist = shortlist if config.shortlist else None
     lengths = [len(s) for s in sources]
     order = sorted(range(len(sources)), key=lambda i: -lengths[i])
@@ -147,13 +164,9 @@ def decode_ids(
     on_cpu = torch.device(device).type == "cpu"
     workers = config.workers or torch.get_num_threads()
     side_by_side = workers if on_cpu else 1
-    batches = list(_batches(order, lengths, config, bf16_on_cpu(model), side_by_side, nbest))
+    bf16 = setup_of(model).bf16_on_cpu
+    batches = list(_batches(order, lengths, config, bf16, side_by_side, nbest))
     if side_by_side > 1 and len(batches) > 1:
-        # Built here once, on all the threads: otherwise every worker builds it at its first
-        # step, each on one core.
-        prepare = getattr(model, "prepare_decoding", None)
-        if prepare is not None:
-            prepare()
         with _single_threaded_pool(min(workers, len(batches))) as pool:
             decoded = list(pool.map(run, batches))
     else:
@@ -408,6 +421,7 @@ def load_translator(
 
         model = Ensemble(models_).eval()
         shortlist = merge_shortlists([x.shortlist for x in loaded])
+    prepare_for_decoding(model)
     if changes.get("shortlist") and shortlist is None:
         raise UserError(
             f"--shortlist: {first.path} has no vocabulary shortlist "

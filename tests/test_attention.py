@@ -72,18 +72,24 @@ def test_concat_scores_and_their_gradients_are_the_tanh_formulas_per_head(scale)
         assert torch.allclose(a, b, rtol=1e-4, atol=1e-4 * scale)
 
 
-def test_concat_scores_decoded_a_few_sentences_at_a_time_equal_the_whole_batch(monkeypatch):
-    import nmt_cli.model.attention as attention
+@pytest.mark.parametrize("exponential", [False, True])
+def test_concat_scores_decoded_a_few_sentences_at_a_time_equal_the_whole_batch(
+    monkeypatch, exponential
+):
+    import nmt_cli.model.fast_decoding as fast_decoding
+    from nmt_cli.model.fast_decoding import DecodingConcatScore
 
     torch.manual_seed(5)
     h, s = torch.randn(7, 5, 6), torch.randn(7, 3, 4)
     sc = Attention("concat", 6, 4, heads=2, attn_dim=8).score
     keys = sc.keys(h)
-    whole = sc.scores(keys, s).detach()  # with gradients: always the whole batch
-    monkeypatch.setattr(attention, "CHUNK_ELEMENTS", 2 * 3 * 5 * 8 * 2)  # two sentences a chunk
+    decoding = DecodingConcatScore(sc, exponential)
     with torch.no_grad():
-        chunked = sc.scores(keys, s)
-    assert torch.allclose(chunked, whole, atol=1e-6)
+        whole = decoding(keys, s, decoding.exp_keys(keys))
+        monkeypatch.setattr(fast_decoding, "CHUNK_ELEMENTS", 2 * 3 * 5 * 8 * 2)  # two a chunk
+        chunked = decoding(keys, s, decoding.exp_keys(keys))
+    assert torch.equal(chunked, whole)
+    assert torch.allclose(whole, sc.scores(keys, s).detach(), atol=1e-6)
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
@@ -91,6 +97,8 @@ def test_concat_scores_decoded_a_few_sentences_at_a_time_equal_the_whole_batch(m
 def test_concat_exponential_form_gives_the_training_scores(dtype, scale):
     """Decoding on the CPU takes sigmoid(k + q) as 1 / (1 + e^-k e^-q), with e^-k kept per batch:
     the same scores as the training form, and the plain form where an exponent is out of range."""
+    from nmt_cli.model.fast_decoding import DecodingConcatScore
+
     torch.manual_seed(6)
     h, s = scale * torch.randn(3, 5, 6), torch.randn(3, 4, 4)
     mask = torch.tensor([[True] * 5, [True] * 3 + [False] * 2, [True] + [False] * 4])
@@ -98,15 +106,15 @@ def test_concat_exponential_form_gives_the_training_scores(dtype, scale):
     h, s = h.to(dtype), s.to(dtype)
     plain = att.score.scores(att.score.keys(h), s).detach()  # the training form
     want_context, want_weights = (x.detach().float() for x in att(att.prepare(h, mask), s))
+    assert att.prepare(h, mask).exp_keys is None  # not prepared: the plain score
+    att.decoding_score = DecodingConcatScore(att.score, exponential=True)
     with torch.no_grad():
         memory = att.prepare(h, mask)
         assert (memory.exp_keys is None) == (scale > 1e3)
         if memory.exp_keys is not None:
             assert memory.select(torch.tensor([2, 0])).exp_keys.shape[0] == 2
-        searched = att.score.scores(memory.keys, s, memory.exp_keys)
-        out_of_range = att.score.scores(
-            memory.keys, 100 * s, memory.exp_keys
-        )  # queries past the limit
+        searched = att.decoding_score(memory.keys, s, memory.exp_keys)
+        out_of_range = att.decoding_score(memory.keys, 100 * s, memory.exp_keys)  # past the limit
         context, weights = att(memory, s)
     tolerance = 1e-5 if dtype == torch.float32 else 2e-2
     assert torch.isfinite(searched).all() and torch.isfinite(out_of_range).all()

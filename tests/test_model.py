@@ -9,6 +9,12 @@ from nmt_cli.config import ModelConfig
 from nmt_cli.model import build_model
 from nmt_cli.model.bridge import Bridge
 from nmt_cli.model.encoder import Encoder
+from nmt_cli.model.fast_decoding import (
+    prepare_for_decoding,
+    prepared_for_decoding,
+    tanh_through_fp32,
+    undo_preparation,
+)
 
 V = 40
 
@@ -260,12 +266,12 @@ def test_decoding_step_from_the_input_table_equals_the_rnn_module(rnn, layers, d
         .eval()
     )
     src, lengths, tgt = batch()
-    with torch.no_grad():
+    with torch.no_grad(), prepared_for_decoding(m):
+        assert m.decoder.rnn_step is not None
         state, memory = m.encode(src, lengths)
-        assert m.decoder._input_table() is not None
         fast = [m.step(tgt[:, i], state, memory) for i in range(3)]
-    state, memory = m.encode(src, lengths)  # gradients on: PyTorch's own RNN module runs
-    assert m.decoder._input_table() is None
+    assert m.decoder.rnn_step is None  # undone: PyTorch's own RNN module runs
+    state, memory = m.encode(src, lengths)
     slow = [m.step(tgt[:, i], state, memory) for i in range(3)]
     for (lp_fast, st_fast, w_fast), (lp_slow, st_slow, w_slow) in zip(fast, slow):
         assert torch.allclose(lp_fast, lp_slow, atol=1e-10)
@@ -279,7 +285,8 @@ def test_decoding_step_from_the_input_table_equals_the_rnn_module(rnn, layers, d
 )
 def test_decoding_folds_the_combine_layer_into_the_attention_values(attention, heads, feeding):
     # Luong order, memory shared by several hypotheses (beam search): W_c's columns for c are
-    # applied to the encoder states once (Decoder.context_projection); no step may change
+    # applied to the encoder states once (Decoder.context_projection) in a prepared model; no
+    # step may change
     torch.manual_seed(2)
     m = (
         build_model(
@@ -294,6 +301,7 @@ def test_decoding_folds_the_combine_layer_into_the_attention_values(attention, h
     )
     src, lengths, tgt = batch()
     rows = torch.arange(3).repeat_interleave(2)
+    prepare_for_decoding(m)
     with torch.no_grad():
         state, memory = m.encode(src, lengths)
         assert not memory.shared_by(1).attention.projected  # one row per sentence: nothing to save
@@ -303,7 +311,8 @@ def test_decoding_folds_the_combine_layer_into_the_attention_values(attention, h
         )
         state = state.select(rows)
         folded = [m.step(tgt[rows, i], state, shared) for i in range(3)]
-    state, memory = m.encode(src, lengths)  # gradients on: the plain path
+    undo_preparation(m)
+    state, memory = m.encode(src, lengths)  # the plain path
     shared = memory.shared_by(2)
     assert not shared.attention.projected
     state = state.select(rows)
@@ -313,7 +322,8 @@ def test_decoding_folds_the_combine_layer_into_the_attention_values(attention, h
         assert torch.allclose(w_folded, w_plain, atol=1e-10)
     with torch.no_grad():  # the other orders read c itself
         for order in ("bahdanau", "conditional"):
-            other = build_model(small(attention=attention, decoder=order), V, V).eval()
+            other = build_model(small(attention=attention, decoder=order), V, V)
+            prepare_for_decoding(other)
             assert not other.encode(src, lengths)[1].shared_by(2).attention.projected
 
 
@@ -325,43 +335,56 @@ def test_a_step_from_repeated_rows_equals_the_rnn_module(rnn, layers):
     m = build_model(small(rnn=rnn, layers=layers, attention="general"), V, V).double().eval()
     src, lengths, tgt = batch()
     rows = torch.tensor([0, 0, 1, 1, 1, 0])
-    with torch.no_grad():
+    with torch.no_grad(), prepared_for_decoding(m):
         state, memory = m.encode(src, lengths)
         repeated = state.select(rows)
         assert repeated.parents is not None and repeated.parents[0].size(1) == 2
         fast = m.step(tgt[rows, 0], repeated, memory.select(rows))
-    state, memory = m.encode(src, lengths)  # gradients on: PyTorch's own RNN module runs
+        assert state.select(torch.tensor([1, 0])).parents is None  # nothing repeated: plain rows
+    state, memory = m.encode(src, lengths)  # not prepared: PyTorch's own RNN module runs
+    assert state.select(rows).parents is None
     slow = m.step(tgt[rows, 0], state.select(rows), memory.select(rows))
     assert torch.allclose(fast[0], slow[0], atol=1e-10)
     assert torch.allclose(fast[1].hidden, slow[1].hidden, atol=1e-10)
-    assert state.select(torch.tensor([1, 0])).parents is None  # nothing repeated: plain rows
 
 
-def test_input_table_follows_weight_updates():
+def test_validation_prepares_afresh_after_weight_updates_and_trains_plain_after():
+    # Validation during training prepares inside its block and undoes it at the end: a table of
+    # the weights before an optimiser step must never be read after it
     torch.manual_seed(0)
-    m = build_model(small(), V, V).eval()
+    m = build_model(small(), V, V)
+    with prepared_for_decoding(m):
+        before = m.decoder.rnn_step.table.clone()
+    assert m.decoder.rnn_step is None and m.decoding_setup is None
     with torch.no_grad():
-        before = m.decoder._input_table().clone()
         m.tgt_embedding.weight.add_(0.5)  # what an optimiser step does between validations
-        after = m.decoder._input_table()
+    with prepared_for_decoding(m) as setup:
+        after = m.decoder.rnn_step.table
+        assert m.decoding_setup is setup and setup.group_rows > 0
     assert not torch.allclose(before, after)
     expected = m.tgt_embedding.weight @ m.decoder.rnn.weight_ih_l0.t() + m.decoder.rnn.bias_ih_l0
     assert torch.allclose(after, expected.detach(), atol=1e-5)
+    m.train()  # and training runs the plain modules, gradients and all
+    src, lengths, tgt = batch()
+    m(src, lengths, tgt)[0].sum().backward()
+    assert m.tgt_embedding.weight.grad is not None
 
 
-def test_prepare_decoding_builds_the_table_the_first_step_would_use():
-    """decode_ids builds the table before its worker threads start; a step then reads that very
-    table rather than building its own."""
+def test_preparation_decides_the_paths_once_for_the_device_and_dtype():
     torch.manual_seed(0)
-    m = build_model(small(), V, V).eval()
-    m.prepare_decoding()  # gradients on: it turns them off itself
-    built = m.decoder._table
-    with torch.no_grad():
-        assert m.decoder._input_table() is built
-        expected = (
-            m.tgt_embedding.weight @ m.decoder.rnn.weight_ih_l0.t() + m.decoder.rnn.bias_ih_l0
-        )
-    assert torch.allclose(built, expected, atol=1e-5)
+    m = build_model(small(attention="concat", decoder="luong"), V, V)
+    setup = prepare_for_decoding(m)
+    assert not m.training and m.decoding_setup is setup
+    assert setup.group_rows and setup.column_multiple == 1 and not setup.bf16_on_cpu
+    assert m.decoder.rnn_step.share_parents and m.decoder.fold_context
+    assert m.decoder.attention.decoding_score.exponential and m.decoder.tanh is torch.tanh
+    low = prepare_for_decoding(m.to(torch.bfloat16))  # again, after the dtype changed
+    assert low.bf16_on_cpu and not low.group_rows and low.column_multiple > 1
+    assert m.decoder.tanh is tanh_through_fp32 and not m.decoder.rnn_step.share_parents
+    assert m.decoder.rnn_step.table.dtype == torch.bfloat16
+    undo_preparation(m)
+    assert m.decoder.rnn_step is None and m.decoder.attention.decoding_score is None
+    assert not m.decoder.fold_context and m.decoder.tanh is torch.tanh
 
 
 @pytest.mark.parametrize("feeding", [False, True])
@@ -395,9 +418,8 @@ def test_output_layer_in_row_groups_equals_one_product_over_the_union(monkeypatc
     # Shortlist decoding: each row is normalised over its own candidate set. With rows in groups,
     # the columns every row allows go through one product for all rows and each group multiplies
     # only its own others; the log-probabilities must not change.
-    import nmt_cli.model.seq2seq as seq2seq
-    import nmt_cli.search as search_module
-    from nmt_cli.search import _group_columns, _union_positions
+    import nmt_cli.model.output_layer as output_layer
+    from nmt_cli.model.output_layer import Columns, group_columns
 
     torch.manual_seed(3)
     m = build_model(small(attention="concat", tie_embeddings=False), V, V).double().eval()
@@ -410,66 +432,63 @@ def test_output_layer_in_row_groups_equals_one_product_over_the_union(monkeypatc
     vocab = torch.arange(4, 34)
     src, lengths, tgt = batch()
     index = torch.arange(rows) % 3
-    monkeypatch.setattr(search_module, "GROUPED_SHARE", 1.0)
-    columns = _group_columns(vocab, allowed, 6)  # 6, 6 and a last group of 2 rows
+    monkeypatch.setattr(output_layer, "GROUPED_SHARE", 1.0)
+    columns = group_columns(vocab, allowed, 6)  # 6, 6 and a last group of 2 rows
     assert columns.group_rows == (6, 6, 2) and columns.ids.size(1) < 30
     assert columns.shared == 5 and all(ids[:5].tolist() == [4, 5, 6, 7, 13] for ids in columns.ids)
-    groups = seq2seq.RowGroups(columns.group_rows, columns.widths, columns.shared)
     with torch.no_grad():
         state, memory = m.encode(src, lengths)
         state, memory = state.select(index), memory.select(index)
-        one, _, _ = m.step(tgt[index, 0], state, memory, vocab, allowed)
-        grouped, _, _ = m.step(tgt[index, 0], state, memory, columns.ids, columns.allowed, groups)
-        again, _, _ = m.step(tgt[index, 0], state, memory, columns.ids, columns.allowed, groups)
+        one, _, _ = m.step(tgt[index, 0], state, memory, Columns(vocab, allowed))
+        grouped, _, _ = m.step(tgt[index, 0], state, memory, columns)
+        again, _, _ = m.step(tgt[index, 0], state, memory, columns)
         # the same columns with nothing shared: every group multiplies all of its own
-        unshared, _, _ = m.step(
-            tgt[index, 0],
-            state,
-            memory,
+        unshared = Columns(
             columns.ids.clone(),
             columns.allowed.clone(),
-            seq2seq.RowGroups(columns.group_rows, columns.widths),
+            columns.group_rows,
+            columns.group_of_row,
+            columns.widths,
+            columns.positions,
         )
+        unshared, _, _ = m.step(tgt[index, 0], state, memory, unshared)
         # the middle group's rows gone, the groups kept: the other rows as before
         kept_rows = torch.tensor([*range(6), 12, 13])
         kept = columns.keep(kept_rows)
+        assert kept.cuts is columns.cuts  # the rows of W_s cut for these groups stay valid
         fewer, _, _ = m.step(
-            tgt[index, 0][kept_rows],
-            state.select(kept_rows),
-            memory.select(kept_rows),
-            kept.ids,
-            kept.allowed,
-            seq2seq.RowGroups(kept.group_rows, kept.widths, kept.shared),
+            tgt[index, 0][kept_rows], state.select(kept_rows), memory.select(kept_rows), kept
         )
     assert grouped.shape == (rows, columns.ids.size(1))
     assert torch.equal(torch.isinf(grouped), ~columns.allowed)
-    assert torch.allclose(grouped, one.gather(1, _union_positions(columns)), atol=1e-12)
+    assert torch.allclose(grouped, one.gather(1, columns.union_positions()), atol=1e-12)
     assert torch.equal(again, grouped)  # the plan's logits, overwritten step after step
     assert torch.allclose(unshared, grouped, atol=1e-12)
     assert kept.group_rows == (6, 0, 2) and torch.allclose(fewer, grouped[kept_rows], atol=1e-12)
 
 
-def test_per_batch_cache_entries_leave_with_their_batch():
-    # The decoding caches (cut output rows, row offsets, row groups) must not outlive the batch
-    # whose tensors key them: a server decodes batch after batch in one process.
-    import gc
+def test_the_output_layers_cuts_live_and_die_with_their_columns():
+    # What the output layer cuts for a batch's columns (rows of W_s, offsets) is kept on the
+    # Columns object of that batch, per layer: a server decoding batch after batch keeps none of
+    # a finished batch's, and an ensemble's members each cut their own
+    from nmt_cli.model.output_layer import Columns, logits
 
-    m = build_model(small(), V, V).eval()
-    builds = []
+    torch.manual_seed(0)
+    a, b = (build_model(small(tie_embeddings=False), V, V).eval() for _ in range(2))
     vocab = torch.arange(4, 20)
-    first = m._per_batch("_rows_cache", (vocab,), lambda: builds.append(1) or "cut")
-    assert (
-        m._per_batch("_rows_cache", (vocab,), lambda: builds.append(1) or "again") == first == "cut"
-    )
-    assert len(builds) == 1 and len(m._rows_cache) == 1
-    other = torch.arange(4, 20)  # equal values, another tensor: its own entry
-    assert m._per_batch("_rows_cache", (other,), lambda: "other") == "other"
-    del vocab
-    gc.collect()
-    assert list(m._rows_cache) == [id(other)]
-    del other
-    gc.collect()
-    assert m._rows_cache == {}
+    allowed = torch.ones(3, 16, dtype=torch.bool)
+    allowed[0, 5:] = False
+    columns = Columns(vocab, allowed)
+    h = torch.randn(3, 16)
+    with torch.no_grad():
+        first = logits(a.output, h, columns)
+        assert len(columns.cuts) == 1 and len(columns.plans) == 1
+        assert torch.equal(logits(a.output, h, columns), first)
+        other = logits(b.output, h, columns)
+    assert len(columns.cuts) == 2 and not torch.equal(first, other)
+    expected = torch.nn.functional.linear(h, a.output.weight[vocab], a.output.bias[vocab])
+    assert torch.allclose(first[~torch.isinf(first)], expected[allowed].detach(), atol=1e-6)
+    assert torch.isinf(first[0, 5:]).all()
 
 
 @pytest.mark.parametrize("init", ["embedding", "uniform", "xavier"])
@@ -495,11 +514,10 @@ def test_a_model_built_without_initial_values_loads_to_the_same_model(init, kw):
 
 
 def test_decoder_tanh_in_bf16_is_torch_tanh_exactly():
-    """Decoding in bf16 on the CPU takes tanh through fp32 for speed: the values must be torch's own."""
-    from nmt_cli.model.decoder import _tanh
-
-    x = (torch.randn(320, 512) * 3).to(torch.bfloat16)
-    with torch.no_grad():
-        assert torch.equal(_tanh(x), torch.tanh(x))
-    y = x.clone().requires_grad_()  # training: the plain op, gradients and all
-    assert torch.equal(_tanh(y), torch.tanh(x)) and _tanh(y).requires_grad
+    """Decoding in bf16 on the CPU takes tanh through fp32: the values must be torch's own, for
+    every bf16 number."""
+    every = torch.arange(-(2**15), 2**15, dtype=torch.int32).to(torch.int16).view(torch.bfloat16)
+    for x in (every, (torch.randn(320, 512) * 3).to(torch.bfloat16)):
+        got, want = tanh_through_fp32(x), torch.tanh(x)
+        assert torch.equal(got.isnan(), want.isnan())
+        assert torch.equal(got[~got.isnan()], want[~want.isnan()])

@@ -1,4 +1,5 @@
 import itertools
+from dataclasses import replace
 
 import pytest
 import torch
@@ -341,7 +342,7 @@ class Bigram:
     def encode(self, src, src_lengths):
         return _Rows(torch.zeros(src.size(0))), _Rows(torch.zeros(src.size(0)))
 
-    def step(self, prev, state, memory, vocab=None, allowed=None):
+    def step(self, prev, state, memory, columns=None):
         return self.table[prev].clone(), state, None
 
 
@@ -379,20 +380,21 @@ def test_beam_search_narrows_the_union_as_sentences_leave_without_changing_any(
     # frozen until then: nobody's hypotheses may change
     # Each sentence allows few target ids of its own, so the union shrinks as sentences finish;
     # the output layer then runs over fewer columns, and no sentence's result may change.
-    import nmt_cli.search as search_module
+    from nmt_cli.model.fast_decoding import prepare_for_decoding
     from nmt_cli.shortlist import Shortlist
 
-    monkeypatch.setattr(search_module, "GROUP_ROWS", 10_000)  # the union itself, not row groups
-    monkeypatch.setattr(search_module, "BEAM_GROUP_ROWS", 10_000)
     m = model(12)
+    prepare_for_decoding(m)
+    m.decoding_setup = replace(m.decoding_setup, group_rows=0, beam_group_rows=0)  # the union
     g, src, lengths = ragged_batch(16, seed=5)
     shortlist = Shortlist(torch.arange(4, 6), torch.randint(4, V, (V, 2), generator=g))
     columns = []
     plain_step = m.step
 
-    def counting_step(prev, state, memory, vocab=None, allowed=None):
-        columns.append(vocab.numel())
-        return plain_step(prev, state, memory, vocab, allowed)
+    def counting_step(prev, state, memory, cols=None):
+        assert cols.group_rows is None
+        columns.append(cols.ids.numel())
+        return plain_step(prev, state, memory, cols)
 
     m.step = counting_step
     together = beam_search(
@@ -416,29 +418,32 @@ def test_beam_search_narrows_the_union_as_sentences_leave_without_changing_any(
 @pytest.mark.parametrize("search", ["greedy", "beam"])
 def test_the_output_layer_in_row_groups_changes_nothing(monkeypatch, search):
     # Rows go through the output layer a few whole sentences at a time, each group over its own
-    # columns (search._group_columns): hypotheses and scores as over the batch's union.
-    import nmt_cli.search as search_module
+    # columns (output_layer.group_columns): hypotheses and scores as over the batch's union.
+    import nmt_cli.model.output_layer as output_layer
+    from nmt_cli.model.fast_decoding import prepare_for_decoding
     from nmt_cli.shortlist import Shortlist
 
     m = model(13)
+    prepared = prepare_for_decoding(m)
     g, src, lengths = ragged_batch(12, seed=6)
     shortlist = Shortlist(torch.arange(4, 6), torch.randint(4, V, (V, 2), generator=g))
     group_sizes, plain_step = [], m.step
 
-    def recording_step(prev, state, memory, vocab=None, allowed=None, groups=None):
+    def recording_step(prev, state, memory, columns=None):
+        groups = columns.group_rows
         group_sizes.append(groups)
         if groups:  # whole sentences per group, and every row's own set kept
-            assert all(rows % (1 if search == "greedy" else 3) == 0 for rows in groups.rows)
-            assert sum(groups.rows) == prev.numel() and len(groups.rows) == vocab.size(0)
-            assert vocab.dim() == 2 and allowed.size(1) == vocab.size(1) == max(groups.widths)
-        return plain_step(prev, state, memory, vocab, allowed, groups)
+            assert all(rows % (1 if search == "greedy" else 3) == 0 for rows in groups)
+            assert sum(groups) == prev.numel() and len(groups) == columns.ids.size(0)
+            assert columns.ids.dim() == 2
+            assert columns.allowed.size(1) == columns.ids.size(1) == max(columns.widths)
+        return plain_step(prev, state, memory, columns)
 
     m.step = recording_step
     results = []
     for rows, share in ((10_000, 0.7), (6, 1.0)):
-        monkeypatch.setattr(search_module, "GROUP_ROWS", rows)
-        monkeypatch.setattr(search_module, "BEAM_GROUP_ROWS", rows)
-        monkeypatch.setattr(search_module, "GROUPED_SHARE", share)
+        m.decoding_setup = replace(prepared, group_rows=rows, beam_group_rows=rows)
+        monkeypatch.setattr(output_layer, "GROUPED_SHARE", share)
         group_sizes.clear()
         vocab = shortlist.candidates(src, lengths)
         if search == "greedy":
@@ -453,11 +458,11 @@ def test_the_output_layer_in_row_groups_changes_nothing(monkeypatch, search):
 
 
 def test_row_groups_keep_each_rows_set_the_specials_in_place_and_map_back_to_ids(monkeypatch):
-    import nmt_cli.search as search_module
-    from nmt_cli.search import _group_columns, _remaining_columns, _union_positions
+    import nmt_cli.model.output_layer as output_layer
+    from nmt_cli.model.output_layer import group_columns, remaining_columns
     from nmt_cli.tokenizer import PAD
 
-    monkeypatch.setattr(search_module, "GROUPED_SHARE", 1.0)
+    monkeypatch.setattr(output_layer, "GROUPED_SHARE", 1.0)
     vocab = torch.tensor([0, 1, 2, 3, 7, 9, 12, 15, 20, 21])
     allowed = torch.zeros(5, 10, dtype=torch.bool)
     allowed[:, :4] = True
@@ -465,7 +470,7 @@ def test_row_groups_keep_each_rows_set_the_specials_in_place_and_map_back_to_ids
     allowed[1, 9] = True
     allowed[2, 4] = True
     allowed[4, [6, 7, 8]] = True
-    columns = _group_columns(vocab, allowed, 2)  # rows 0-1, 2-3 and 4
+    columns = group_columns(vocab, allowed, 2)  # rows 0-1, 2-3 and 4
     assert columns.group_rows == (2, 2, 1) and columns.widths == (7, 5, 7)
     # each group's own columns first, in id order (the specials at 0..3), then PAD
     assert columns.ids.tolist() == [
@@ -482,22 +487,22 @@ def test_row_groups_keep_each_rows_set_the_specials_in_place_and_map_back_to_ids
     assert columns.token_ids(torch.tensor([[4], [6]]), torch.tensor([1, 4])).tolist() == [[9], [20]]
     # values over the union, laid out as the groups' columns
     over_union = vocab.float().expand(5, -1)
-    laid_out = over_union.gather(1, _union_positions(columns))
+    laid_out = over_union.gather(1, columns.union_positions())
     assert torch.equal(
         laid_out[columns.allowed], columns.ids.repeat_interleave(2, 0)[:5][columns.allowed].float()
     )
     assert columns.arithmetic() == 2 * 7 + 2 * 5 + 7
     # rows leaving: the same groups over the same columns while that costs little more
-    kept = _remaining_columns(columns, torch.tensor([0, 1, 4]), vocab, allowed[[0, 1, 4]], 2)
+    kept = remaining_columns(columns, torch.tensor([0, 1, 4]), vocab, allowed[[0, 1, 4]], 2)
     assert kept.ids is columns.ids and kept.group_rows == (2, 0, 1)
     assert kept.token_ids(torch.tensor([4, 4, 6])).tolist() == [9, 9, 20]
-    monkeypatch.setattr(search_module, "REGROUP_SLACK", 0.5)  # fresh groups do less: formed again
-    fresh = _remaining_columns(columns, torch.tensor([0, 1, 4]), vocab, allowed[[0, 1, 4]], 2)
+    monkeypatch.setattr(output_layer, "REGROUP_SLACK", 0.5)  # fresh groups do less: formed again
+    fresh = remaining_columns(columns, torch.tensor([0, 1, 4]), vocab, allowed[[0, 1, 4]], 2)
     assert fresh.ids is not columns.ids and fresh.group_rows == (2, 1)
     # not worth it: the union for every row
-    monkeypatch.setattr(search_module, "GROUPED_SHARE", 0.1)
-    assert _group_columns(vocab, allowed, 2).group_rows is None
-    assert _group_columns(vocab, allowed, 5).group_rows is None  # one group
+    monkeypatch.setattr(output_layer, "GROUPED_SHARE", 0.1)
+    assert group_columns(vocab, allowed, 2).group_rows is None
+    assert group_columns(vocab, allowed, 5).group_rows is None  # one group
 
 
 @pytest.mark.parametrize("search", ["greedy", "beam"])
@@ -506,32 +511,33 @@ def test_bf16_shapes_rounded_up_to_whole_multiples_change_nothing(monkeypatch, s
     # grouped), and finished rows (sentences) stay in the batch to keep its rows a multiple
     # (fewer distinct matrix shapes for oneDNN to plan): hypotheses and scores as with the exact
     # shapes, and every width the output layer and row count the decoder meets is a whole multiple.
-    import nmt_cli.model.seq2seq as seq2seq
-    import nmt_cli.search as search_module
+    import nmt_cli.model.fast_decoding as fast_decoding
+    import nmt_cli.model.output_layer as output_layer
     from nmt_cli.shortlist import Shortlist
 
     m = model(14).to(torch.bfloat16)
     g, src, lengths = ragged_batch(12, seed=7)
     shortlist = Shortlist(torch.arange(4, 6), torch.randint(4, V, (V, 2), generator=g))
-    monkeypatch.setattr(search_module, "GROUP_ROWS", 6)
-    monkeypatch.setattr(search_module, "BEAM_GROUP_ROWS", 6)
-    monkeypatch.setattr(search_module, "GROUPED_SHARE", 1.0)  # would group in fp32; bf16 never does
+    monkeypatch.setattr(fast_decoding, "GROUP_ROWS", 6)
+    monkeypatch.setattr(fast_decoding, "BEAM_GROUP_ROWS", 6)
+    monkeypatch.setattr(output_layer, "GROUPED_SHARE", 1.0)  # would group in fp32; bf16 never does
     widths, groups, row_counts = [], [], []
     plain_step = m.step
 
-    def recording_step(prev, state, memory, vocab=None, allowed=None, row_groups=None):
-        widths.append(vocab.numel())
+    def recording_step(prev, state, memory, columns=None):
+        widths.append(columns.ids.numel())
         row_counts.append(prev.numel())
-        groups.append(row_groups)
-        return plain_step(prev, state, memory, vocab, allowed)
+        groups.append(columns.group_rows)
+        return plain_step(prev, state, memory, columns)
 
     m.step = recording_step
     results = {}
     for multiple in (1, 8):
-        monkeypatch.setattr(seq2seq, "COLUMN_MULTIPLE", multiple)
-        monkeypatch.setattr(search_module, "COLUMN_MULTIPLE", multiple)
-        monkeypatch.setattr(search_module, "ROW_MULTIPLE", multiple // 2 or 1)  # 4 rows
-        monkeypatch.setattr(search_module, "SENTENCE_MULTIPLE", multiple // 4 or 1)  # 2 sentences
+        monkeypatch.setattr(fast_decoding, "COLUMN_MULTIPLE", multiple)
+        monkeypatch.setattr(fast_decoding, "ROW_MULTIPLE", multiple // 2 or 1)  # 4 rows
+        monkeypatch.setattr(fast_decoding, "SENTENCE_MULTIPLE", multiple // 4 or 1)  # 2 sentences
+        fast_decoding.prepare_for_decoding(m)
+        assert m.decoding_setup.column_multiple == multiple
         widths.clear()
         groups.clear()
         row_counts.clear()
@@ -552,30 +558,30 @@ def test_bf16_shapes_rounded_up_to_whole_multiples_change_nothing(monkeypatch, s
 
 
 def test_union_padding_adds_columns_no_row_allows():
-    from nmt_cli.search import _pad_union
+    from nmt_cli.model.output_layer import pad_union
 
     vocab, allowed = torch.arange(10), torch.ones(3, 10, dtype=torch.bool)
-    padded_vocab, padded_allowed = _pad_union(vocab, allowed, 8)
+    padded_vocab, padded_allowed = pad_union(vocab, allowed, 8)
     assert padded_vocab.tolist() == list(range(10)) + [0] * 6
     assert padded_allowed[:, :10].all() and not padded_allowed[:, 10:].any()
-    assert _pad_union(vocab, allowed, 1)[0] is vocab
-    assert _pad_union(vocab, allowed, 5)[0] is vocab
-    assert _pad_union(vocab, None, 8)[0] is vocab
+    assert pad_union(vocab, allowed, 1)[0] is vocab
+    assert pad_union(vocab, allowed, 5)[0] is vocab
+    assert pad_union(vocab, None, 8)[0] is vocab
 
 
 def test_narrowing_keeps_every_rows_set_and_the_specials_in_place():
-    from nmt_cli.search import _narrow
+    from nmt_cli.model.output_layer import narrow
 
     vocab = torch.tensor([0, 1, 2, 3, 7, 9, 12, 15, 20, 21])
     allowed = torch.zeros(2, 10, dtype=torch.bool)
     allowed[:, :4] = True
     allowed[0, [5, 8]] = True
     allowed[1, 8] = True
-    narrow_vocab, narrow_allowed = _narrow(vocab, allowed)
+    narrow_vocab, narrow_allowed = narrow(vocab, allowed)
     assert narrow_vocab.tolist() == [0, 1, 2, 3, 9, 20]
     assert narrow_allowed.all(dim=1).tolist() == [True, False]
     assert narrow_allowed[1].tolist() == [True, True, True, True, False, True]
     wide = torch.ones(20, dtype=torch.long).cumsum(0)
     nearly_all = torch.ones(2, 20, dtype=torch.bool)
     nearly_all[:, 19] = False  # less than a tenth would go: not worth a copy of W_s
-    assert _narrow(wide, nearly_all)[0] is wide
+    assert narrow(wide, nearly_all)[0] is wide

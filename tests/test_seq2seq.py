@@ -52,7 +52,8 @@ def gru(rnn, layer, x, h, suffix=""):
 
 
 def lstm(rnn, layer, x, h, m, suffix=""):
-    """i, f, o = σ(W x + U h + b), g = tanh(W_g x + U_g h + b_g); m' = f ⊙ m + i ⊙ g, h' = o ⊙ tanh(m')."""
+    """i, f, o = σ(W x + U h + b), g = tanh(W_g x + U_g h + b_g);
+    m' = f ⊙ m + i ⊙ g, h' = o ⊙ tanh(m')."""
     pre = (
         w(rnn, f"weight_ih_l{layer}{suffix}") @ x
         + w(rnn, f"bias_ih_l{layer}{suffix}")
@@ -116,14 +117,14 @@ def bridge(model, cfg, states, finals, final_cells):
         mean = sum(states) / len(states)
         inputs, cell_inputs = [mean] * cfg.layers, [mean] * cfg.layers
     s0 = [
-        torch.tanh(w(b.hidden[l], "weight") @ inputs[l] + w(b.hidden[l], "bias"))
-        for l in range(cfg.layers)
+        torch.tanh(w(b.hidden[k], "weight") @ inputs[k] + w(b.hidden[k], "bias"))
+        for k in range(cfg.layers)
     ]
     m0 = [None] * cfg.layers
     if cfg.rnn == "lstm":
         m0 = [
-            w(b.cell[l], "weight") @ cell_inputs[l] + w(b.cell[l], "bias")
-            for l in range(cfg.layers)
+            w(b.cell[k], "weight") @ cell_inputs[k] + w(b.cell[k], "bias")
+            for k in range(cfg.layers)
         ]
     return s0, m0, s0[-1]
 

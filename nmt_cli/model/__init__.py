@@ -26,9 +26,9 @@ _INITIALISERS = frozenset(
 
 class _SkipInitialValues(TorchFunctionMode):
     """Leaves the initialisers above undone (their tensor keeps torch.empty's memory), as every
-    value is about to be overwritten by a checkpoint's: drawing ~9M random weights took 0.11-0.13 s
-    of each ``nmt translate`` start. (The meta device would skip them too, but in torch 2.13 its
-    ``normal_`` imports torch._dynamo: 2.2 s.)"""
+    value is about to be overwritten by a checkpoint's: drawing millions of random weights is a
+    visible share of each ``nmt translate`` start. (The meta device would skip them too, but in
+    torch 2.13 its ``normal_`` imports torch._dynamo, which costs more than it saves.)"""
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}

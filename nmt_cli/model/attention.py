@@ -58,27 +58,13 @@ class GeneralScore(nn.Module):
         return torch.matmul(query.unsqueeze(1), keys.transpose(-1, -2))  # (B, K, T, S)
 
 
-# Elements of the additive score's hidden tensor computed at a time when decoding (2 MB of float32)
-CHUNK_ELEMENTS = 1 << 19
-
-
 class ConcatScore(nn.Module):
     """score = v^T tanh(W1 h + W2 s) (Bahdanau et al. 2015; Vinyals et al. 2015; Luong "concat").
 
     W1 h is precomputed per sentence, so each step costs one W2 s and the tanh. The tanh is taken
     as tanh(x) = 2 sigmoid(2x) - 1, so score = 2 v^T sigmoid(2 W1 h + 2 W2 s) - sum(v): the same
-    function, but torch's float tanh costs three to four times its sigmoid on an AVX2 CPU (3.6-4.3
-    against 1.0-1.3 ns an element, bench/attention_speed.py), and the tanh was a fifth of a beam
-    search's time. The keys are stored as 2 W1 h.
-
-    Decoding on the CPU also keeps them as e^{-2 W1 h} (``exp_keys``), and a step takes
-    sigmoid(2 W1 h + 2 W2 s) = 1 / (1 + e^{-2 W1 h} e^{-2 W2 s}): a fused multiply-add and a
-    reciprocal per element where the sum and the sigmoid were an add and an exponential (278
-    against 417 us for 5 hypotheses x 6 sentences x 34 positions x 512, bf16, one thread). Only
-    while every exponent is within +-EXP_LIMIT (checked per batch for the keys, per step for the
-    queries; else the plain form), so neither factor is ever 0 or inf: their product may be, which
-    gives the sigmoid's own limits 1 and 0, never inf x 0. Only in fp32 and bf16, whose range
-    holds e^EXP_LIMIT (fp16's ends at e^11).
+    function, as torch's float tanh costs several times its sigmoid on the CPU. The keys are
+    stored as 2 W1 h. (Decoding: nmt_cli/model/fast_decoding.py's DecodingConcatScore.)
     """
 
     def __init__(self, memory_dim: int, query_dim: int, heads: int, attn_dim: int):
@@ -95,52 +81,22 @@ class ConcatScore(nn.Module):
             self.W1(memory).mul_(2.0).view(b, s, self.heads, self.attn_dim).permute(0, 2, 1, 3)
         )  # (B, K, S, A)
 
-    @staticmethod
-    def exp_keys(keys: torch.Tensor) -> torch.Tensor | None:
-        """e^{-2 W1 h} from ``keys``, for ``scores(..., exp_keys)``; None when an exponent is out of range."""
-        return torch.exp(-keys) if float(keys.abs().amax()) <= EXP_LIMIT else None
-
-    def scores(
-        self, keys: torch.Tensor, query: torch.Tensor, exp_keys: torch.Tensor | None = None
-    ) -> torch.Tensor:
+    def doubled_query(self, query: torch.Tensor) -> torch.Tensor:
+        """2 W2 s, (B, T, Hq) -> (B, K, T, A)."""
         b, t, _ = query.shape
-        q = (
-            self.W2(query).mul_(2.0).view(b, t, self.heads, self.attn_dim).transpose(1, 2)
-        )  # (B, K, T, A)
-        exponentials = exp_keys is not None and float(q.abs().amax()) <= EXP_LIMIT
-        if exponentials:
-            keys, q = exp_keys, q.neg_().exp_()
+        return self.W2(query).mul_(2.0).view(b, t, self.heads, self.attn_dim).transpose(1, 2)
+
+    def scores(self, keys: torch.Tensor, query: torch.Tensor) -> torch.Tensor:
         v2, shift = 2.0 * self.v, self.v.sum(dim=1).view(1, self.heads, 1, 1)
-        rows = max(1, CHUNK_ELEMENTS // (self.heads * t * keys.size(2) * self.attn_dim))
-        if rows >= b or torch.is_grad_enabled():
-            return self._scores(keys, q, v2, exponentials) - shift
-        # Decoding: a few sentences at a time, so that the (B, K, T, S, A) tensor that the add
-        # writes and the sigmoid and v^T read again stays in the cache (64 sentences x 5
-        # hypotheses x 20 source pieces: 8.5 instead of 13.0 ms, bench/attention_speed.py)
-        out = q.new_empty(b, self.heads, t, keys.size(2))
-        for start in range(0, b, rows):
-            out[start : start + rows] = self._scores(
-                keys[start : start + rows], q[start : start + rows], v2, exponentials
-            )
-        return out.sub_(shift)
+        return self.doubled_scores(keys, self.doubled_query(query), v2) - shift
 
     @staticmethod
-    def _scores(
-        keys: torch.Tensor, q: torch.Tensor, v2: torch.Tensor, exponentials: bool
-    ) -> torch.Tensor:
-        """2 v^T sigmoid(keys + q), keys and q already doubled (or, ``exponentials``, both as e^-x)."""
-        if exponentials:
-            hidden = torch.addcmul(
-                keys.new_ones(()), keys.unsqueeze(2), q.unsqueeze(3)
-            ).reciprocal_()
-        else:
-            hidden = (keys.unsqueeze(2) + q.unsqueeze(3)).sigmoid_()  # (B, K, T, S, A)
-        # einsum makes v^T one matrix product per head; a broadcast matmul against v as an (A, 1)
-        # matrix took 1.5x as long forward and backward (B=190, S=20, A=512, on the CPU)
+    def doubled_scores(keys: torch.Tensor, q: torch.Tensor, v2: torch.Tensor) -> torch.Tensor:
+        """2 v^T sigmoid(2 W1 h + 2 W2 s) from the doubled keys and query, v2 = 2 v."""
+        hidden = (keys.unsqueeze(2) + q.unsqueeze(3)).sigmoid_()  # (B, K, T, S, A)
+        # einsum makes v^T one matrix product per head, where a broadcast matmul against v as an
+        # (A, 1) matrix is slower forward and backward
         return torch.einsum("bktsa,ka->bkts", hidden, v2)
-
-
-EXP_LIMIT = 80.0  # e^80 = 5.5e34: within fp32's and bf16's range
 
 
 class CosineScore(nn.Module):
@@ -184,7 +140,7 @@ class AttentionMemory:
     keys: torch.Tensor  # score-specific, batch first
     mask: torch.Tensor  # (B, S) bool, True on real positions
     projected: bool = False
-    exp_keys: torch.Tensor | None = None  # the keys' exponential form, where the score has one
+    exp_keys: torch.Tensor | None = None  # the keys' exponential form, for a decoding score
 
     def select(self, index: torch.Tensor) -> AttentionMemory:
         return AttentionMemory(
@@ -204,7 +160,7 @@ class AttentionMemory:
         b, s, hm = self.states.shape
         heads, d = weight.size(1) // hm, weight.size(0)
         # One (B*S, Hm) x (Hm, K*D) product: a broadcast matmul against each head's (D, Hm) block
-        # would first copy the weight once per sentence (64 x 512 x 512 per batch of beam search)
+        # would first copy the weight once per sentence
         per_head = weight.view(d, heads, hm).permute(2, 1, 0).reshape(hm, heads * d)  # (Hm, K*D)
         values = torch.mm(self.states.reshape(b * s, hm), per_head)
         values = values.view(b, s, heads, d).permute(0, 2, 1, 3).contiguous()  # (B, K, S, D)
@@ -231,30 +187,26 @@ class Attention(nn.Module):
         self.memory_dim = memory_dim
         self.context_dim = heads * memory_dim
         self.score = SCORES[score](memory_dim, query_dim, heads, attn_dim or query_dim)
+        # The score's decoding path, installed by nmt_cli/model/fast_decoding.py; None: the plain
+        self.decoding_score = None
 
     def prepare(self, states: torch.Tensor, mask: torch.Tensor) -> AttentionMemory:
-        """The memory for ``forward``; when decoding on the CPU in fp32 or bf16 (no gradient
-        wanted), with the keys' exponential form too, where the score has one."""
+        """The memory for ``forward``: the keys, and what the decoding score computes once per
+        batch."""
         keys = self.score.keys(states)
-        if (
-            hasattr(self.score, "exp_keys")
-            and not torch.is_grad_enabled()
-            and states.device.type == "cpu"
-            and states.dtype in (torch.float32, torch.bfloat16)
-        ):
-            return AttentionMemory(states, keys, mask, exp_keys=self.score.exp_keys(keys))
-        return AttentionMemory(states, keys, mask)
+        if self.decoding_score is None:
+            return AttentionMemory(states, keys, mask)
+        return AttentionMemory(states, keys, mask, exp_keys=self.decoding_score.exp_keys(keys))
 
     def forward(
         self, memory: AttentionMemory, query: torch.Tensor
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """query (B, T, Hq) -> context (B, T, K*Hm) (or W c + b (B, T, D) from a projected
         memory), weights (B, T, S)."""
-        scores = (
-            self.score.scores(memory.keys, query)
-            if memory.exp_keys is None
-            else self.score.scores(memory.keys, query, memory.exp_keys)
-        )  # (B, K', T, S)
+        if self.decoding_score is None:
+            scores = self.score.scores(memory.keys, query)  # (B, K', T, S)
+        else:
+            scores = self.decoding_score(memory.keys, query, memory.exp_keys)
         scores = scores.masked_fill(~memory.mask[:, None, None, :], float("-inf"))
         alpha = torch.softmax(scores, dim=-1)
         if memory.projected:

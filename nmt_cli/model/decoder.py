@@ -32,6 +32,10 @@ Training takes a fused path when no step depends on the previous step's output: 
 Bahdanau order with a fixed context) without input feeding and without scheduled sampling. The RNN
 then runs over the whole target in one call and attention for all steps is a few batched matrix
 products.
+
+Decoding a prepared model (nmt_cli/model/fast_decoding.py) runs the same equations through the
+paths installed on the decoder: ``rnn_step`` for the RNN of one step, ``tanh`` for h~'s, and
+``fold_context``, which lets beam search fold W_c into the attention values.
 """
 
 from __future__ import annotations
@@ -39,21 +43,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from nmt_cli.model.attention import Attention, AttentionMemory
 from nmt_cli.model.encoder import RNN_CLASSES
 from nmt_cli.tokenizer import PAD
-
-
-def _tanh(x: torch.Tensor) -> torch.Tensor:
-    """tanh, taken in fp32 for a bf16 tensor on the CPU while decoding: torch computes bf16 tanh
-    in fp32 and rounds it, so the values are the same, but its bf16 kernel took 300 us where the
-    round trip takes 123 (320 x 512, one thread, torch 2.13 on AVX-512)."""
-    if x.dtype == torch.bfloat16 and x.device.type == "cpu" and not torch.is_grad_enabled():
-        return x.float().tanh_().to(torch.bfloat16)
-    return torch.tanh(x)
 
 
 @dataclass
@@ -63,18 +57,17 @@ class DecoderState:
     feed: torch.Tensor | None  # (B, D) h~_{i-1}, with input feeding
     read_out: torch.Tensor | None = None  # (B, C) c_{i-1}, with initial_state_attention
     # After a select that repeats rows (beam search: several hypotheses continue one parent),
-    # the distinct rows' hidden states (layers, U, H) and each row's place among them
+    # the distinct rows' hidden states (layers, U, H) and each row's place among them, for a
+    # decoding step that computes W_hh h once per parent (``share_parents``)
     parents: tuple[torch.Tensor, torch.Tensor] | None = None
+    share_parents: bool = False
 
     def rnn_state(self):
         return (self.hidden, self.cell) if self.cell is not None else self.hidden
 
     def select(self, index: torch.Tensor) -> DecoderState:
         parents = None
-        # Only the CPU's hand-written step (Decoder._rnn_step) uses them, and not in bf16: there a
-        # product over all rows costs less than a new row count at every step, which oneDNN
-        # meets with a new matmul plan (about 1 ms each, 190 of them in beam 5 on test_2016)
-        if index.device.type == "cpu" and self.hidden.dtype != torch.bfloat16:
+        if self.share_parents:
             distinct, place = torch.unique(index, return_inverse=True)
             if len(distinct) < len(index):
                 parents = (self.hidden.index_select(1, distinct), place)
@@ -84,6 +77,7 @@ class DecoderState:
             None if self.feed is None else self.feed.index_select(0, index),
             None if self.read_out is None else self.read_out.index_select(0, index),
             parents,
+            self.share_parents,
         )
 
 
@@ -112,11 +106,10 @@ class DecoderMemory:
         )
 
     def shared_by(self, hypotheses: int) -> DecoderMemory:
-        """Read by ``hypotheses`` decoder rows per sentence. With several, the decoder's product
-        with c moves into the attention values (``AttentionMemory.project``): beam 5 on test_2016
-        reads the context 93 times per sentence against 14 source positions. Greedy search reads
-        it about 19 times, and folding there measured no faster while the values' product took 4%
-        of the run, so one row per sentence keeps the plain path."""
+        """Read by ``hypotheses`` decoder rows per sentence. With several, and a ``fold`` given,
+        the decoder's product with c moves into the attention values (``AttentionMemory.project``):
+        beam search reads the context many times per source position. One row per sentence
+        (greedy search) reads it too few times for that to pay, and keeps the plain path."""
         attention = self.attention
         if (
             hypotheses > 1
@@ -188,6 +181,10 @@ class Decoder(nn.Module):
         combine_in = hidden_dim + self.context_dim + (embed_dim if self.deep_output else 0)
         self.combine = nn.Linear(combine_in, out_dim)
         self.dropout = nn.Dropout(dropout)
+        # The decoding paths (nmt_cli/model/fast_decoding.py); these are the plain ones
+        self.rnn_step = None  # one step's RNN from y_{i-1}'s ids; None: self.rnn
+        self.tanh = torch.tanh  # h~'s tanh
+        self.fold_context = False  # may beam search fold W_c into the attention values?
 
     # ------------------------------------------------------------------ pieces
 
@@ -217,25 +214,18 @@ class Decoder(nn.Module):
         if folded:
             w_s = self.combine.weight[:, self.context_dim :]
             out = torch.addmm(c.reshape(-1, c.size(-1)), s.reshape(-1, s.size(-1)), w_s.t())
-            return self.dropout(_tanh(out).view(*c.shape[:-1], -1))
+            return self.dropout(self.tanh(out).view(*c.shape[:-1], -1))
         parts = [s, c, e] if self.deep_output else [c, s]
-        return self.dropout(_tanh(self.combine(torch.cat(parts, dim=-1))))
+        return self.dropout(self.tanh(self.combine(torch.cat(parts, dim=-1))))
 
     def context_projection(self) -> tuple[torch.Tensor, torch.Tensor] | None:
         """(W_c[:, :C], b) to fold into the attention values when beam search decodes in Luong
         order (``DecoderMemory.shared_by``), where c_i is read only by h~ = tanh(W_c [c; s] + b):
-        the product with c then runs once per source position, not once per step and hypothesis
-        (a 512 x 512 product per row less on the reference shape). None while training, in the
-        other orders and with ``initial_state_attention`` (which read c itself), and for a
-        combine layer that is not PyTorch's own Linear (an int8-quantised one, say)."""
-        if (
-            self.attention is None
-            or self.order != "luong"
-            or self.initial_state_attention
-            or self.training
-            or torch.is_grad_enabled()
-            or type(self.combine) is not nn.Linear
-        ):
+        the product with c then runs once per source position, not once per step and hypothesis.
+        Only for a model prepared for decoding that allows it (``fold_context``: not in the other
+        orders or with ``initial_state_attention``, which read c itself, nor for a combine layer
+        that is not PyTorch's own Linear, an int8-quantised one, say); else None."""
+        if not self.fold_context:
             return None
         return self.combine.weight[:, : self.context_dim], self.combine.bias
 
@@ -269,7 +259,8 @@ class Decoder(nn.Module):
         read_out = None
         if self.initial_state_attention:
             read_out = self._attend(memory, hidden[-1].unsqueeze(1))[0].squeeze(1)
-        return DecoderState(hidden, cell, feed, read_out)
+        share = self.rnn_step is not None and self.rnn_step.share_parents
+        return DecoderState(hidden, cell, feed, read_out, share_parents=share)
 
     # ------------------------------------------------------------------ one step
 
@@ -277,25 +268,23 @@ class Decoder(nn.Module):
         """One step for search and for step-by-step training.
 
         prev (B,) ids of y_{i-1} -> h~_i (B, D), new state, attention weights (B, S) or None.
+        A prepared model's ``rnn_step`` reads y_{i-1} by its ids, so the embedding is looked up
+        only where the output layer reads it too (deep output).
         """
-        table = self._input_table()
-        e = projected = None
-        if table is not None:
-            projected = table.index_select(0, prev)
-        if table is None or self.deep_output:
+        e = None
+        if self.rnn_step is None or self.deep_output:
             e = self.dropout(self.embedding(prev)).unsqueeze(1)  # (B, 1, E)
-        return self._advance(e, projected, state, memory)
+        return self._advance(e, state, memory, prev)
 
     def _advance(
         self,
         e: torch.Tensor | None,
-        projected: torch.Tensor | None,
         state: DecoderState,
         memory: DecoderMemory,
+        prev: torch.Tensor | None = None,
     ):
-        """The step from y_{i-1}: its embedding e (B, 1, E) and/or, when decoding on the CPU, the
-        first RNN layer's input projection of it, W_ih[:, :E] e + b_ih (B, G), looked up in
-        _input_table; with the projection the cell is run by hand (_rnn_step)."""
+        """The step from y_{i-1}: its embedding e (B, 1, E) and, given, its ids ``prev`` (B,),
+        which ``rnn_step`` reads instead of e when the model is prepared for decoding."""
         extra = []
         weights = None
         if self.context_as_input:
@@ -305,14 +294,13 @@ class Decoder(nn.Module):
             extra.append(state.feed.unsqueeze(1))
         if self.initial_state_attention:
             extra.append(state.read_out.unsqueeze(1))  # c_{i-1}
-        if projected is None:
+        if prev is None or self.rnn_step is None:
             out, rnn_state = self.rnn(
                 torch.cat([e, *extra], dim=-1) if extra else e, state.rnn_state()
             )
             hidden, cell = rnn_state if isinstance(rnn_state, tuple) else (rnn_state, None)
         else:
-            rest = torch.cat(extra, dim=-1).squeeze(1) if extra else None
-            hidden, cell = self._rnn_step(projected, rest, state)
+            hidden, cell = self.rnn_step(prev, extra, state)
             out = hidden[-1].unsqueeze(1)
         if not self.context_as_input:
             c, weights = self._attend(memory, out)  # query s_i (or s'_i)
@@ -324,93 +312,9 @@ class Decoder(nn.Module):
             cell,
             h_tilde if self.input_feeding else None,
             c.squeeze(1) if self.initial_state_attention else None,
+            share_parents=state.share_parents,
         )
         return h_tilde, new_state, (None if weights is None else weights.squeeze(1))
-
-    # ------------------------------------------------------------------ decoding-time RNN step
-
-    @torch.no_grad()
-    def prepare_decoding(self) -> None:
-        """Build the decoding-time input table now (on the calling thread's cores), so that
-        batches decoded side by side in worker threads find it built rather than each building
-        it at its first step on one core."""
-        self._input_table()
-
-    def _input_table(self) -> torch.Tensor | None:
-        """For decoding: the first RNN layer's input projection of every target word,
-        W_ih[:, :E] · E_y + b_ih, one (V, G) table, so a step looks its row up instead of
-        multiplying (a third of a GRU step's work). Rebuilt whenever the weights have changed
-        (their version counters move on every optimiser step), so validation during training
-        never reads a stale table. None while training, with gradients on, for RNN modules other
-        than PyTorch's own (an int8-quantised one, say), and off the CPU, where cuDNN runs the
-        whole step as one kernel and a hand-written cell would only add launches."""
-        rnn = self.rnn
-        if (
-            self.training
-            or torch.is_grad_enabled()
-            or type(rnn) not in (nn.GRU, nn.LSTM, nn.RNN)
-            or not rnn.bias
-            or rnn.weight_ih_l0.device.type != "cpu"
-        ):
-            return None
-        w, b, emb = rnn.weight_ih_l0, rnn.bias_ih_l0, self.embedding.weight
-        key = (
-            w._version,
-            b._version,
-            emb._version,
-            w.data_ptr(),
-            b.data_ptr(),
-            emb.data_ptr(),
-            w.dtype,
-        )
-        if getattr(self, "_table_key", None) != key:
-            self._table = torch.addmm(b, emb, w[:, : emb.size(1)].t())
-            self._table_key = key
-        return self._table
-
-    def _rnn_step(self, projected: torch.Tensor, rest: torch.Tensor | None, state: DecoderState):
-        """One step of the (stacked) RNN from the looked-up input projection, in eval mode.
-
-        gru:  r, z = σ(W_ir x + b_ir + W_hr h + b_hr), σ(W_iz x + b_iz + W_hz h + b_hz)
-              n = tanh(W_in x + b_in + r ⊙ (W_hn h + b_hn)),  h' = (1 - z) ⊙ n + z ⊙ h
-        lstm: i, f, g, o = σ, σ, tanh, σ of (W_i x + b_i + W_h h + b_h);  c' = f ⊙ c + i ⊙ g,
-              h' = o ⊙ tanh(c')
-        rnn:  h' = act(W_i x + b_i + W_h h + b_h)
-        """
-        rnn, e_dim = self.rnn, self.embedding.embedding_dim
-        hidden_in = state.hidden
-        size = hidden_in.size(-1)
-        hiddens, cells = [], []
-        x = None
-        for layer in range(rnn.num_layers):
-            w_ih = getattr(rnn, f"weight_ih_l{layer}")
-            w_hh, b_hh = getattr(rnn, f"weight_hh_l{layer}"), getattr(rnn, f"bias_hh_l{layer}")
-            if layer == 0:
-                gi = (
-                    projected if rest is None else torch.addmm(projected, rest, w_ih[:, e_dim:].t())
-                )
-            else:
-                gi = F.linear(x, w_ih, getattr(rnn, f"bias_ih_l{layer}"))
-            h = hidden_in[layer]
-            if state.parents is None:
-                gh = F.linear(h, w_hh, b_hh)
-            else:  # W_hh h + b_hh once per parent (65% of beam 5's rows on test_2016)
-                distinct, place = state.parents
-                gh = F.linear(distinct[layer], w_hh, b_hh).index_select(0, place)
-            if isinstance(rnn, nn.GRU):
-                rz = torch.sigmoid(gi[:, : 2 * size] + gh[:, : 2 * size])
-                r, z = rz[:, :size], rz[:, size:]
-                n = _tanh(torch.addcmul(gi[:, 2 * size :], r, gh[:, 2 * size :]))
-                x = torch.lerp(n, h, z)
-            elif isinstance(rnn, nn.LSTM):
-                i, f, g, o = (gi + gh).chunk(4, dim=1)
-                c = torch.sigmoid(f) * state.cell[layer] + torch.sigmoid(i) * _tanh(g)
-                x = torch.sigmoid(o) * _tanh(c)
-                cells.append(c)
-            else:
-                x = _tanh(gi + gh) if rnn.nonlinearity == "tanh" else torch.relu(gi + gh)
-            hiddens.append(x)
-        return torch.stack(hiddens), (torch.stack(cells) if cells else None)
 
     # ------------------------------------------------------------------ whole target
 
@@ -449,9 +353,8 @@ class Decoder(nn.Module):
     ):
         """Step by step, with the embeddings of a teacher-forced target looked up at once. Outputs
         are gathered in lists and stacked once: writing each step into a preallocated tensor makes
-        autograd copy the whole gradient once per step (measured 2% slower on the reference model).
-        Training keeps nn.GRU/LSTM for the cell: the hand-written one of decoding measured no faster
-        under autograd."""
+        autograd copy the whole gradient once per step. Training keeps nn.GRU/LSTM for the cell:
+        the hand-written one of decoding is no faster under autograd."""
         b, t = tgt_in.shape
         e_steps = None
         if sampling_prob is None:
@@ -465,7 +368,7 @@ class Decoder(nn.Module):
                 if e_steps is not None
                 else self.dropout(self.embedding(prev)).unsqueeze(1)
             )
-            h_tilde, state, weights = self._advance(e, None, state, memory)
+            h_tilde, state, weights = self._advance(e, state, memory)
             outputs.append(h_tilde)
             if weights is not None:
                 all_weights.append(weights)

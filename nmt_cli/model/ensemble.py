@@ -28,27 +28,17 @@ class Ensemble(nn.Module):
     def __init__(self, models: list[nn.Module]):
         super().__init__()
         self.models = nn.ModuleList(models)
+        self.decoding_setup = None  # set by fast_decoding.prepare_for_decoding, as a member's
 
     def encode(self, src: torch.Tensor, src_lengths: torch.Tensor):
         states, memories = zip(*(m.encode(src, src_lengths) for m in self.models))
         return EnsembleState(list(states)), EnsembleState(list(memories))
 
-    def prepare_decoding(self) -> None:
-        for m in self.models:
-            m.prepare_decoding()
-
-    def step(
-        self,
-        prev: torch.Tensor,
-        state: EnsembleState,
-        memory: EnsembleState,
-        vocab: torch.Tensor | None = None,
-        allowed: torch.Tensor | None = None,
-        groups=None,
-    ):
+    def step(self, prev: torch.Tensor, state: EnsembleState, memory: EnsembleState, columns=None):
+        """As Seq2Seq.step, each member over the same ``columns``."""
         logps, states, weights = [], [], []
         for m, s, mem in zip(self.models, state.parts, memory.parts):
-            logp, s, w = m.step(prev, s, mem, vocab, allowed, groups)
+            logp, s, w = m.step(prev, s, mem, columns)
             logps.append(logp)
             states.append(s)
             if w is not None:

@@ -7,11 +7,10 @@
 The plain route (``F.linear`` then ``F.cross_entropy``) keeps four or five (tokens × V) tensors
 per batch alive at once — logits, log-probabilities, a zero-filled gradient for the gathered
 target and the log-softmax gradient — and runs the output layer over padding positions too. At
-the recipes' batch sizes each of those tensors (48-96 MB with 8k pieces) is over glibc's 32 MiB
-mmap cap, so it comes from a fresh mapping that is page-faulted in again on every batch: in a
-profile of 3,000-token batches, zero-filling one took about 90 ms. Here padding rows are dropped first, rows go through
-in chunks small enough for the allocator to reuse their memory, and the log-probabilities kept for
-backward become the gradient in place.
+the recipes' batch sizes each of those tensors is over glibc's mmap threshold, so it comes from a
+fresh mapping that is page-faulted in again on every batch. Here padding rows are dropped first,
+rows go through in chunks small enough for the allocator to reuse their memory, and the
+log-probabilities kept for backward become the gradient in place.
 """
 
 from __future__ import annotations
