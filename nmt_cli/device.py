@@ -79,8 +79,8 @@ def resolve_precision(requested: str, device: torch.device) -> str:
 
 def resolve_decode_precision(requested: str, device: torch.device, quantize: str = "none") -> str:
     """``auto``: bf16 on a CPU that multiplies bf16 in hardware, where the decoder's matrix
-    products run faster than in fp32 (docs/lab/beam-step.md); fp32 elsewhere (GPUs too, as in
-    training) and under int8 quantisation, which starts from the fp32 model."""
+    products run faster than in fp32 (docs/results.md#bf16-decoding); fp32 elsewhere (GPUs too,
+    as in training) and under int8 quantisation, which starts from the fp32 model."""
     if requested not in ("auto", "fp32", "bf16"):
         raise UserError(f"--precision: '{requested}' is not one of auto, fp32, bf16")
     if quantize != "none":
@@ -113,7 +113,7 @@ THREADS_ENV = "NMT_THREADS"
 def default_threads() -> int:
     """The cores not already busy, at least one. torch's default, one thread per core, collapses
     when another process holds a core: its threads wait for each other at every operation
-    (docs/lab/threads.md)."""
+    (docs/results.md#threads-on-a-busy-machine)."""
     cores = usable_cores()
     if cores == 1:
         return 1
