@@ -2,6 +2,8 @@
 
     python bench/serve_load.py -m runs/en-fr --src test.en --clients 32 --threads 2 \
         [--requests 1000] [--seconds 120] [--sentence "A dog runs."] [--modes file,serial,batched]
+    python bench/serve_load.py -m runs/en-fr --src test.en --modes steady --clients 16 \
+        --seconds 600 [--max-sentences 4] [--rss-every 10]
 
 Each client is a thread with one keep-alive connection that posts one sentence per request to
 POST /translate (LibreTranslate's route) and waits for the answer before the next. Requests are
@@ -15,11 +17,17 @@ bounded in count (--requests, default: one per line of --src) and time (--second
 - serial: `nmt serve --max-batch-tokens 0`: one request at a time, --threads CPU threads;
 - serial-1t: the same with one CPU thread (on a busy machine two OpenMP threads can be slower);
 - batched: `nmt serve` with batching across requests (--max-batch-tokens, --max-wait-ms).
+- steady: the server's defaults under a steady load for --seconds, each request a random run of
+  1 to --max-sentences consecutive lines of --src in one list ("q": [...]); the server's
+  resident memory (VmRSS) is sampled every --rss-every seconds and one line printed per sample.
+  Not run by default (not in --modes' default).
 
 Prints per mode: requests/s, sentences/s and p50/p95/p99 latency; the batched server's
 sentences/s as a multiple of the others'; and how many of the servers' answers equal what
 `nmt translate` wrote for the same line. `--record FILE` writes each mode's sentences/s and
-latency as a record for bench/report.py.
+latency as a record for bench/report.py. For steady, the mode's line is followed by the server's
+RSS at the start (after the warm-up), after warm-up (the first sample at or after 30 s), at the end
+and at most; the record gives them as columns too.
 """
 
 from __future__ import annotations
@@ -30,6 +38,7 @@ import io
 import json
 import os
 import platform
+import random
 import signal
 import statistics
 import subprocess
@@ -41,6 +50,7 @@ from pathlib import Path
 import record
 
 ROOT = Path(__file__).resolve().parent.parent
+WARMED_UP_S = 30  # steady: the RSS sample at or after this many seconds is "after warm-up"
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -135,6 +145,96 @@ def serve_mode(args, lines: list[str], pair, extra: list[str], threads: int | No
         proc.wait(120)
 
 
+def rss_mb(pid: int) -> float:
+    """A process's resident memory (VmRSS of /proc/PID/status) in MB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"/proc/{pid}/status has no VmRSS")
+
+
+def steady_mode(args, lines: list[str], pair) -> dict:
+    """The server's defaults under ``--clients`` threads sending 1 to ``--max-sentences`` lines a
+    request for ``--seconds``; its RSS sampled every ``--rss-every`` seconds."""
+    proc, port = start_server(args.model, args.threads, [])
+    try:
+        load(port, pair, lines[:8], 1, 60)  # warm-up: first calls pay for lazy initialisation
+        latencies: list[float] = []
+        errors: list[str] = []
+        sentences = [0]
+        lock = threading.Lock()
+        most = max(1, min(args.max_sentences, len(lines)))
+        start = time.monotonic()
+        deadline = start + args.seconds
+
+        def client(seed: int) -> None:
+            rng = random.Random(seed)
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+            while time.monotonic() < deadline:
+                k = rng.randint(1, most)
+                i = rng.randrange(len(lines) - k + 1)
+                body = json.dumps({"q": lines[i : i + k], "source": pair[0], "target": pair[1]})
+                sent = time.perf_counter()
+                try:
+                    conn.request("POST", "/translate", body, {"Content-Type": "application/json"})
+                    resp = conn.getresponse()
+                    payload = resp.read()
+                except (OSError, http.client.HTTPException) as e:
+                    with lock:
+                        errors.append(repr(e)[:200])
+                    conn.close()  # reconnects on the next request
+                    continue
+                took = time.perf_counter() - sent
+                with lock:
+                    if resp.status == 200 and len(json.loads(payload)["translatedText"]) == k:
+                        latencies.append(took)
+                        sentences[0] += k
+                    else:
+                        errors.append(f"{resp.status} {payload.decode()[:200]}")
+            conn.close()
+
+        samples = [(0.0, rss_mb(proc.pid), 0)]
+        print(f"steady   t {0:6.0f} s  rss {samples[0][1]:8.1f} MB  requests {0:7d}", flush=True)
+        threads = [threading.Thread(target=client, args=(seed,)) for seed in range(args.clients)]
+        for t in threads:
+            t.start()
+        n = 1
+        while start + n * args.rss_every <= deadline:
+            time.sleep(max(0.0, start + n * args.rss_every - time.monotonic()))
+            n += 1
+            with lock:
+                done = len(latencies)
+            samples.append((time.monotonic() - start, rss_mb(proc.pid), done))
+            t_s, mb, _ = samples[-1]
+            print(f"steady   t {t_s:6.0f} s  rss {mb:8.1f} MB  requests {done:7d}", flush=True)
+        for t in threads:
+            t.join()  # each client ends after its last answer (at most 120 s past the deadline)
+        wall = time.monotonic() - start
+        samples.append((wall, rss_mb(proc.pid), len(latencies)))
+        print(
+            f"steady   t {wall:6.0f} s  rss {samples[-1][1]:8.1f} MB  requests "
+            f"{len(latencies):7d}  (end)",
+            flush=True,
+        )
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(120)
+    warm = next((mb for t_s, mb, _ in samples if t_s >= WARMED_UP_S), None)
+    return {
+        "wall_s": wall,
+        "requests": len(latencies),
+        "sentences": sentences[0],
+        "errors": len(errors),
+        "first_error": errors[:1],
+        "latencies": latencies,
+        "rss_samples": [(round(t_s, 1), round(mb, 1), done) for t_s, mb, done in samples],
+        "rss_start_mb": round(samples[0][1], 1),
+        "rss_after_warmup_mb": None if warm is None else round(warm, 1),
+        "rss_end_mb": round(samples[-1][1], 1),
+        "rss_max_mb": round(max(mb for _, mb, _ in samples), 1),
+    }
+
+
 def file_process_mode(args, lines: list[str]) -> dict:
     """A whole `nmt translate -i FILE` process, as a user runs it."""
     import tempfile
@@ -208,11 +308,21 @@ def main() -> None:
     ap.add_argument(
         "--threads", type=int, default=2, help="CPU threads of nmt translate and of the server"
     )
-    ap.add_argument("--modes", default="file,file-inproc,serial,serial-1t,batched")
+    ap.add_argument(
+        "--modes", default="file,file-inproc,serial,serial-1t,batched", help="also: steady"
+    )
     ap.add_argument("--max-batch-tokens", type=int, default=1024)
     ap.add_argument("--max-wait-ms", type=float, default=5.0)
+    ap.add_argument(
+        "--max-sentences", type=int, default=4, help="steady: 1 to this many lines a request"
+    )
+    ap.add_argument(
+        "--rss-every", type=float, default=10, help="steady: sample the server's RSS this often (s)"
+    )
     ap.add_argument("--record", type=Path, help="write the figure here (bench/records/NAME.json)")
     args = ap.parse_args()
+    if args.rss_every <= 0 or args.max_sentences < 1:
+        sys.exit("--rss-every must be above 0 and --max-sentences at least 1")
 
     sys.path.insert(0, str(ROOT))
     from nmt_cli.corpora import read_lines
@@ -271,9 +381,12 @@ def main() -> None:
                     str(args.max_wait_ms),
                 ],
             )
+        elif mode == "steady":
+            r = steady_mode(args, lines, pair)
         else:
             sys.exit(
-                f"--modes: unknown mode {mode!r} (file, file-inproc, serial, serial-1t, batched)"
+                f"--modes: unknown mode {mode!r} "
+                "(file, file-inproc, serial, serial-1t, batched, steady)"
             )
         sentences = r.get("sentences", r["requests"])
         r["sent_per_s"] = sentences / r["wall_s"]
@@ -286,6 +399,13 @@ def main() -> None:
             f"mean {statistics.fmean(lat):8.1f} ms  errors {r['errors']} {r['first_error'] or ''}",
             flush=True,
         )
+        if mode == "steady":
+            print(
+                f"steady   rss_start_mb {r['rss_start_mb']}  rss_after_warmup_mb "
+                f"{r['rss_after_warmup_mb']} (first sample at or after {WARMED_UP_S} s)  "
+                f"rss_end_mb {r['rss_end_mb']}  rss_max_mb {r['rss_max_mb']}",
+                flush=True,
+            )
         results[mode] = r
     if "file-inproc" in results:  # a sentence must not depend on what it was batched with
         written = results["file-inproc"]["answers"]
@@ -301,6 +421,8 @@ def main() -> None:
                 print(f"batched / {other}: {ratio:.2f}x sentences/s")
     if args.record:
         rows = []
+        rss = ("rss_start_mb", "rss_after_warmup_mb", "rss_end_mb", "rss_max_mb")
+        steady = "steady" in results
         for mode, r in results.items():
             lat = [x * 1000 for x in r["latencies"]]
             spread = "whole file" if mode.startswith("file") else "per request"
@@ -312,16 +434,31 @@ def main() -> None:
                     f"{percentile(lat, 99):.1f} ({spread})",
                     r["errors"],
                 ]
+                + ([r.get(key) for key in rss] if steady else [])
             )
         what = f'"{args.sentence}"' if args.sentence else f"lines of {args.src}"
+        steady_about = (
+            f" `steady` is the server's defaults with each request 1 to {args.max_sentences} "
+            f"consecutive lines, for {args.seconds:g} s; its server's resident memory (VmRSS) "
+            f"sampled every {args.rss_every:g} s: at the start (after a warm-up), at the first "
+            f"sample at or after {WARMED_UP_S} s, at the end and at most."
+            if steady
+            else ""
+        )
         record.write(
             args.record,
             figure="nmt serve under load",
             about=f"{args.clients} clients on the loopback interface sending {what}, one per "
             f"request, to `nmt serve -m {args.model}` (beam {recipe.decode.beam_size}); `file` is "
             "`nmt translate -i FILE` as a whole process, `file-inproc` the same decoding in "
-            "process, `serial` one request at a time, `batched` the server's defaults.",
-            columns=["mode", "sentences/s", "latency p50 / p95 / p99 (ms)", "errors"],
+            "process, `serial` one request at a time, `batched` the server's defaults."
+            + steady_about,
+            columns=["mode", "sentences/s", "latency p50 / p95 / p99 (ms)", "errors"]
+            + (
+                ["RSS start (MB)", f"RSS at {WARMED_UP_S} s (MB)", "RSS end (MB)", "RSS max (MB)"]
+                if steady
+                else []
+            ),
             rows=rows,
             threads=args.threads,
             machine=f"{cpu}, {os.cpu_count()} CPUs",
