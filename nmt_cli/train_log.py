@@ -1,6 +1,6 @@
 """What a training run tells its user and its files: train.log and the console, metrics.jsonl,
 TensorBoard (when installed), a progress bar on a terminal or a regular line elsewhere, and
-summary.json at the end."""
+summary.json at the end (``run_summary``)."""
 
 from __future__ import annotations
 
@@ -8,10 +8,15 @@ import json
 import logging
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
-from nmt_cli.config import TrainConfig
+import torch
+
+from nmt_cli.config import ModelConfig, TrainConfig
+from nmt_cli.device import native_bf16, peak_rss_mb
 from nmt_cli.output_file import write_text_atomic
+from nmt_cli.run_state import Progress
 
 log = logging.getLogger("nmt.train")
 
@@ -55,6 +60,58 @@ def remaining_seconds(
     if cfg.max_steps and done > 0:
         left.append((cfg.max_steps - step) * elapsed_s / done)
     return max(min(left), 0.0) if left else None
+
+
+@dataclass
+class LoopTotals:
+    """What one invocation of the training loop did, for the progress lines and summary.json."""
+
+    steps: int = 0  # optimiser steps with a finite loss
+    train_s: float = 0.0
+    data_wait_s: float = 0.0
+    tgt_tokens: int = 0
+    src_tokens: int = 0
+
+
+def run_summary(
+    progress: Progress,
+    totals: LoopTotals,
+    *,
+    wall_s: float,
+    stop_reason: str,
+    resumed_from: int | None,
+    valid_metric: str,
+    averaged: dict | None,
+    device: torch.device,
+) -> dict:
+    """The record of summary.json: what this invocation did, where the run stands, and why it
+    stopped."""
+    p, t = progress, totals
+    summary = {
+        "steps": t.steps,
+        "final_step": p.step,
+        "epoch": p.epoch,
+        "wall_s": round(wall_s, 2),
+        "train_s": round(t.train_s, 2),
+        "data_wait_s": round(t.data_wait_s, 3),
+        "tgt_tokens": t.tgt_tokens,
+        "src_tokens": t.src_tokens,
+        "tgt_tokens_per_s": round(t.tgt_tokens / max(t.train_s, 1e-9), 1),
+        "src_tokens_per_s": round(t.src_tokens / max(t.train_s, 1e-9), 1),
+        "peak_rss_mb": round(peak_rss_mb(), 1),
+        "nan_batches": p.nan_total,
+        "best_step": p.best_step,
+        "stop_reason": stop_reason,
+        "resumed_from": resumed_from,
+        "validations": p.history[-5:],
+    }
+    if valid_metric == "bleu" and p.best_metric is not None:
+        summary["best_valid_bleu"] = round(p.best_metric, 2)
+    if averaged is not None:
+        summary["averaged"] = averaged
+    if torch.cuda.is_available() and device.type == "cuda":
+        summary["peak_gpu_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
+    return summary
 
 
 class TrainingLog:
@@ -139,9 +196,31 @@ class TrainingLog:
                 if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "step":
                     self.tensorboard.add_scalar(f"{record.get('kind', 'train')}/{k}", v, step)
 
-    def model_summary(self, text: str) -> None:
-        if self.enabled:
-            log.info(text)
+    def describe(
+        self,
+        parameters: int,
+        model: ModelConfig,
+        device: torch.device,
+        precision: str,
+        pairs: int,
+    ) -> None:
+        """The line that says what is trained, where, and on how much data."""
+        if not self.enabled:
+            return
+        threads = ""
+        if device.type == "cpu":
+            n = torch.get_num_threads()
+            threads = f", {n} CPU thread{'s' if n > 1 else ''} (--threads to change)"
+        log.info(
+            f"model: {parameters / 1e6:.2f}M parameters, {model.rnn} {model.attention} "
+            f"attention, {model.decoder} decoder; device {device}, {precision}{threads}; "
+            f"{pairs} training pairs"
+        )
+        if precision == "bf16" and not native_bf16(device):
+            log.warning(
+                "warning: train.precision bf16 has no hardware support on this device and "
+                "runs far slower than fp32; use precision auto or fp32"
+            )
 
     def step(
         self,

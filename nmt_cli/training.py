@@ -1,13 +1,17 @@
-"""The training loop: token batches, optimiser and schedule, and the step.
+"""The training loop: optimiser and schedule, the step, and when to validate, checkpoint and stop.
 
 A run dir holds everything a run makes. ``train`` resumes from ``checkpoints/last.pt`` when it
 exists: model, optimiser, schedule, step, epoch, position in the epoch's batch order and RNG
 states come back, so an interrupted run continues exactly as if it had not stopped.
 
-The Trainer's collaborators each do one thing: ``Validator`` (nmt_cli/validation.py) measures a
-model, ``CheckpointPolicy`` (nmt_cli/checkpoint_policy.py) writes, ranks, averages checkpoints and
-decides early stopping, ``WeightAverage`` (nmt_cli/ema.py) keeps the moving average of the
-weights, and ``TrainingLog`` (nmt_cli/train_log.py) reports to the console and the run's files.
+The Trainer's collaborators each do one thing: nmt_cli/run_state.py says what a checkpoint holds
+(``Progress``, ``checkpoint_payload``), where a run starts and how it resumes (``start_run``), and
+feeds the batches on from the saved position (``TrainingBatches``); ``Validator``
+(nmt_cli/validation.py) measures a model, ``CheckpointPolicy`` (nmt_cli/checkpoint_policy.py)
+writes, ranks, averages checkpoints and decides early stopping, ``WeightAverage``
+(nmt_cli/ema.py) keeps the moving average of the weights, and ``TrainingLog``
+(nmt_cli/train_log.py) reports to the console and the run's files, summary.json included
+(``run_summary``).
 """
 
 from __future__ import annotations
@@ -18,41 +22,30 @@ import math
 import os
 import signal
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 
-from nmt_cli import checkpoint as ckpt
-from nmt_cli.batches import iterate_epoch
 from nmt_cli.checkpoint_policy import CheckpointPolicy
 from nmt_cli.config import Recipe
-from nmt_cli.device import (
-    autocast_context,
-    native_bf16,
-    peak_rss_mb,
-    pick_device,
-    resolve_precision,
-)
+from nmt_cli.device import autocast_context, pick_device, resolve_precision
 from nmt_cli.ema import WeightAverage
-from nmt_cli.errors import CheckpointError, DataError, TrainingInterrupted, UserError
+from nmt_cli.errors import TrainingInterrupted, UserError
 from nmt_cli.interrupts import Interrupted
 from nmt_cli.memory import HeapTrimmer, bound_primitive_cache, release_free_heap
 from nmt_cli.model import build_model
-from nmt_cli.recipes import recipe_differences
+from nmt_cli.run_state import Progress, TrainingBatches, checkpoint_payload, start_run
 from nmt_cli.schedule import LearningRate, sampling_probability
 from nmt_cli.store import (
-    EncodedSplit,
     learn_split_shortlist,
     load_meta,
     load_shortlist,
     load_split,
     load_text,
-    sampled_split,
     save_shortlist,
 )
 from nmt_cli.tokenizer import Tokenizer
-from nmt_cli.train_log import TrainingLog, setup_logging
+from nmt_cli.train_log import LoopTotals, TrainingLog, run_summary, setup_logging
 from nmt_cli.validation import Validator, validate
 
 __all__ = ["Progress", "Trainer", "make_optimizer", "setup_logging", "train", "validate"]
@@ -61,19 +54,6 @@ log = logging.getLogger("nmt.train")
 
 # Steps between two hand-backs of the freed heap (nmt_cli/memory.py).
 TRIM_EVERY_STEPS = 10
-
-
-@dataclass
-class Progress:
-    step: int = 0
-    epoch: int = 0
-    position: int = 0  # next batch index within the epoch's batch order
-    best_metric: float | None = None
-    best_step: int = 0
-    bad_validations: int = 0
-    nan_in_row: int = 0
-    nan_total: int = 0
-    history: list = field(default_factory=list)  # validation results, for summary.json
 
 
 def make_optimizer(model: torch.nn.Module, recipe: Recipe) -> torch.optim.Optimizer:
@@ -99,7 +79,6 @@ class Trainer:
         self.recipe, self.run_dir = recipe, Path(run_dir)
         self.cfg = recipe.train
         self.heap = HeapTrimmer(TRIM_EVERY_STEPS)
-        self.ckpt_dir = self.run_dir / ckpt.CHECKPOINT_DIR
         self.distributed = int(os.environ.get("WORLD_SIZE", "1")) > 1
         self.rank = int(os.environ.get("RANK", "0"))
         self.world = int(os.environ.get("WORLD_SIZE", "1"))
@@ -111,7 +90,9 @@ class Trainer:
         self.meta = load_meta(self.run_dir)
         self.tokenizer = Tokenizer.load(self.run_dir)
         self.train_split = load_split(self.run_dir, "train")
-        self.train_text = self._train_text() if self.cfg.subword_alpha else None
+        self.batches = TrainingBatches(
+            self.run_dir, self.train_split, self.tokenizer, self.cfg, self.rank, self.world
+        )
         self.validator = Validator(
             load_split(self.run_dir, "valid"),
             load_text(self.run_dir, "valid", "tgt"),
@@ -134,26 +115,21 @@ class Trainer:
         self.progress = Progress()
         self.checkpoints = CheckpointPolicy(self.run_dir, self.cfg, self._payload, writes=self.main)
         self.log = TrainingLog(self.run_dir, self.cfg, enabled=self.main, progress_bar=progress_bar)
-        self.resumed_from = None
-        self._resumed_average: tuple[dict, int] | None = None
-        last = self.ckpt_dir / "last.pt"
-        if last.exists() and not restart:
-            self._resume(last)
-        elif restart:
-            self.checkpoints.clear()
-        if self.resumed_from is None and self.cfg.init_from:
-            from nmt_cli.finetune import load_initial_weights
-
-            start = load_initial_weights(self.model, recipe)
-            if self.main:
-                log.info(
-                    f"fine-tuning: starting from the weights of {start} with a fresh optimiser "
-                    "and schedule"
-                )
+        resumed = start_run(
+            self.checkpoints,
+            recipe,
+            self.model,
+            self.optimizer,
+            self.lr,
+            restart=restart,
+            announce=self.main,
+        )
+        if resumed is not None:
+            self.progress = resumed.progress
+        self.resumed_from = None if resumed is None else self.progress.step
         self.ema = WeightAverage(self.model, self.cfg.ema_decay) if self.cfg.ema_decay else None
-        if self.ema is not None and self._resumed_average is not None:
-            self.ema.load_state_dict(*self._resumed_average)
-        self._resumed_average = None
+        if self.ema is not None and resumed is not None and resumed.average is not None:
+            self.ema.load_state_dict(*resumed.average)
         self.train_model = self.model
         if self.distributed:
             from torch.nn.parallel import DistributedDataParallel
@@ -180,120 +156,21 @@ class Trainer:
     def autocast(self):
         return autocast_context(self.device, self.precision)
 
-    def _resume(self, path: Path) -> None:
-        payload = ckpt.load(path)
-        blocking, allowed = recipe_differences(payload["recipe"], self.recipe.to_dict())
-        if blocking:
-            raise CheckpointError(
-                f"{path}: the recipe changed since this checkpoint in keys that "
-                f"matter: {', '.join(blocking)}; use --restart to start over"
-            )
-        # With train.ema_decay the checkpoint's "model" is the moving average (what translate and
-        # validation use) and "raw_model" the weights training goes on from.
-        raw = payload.get("raw_model")
-        try:
-            self.model.load_state_dict(raw if raw is not None else payload["model"])
-            self.optimizer.load_state_dict(payload["optimizer"])
-        except (RuntimeError, ValueError, KeyError) as exc:
-            raise CheckpointError(
-                f"{path}: does not fit this model ({str(exc)[:100]}); use --restart"
-            ) from None
-        if raw is not None:
-            self._resumed_average = (payload["model"], int(payload.get("ema_updates", 1)))
-        self.lr.load_state_dict(payload["schedule"])
-        p = payload["progress"]
-        self.progress = Progress(**p)
-        torch.set_rng_state(payload["rng"]["torch"])
-        if torch.cuda.is_available() and "cuda" in payload["rng"]:
-            torch.cuda.set_rng_state_all(list(payload["rng"]["cuda"]))
-        self.resumed_from = self.progress.step
-        if self.main:
-            log.info(
-                f"resuming from step {self.progress.step} (epoch {self.progress.epoch}, "
-                f"batch {self.progress.position})"
-            )
-            if allowed:
-                log.info(
-                    f"recipe keys changed since the checkpoint (allowed): {', '.join(allowed)}"
-                )
-
     def _payload(self) -> dict:
-        """Everything a checkpoint holds; with EMA, "model" is the average and "raw_model" the
-        weights."""
-        rng = {"torch": torch.get_rng_state()}
-        if torch.cuda.is_available():
-            rng["cuda"] = torch.cuda.get_rng_state_all()
-        p = self.progress
-        payload = {
-            "format": ckpt.FORMAT,
-            "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "schedule": self.lr.state_dict(),
-            "progress": {k: getattr(p, k) for k in p.__dataclass_fields__},
-            "rng": rng,
-            "recipe": self.recipe.to_dict(),
-            "tokenizer": ckpt.tokenizer_payload(self.tokenizer),
-            "shortlist": self.shortlist.to_payload(),
-        }
-        if self.ema is not None:
-            payload["raw_model"] = payload["model"]
-            payload["model"] = self.ema.state_dict()
-            payload["ema_updates"] = self.ema.updates
-        return payload
+        """What a checkpoint holds now (nmt_cli/run_state.py)."""
+        return checkpoint_payload(
+            self.model,
+            self.optimizer,
+            self.lr,
+            self.progress,
+            self.recipe,
+            self.tokenizer,
+            self.shortlist,
+            self.ema,
+        )
 
     def save_checkpoint(self, best: bool = False) -> Path | None:
         return self.checkpoints.save(self.progress.step, best=best)
-
-    # ------------------------------------------------------------------ data
-
-    def _train_text(self) -> tuple[list[str], list[str]]:
-        """The stored training sentences, which subword regularisation re-segments each epoch."""
-        try:
-            text = load_text(self.run_dir, "train", "src"), load_text(self.run_dir, "train", "tgt")
-        except DataError:
-            text = None
-        if text is None or not len(text[0]) == len(text[1]) == len(self.train_split):
-            raise DataError(
-                f"{self.run_dir / 'data'}: train.subword_alpha needs the training text "
-                "(train.src.txt, train.tgt.txt) that nmt preprocess now stores; re-run it"
-            )
-        return text
-
-    def _epoch_split(self) -> EncodedSplit:
-        if self.train_text is None:
-            return self.train_split
-        return sampled_split(
-            *self.train_text,
-            self.tokenizer,
-            self.cfg.subword_alpha,
-            self.cfg.seed,
-            self.progress.epoch,
-        )
-
-    def _batches(self):
-        """(position, batch) across epochs from the saved position, until max_epochs."""
-        while not self.cfg.max_epochs or self.progress.epoch < self.cfg.max_epochs:
-            yield from iterate_epoch(
-                self._epoch_split(),
-                self.cfg.batch_tokens,
-                self.cfg.seed,
-                self.progress.epoch,
-                self.progress.position,
-                self.rank,
-                self.world,
-            )
-            self.progress.epoch += 1
-            self.progress.position = 0
-
-    def _next_group(self, batches) -> list:
-        """The ``accumulate`` batches of the next optimiser step (fewer at the end of the data)."""
-        group = []
-        for _ in range(self.cfg.accumulate):
-            item = next(batches, None)
-            if item is None:
-                break
-            group.append(item)
-        return group
 
     # ------------------------------------------------------------------ ranks and signals
 
@@ -310,6 +187,14 @@ class Trainer:
         t = torch.tensor([value], dtype=torch.float64, device=self.device)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return float(t.item())
+
+    def _sum_over_ranks(self, *counts: int) -> tuple[int, ...]:
+        """Each count summed over the ranks of a distributed run."""
+        import torch.distributed as dist
+
+        t = torch.tensor(counts, dtype=torch.float64, device=self.device)
+        dist.all_reduce(t)
+        return tuple(int(c) for c in t.tolist())
 
     def _on_signal(self, signum, frame):
         # It may run in the middle of a log call: it writes to the stderr descriptor directly, since
@@ -369,16 +254,20 @@ class Trainer:
 
     def train(self) -> dict:
         cfg, p = self.cfg, self.progress
-        self._describe()
+        self.log.describe(
+            self.model.parameter_count(),
+            self.recipe.model,
+            self.device,
+            self.precision,
+            len(self.train_split),
+        )
         handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         self.log.start(p.step)
         start = time.perf_counter()
-        train_time = data_wait = 0.0
-        tgt_tokens = src_tokens = 0
-        steps_done = 0
+        done = LoopTotals()
         reason = "finished"
         self.model.train()
-        batches = self._batches()
+        batches = self.batches.stream(p)
         try:
             while True:
                 if cfg.max_steps and p.step >= cfg.max_steps:
@@ -389,27 +278,27 @@ class Trainer:
                     reason = f"reached max_minutes {cfg.max_minutes:g}"
                     break
                 t0 = time.perf_counter()
-                group = self._next_group(batches)
+                group = self.batches.next_group(batches)
                 t1 = time.perf_counter()
-                data_wait += t1 - t0
+                done.data_wait_s += t1 - t0
                 if not group:
                     reason = f"reached max_epochs {cfg.max_epochs}"
                     break
                 loss_value, ntok, nsrc = self._step(group, minutes)
                 self.heap.tick()
-                train_time += time.perf_counter() - t1
+                done.train_s += time.perf_counter() - t1
                 if loss_value is not None:
-                    steps_done += 1
-                    tgt_tokens += ntok
-                    src_tokens += nsrc
+                    done.steps += 1
+                    done.tgt_tokens += ntok
+                    done.src_tokens += nsrc
                 self.log.step(
                     p.step,
                     p.epoch,
                     loss_value,
                     self.optimizer.param_groups[0]["lr"],
-                    tgt_tokens,
-                    train_time,
-                    data_wait,
+                    done.tgt_tokens,
+                    done.train_s,
+                    done.data_wait_s,
                 )
                 if self._agree(self.stop_signal is not None):
                     self.stop_signal = self.stop_signal or signal.SIGTERM
@@ -425,45 +314,32 @@ class Trainer:
                     reason = f"early stopping: no gain for {cfg.patience} validations"
                     break
             self.log.close_bar()
-            averaged = self._finish_checkpoints(steps_done)
+            averaged = self._finish_checkpoints(done.steps)
         finally:
             for s, h in handlers.items():
                 signal.signal(s, h)
             self.log.close_bar()
-        summary = self._summary(
-            reason,
-            time.perf_counter() - start,
-            steps_done,
-            train_time,
-            data_wait,
-            tgt_tokens,
-            src_tokens,
-            averaged,
+        wall_s = time.perf_counter() - start
+        if self.distributed:  # throughput is the job's: every rank's tokens
+            done.tgt_tokens, done.src_tokens = self._sum_over_ranks(
+                done.tgt_tokens, done.src_tokens
+            )
+        if self.stop_signal is not None:
+            reason = f"interrupted by {signal.Signals(self.stop_signal).name}"
+        summary = run_summary(
+            p,
+            done,
+            wall_s=wall_s,
+            stop_reason=reason,
+            resumed_from=self.resumed_from,
+            valid_metric=self.cfg.valid_metric,
+            averaged=averaged,
+            device=self.device,
         )
         self.log.finish(summary)
         if self.stop_signal is not None:
             raise TrainingInterrupted(self.stop_signal)
         return summary
-
-    def _describe(self) -> None:
-        n_params = self.model.parameter_count()
-        self.log.model_summary(
-            f"model: {n_params / 1e6:.2f}M parameters, {self.recipe.model.rnn} "
-            f"{self.recipe.model.attention} attention, {self.recipe.model.decoder} "
-            f"decoder; device {self.device}, {self.precision}{self._threads()}; "
-            f"{len(self.train_split)} training pairs"
-        )
-        if self.main and self.precision == "bf16" and not native_bf16(self.device):
-            log.warning(
-                "warning: train.precision bf16 has no hardware support on this device and "
-                "runs far slower than fp32; use precision auto or fp32"
-            )
-
-    def _threads(self) -> str:
-        if self.device.type != "cpu":
-            return ""
-        n = torch.get_num_threads()
-        return f", {n} CPU thread{'s' if n > 1 else ''} (--threads to change)"
 
     def _finish_checkpoints(self, steps_done: int) -> dict | None:
         """After the loop: validate the last step unless it just was, or checkpoint an
@@ -484,52 +360,6 @@ class Trainer:
         if self.main and steps_done and self.cfg.average_last and self.stop_signal is None:
             return self._average()
         return None
-
-    def _summary(
-        self,
-        reason: str,
-        wall: float,
-        steps_done: int,
-        train_time: float,
-        data_wait: float,
-        tgt_tokens: int,
-        src_tokens: int,
-        averaged: dict | None,
-    ) -> dict:
-        p = self.progress
-        if self.distributed:  # throughput is the job's: every rank's tokens
-            import torch.distributed as dist
-
-            counts = torch.tensor([tgt_tokens, src_tokens], dtype=torch.float64, device=self.device)
-            dist.all_reduce(counts)
-            tgt_tokens, src_tokens = (int(c) for c in counts.tolist())
-        summary = {
-            "steps": steps_done,
-            "final_step": p.step,
-            "epoch": p.epoch,
-            "wall_s": round(wall, 2),
-            "train_s": round(train_time, 2),
-            "data_wait_s": round(data_wait, 3),
-            "tgt_tokens": tgt_tokens,
-            "src_tokens": src_tokens,
-            "tgt_tokens_per_s": round(tgt_tokens / max(train_time, 1e-9), 1),
-            "src_tokens_per_s": round(src_tokens / max(train_time, 1e-9), 1),
-            "peak_rss_mb": round(peak_rss_mb(), 1),
-            "nan_batches": p.nan_total,
-            "best_step": p.best_step,
-            "stop_reason": reason
-            if self.stop_signal is None
-            else f"interrupted by {signal.Signals(self.stop_signal).name}",
-            "resumed_from": self.resumed_from,
-            "validations": p.history[-5:],
-        }
-        if self.cfg.valid_metric == "bleu" and p.best_metric is not None:
-            summary["best_valid_bleu"] = round(p.best_metric, 2)
-        if averaged is not None:
-            summary["averaged"] = averaged
-        if torch.cuda.is_available() and self.device.type == "cuda":
-            summary["peak_gpu_mb"] = round(torch.cuda.max_memory_allocated() / 2**20, 1)
-        return summary
 
     def _step(self, group, minutes: float) -> tuple[float | None, int, int]:
         """One optimiser step over ``accumulate`` batches; None as loss when it was not finite."""
