@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +51,7 @@ def main() -> None:
         for side in ("src", "tgt")
         for part in ("ids", "offsets")
     ]
-    translator = load_translator([str(args.model)], shortlist_per_source=args.per_source)
+    translator = load_translator([str(args.model)], {"shortlist_per_source": args.per_source})
     counts = [int(x) for x in args.frequent.split(",")]
     shortlist = learn_shortlist(
         *train,
@@ -69,13 +70,15 @@ def main() -> None:
         return ids
 
     shortlist.vocabulary = counting_vocabulary
-    translator.model.shortlist = shortlist
+    translator.shortlist = shortlist
     rows = []
     print("| shortlist | BLEU | chrF | seconds | sentences/s | pieces per batch |")
     print("|---|---|---|---|---|---|")
     for frequent in counts + [0]:
         vocab_sizes.clear()
-        translator.opts.shortlist, translator.opts.shortlist_frequent = frequent > 0, frequent
+        translator.config = replace(
+            translator.config, shortlist=frequent > 0, shortlist_frequent=frequent
+        )
         start = time.perf_counter()
         hyps = [t.text for t in translator.translate(sources)]
         seconds = time.perf_counter() - start

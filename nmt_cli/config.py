@@ -277,9 +277,9 @@ class DecodeConfig(Section):
         0, lo=0, help="if > 0: source subwords per batch instead of batch_size sentences"
     )
     shortlist: bool = _opt(
-        True,
-        help="decode over the vocabulary shortlist learned from the training data, "
-        "where the checkpoint has one",
+        False,
+        help="decode over the vocabulary shortlist learned from the training data, where the "
+        "checkpoint has one: faster on a CPU, and not exact (docs/results.md#the-shortlist)",
     )
     shortlist_per_source: int = _opt(
         10, lo=0, help="candidates per source piece the shortlist adds (0 = all it learned, 30)"
