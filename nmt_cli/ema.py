@@ -37,7 +37,10 @@ class WeightAverage:
     def _blend(
         self, averaged: list[torch.Tensor], current: list[torch.Tensor], _n_averaged
     ) -> None:
-        torch._foreach_lerp_(averaged, current, 1.0 - self.current_decay())
+        """ema = d·ema + (1-d)·w for each tensor: lerp towards w by 1 - d."""
+        weight = 1.0 - self.current_decay()
+        for avg, now in zip(averaged, current):
+            avg.lerp_(now, weight)
 
     @torch.no_grad()
     def update(self, model: torch.nn.Module) -> None:
