@@ -32,11 +32,15 @@ from nmt_cli import interrupts
 
 def prepare_process() -> None:
     """What main() does before parsing the command line: start sampling the cores' load, skip
-    torch's scan for device backends, and have SIGINT and SIGTERM stop a command cleanly."""
+    torch's scan for device backends, bound the kernel caches that grow with every new tensor
+    shape (nmt_cli/memory.py: every command, not only training and the service), and have SIGINT
+    and SIGTERM stop a command cleanly."""
     from nmt_cli.cores import start_sample
+    from nmt_cli.memory import bound_primitive_cache
 
     start_sample()
     os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
+    bound_primitive_cache()
     interrupts.install()
 
 

@@ -21,6 +21,7 @@ from typing import Any
 import torch
 
 from nmt_cli.config import DecodeConfig, Recipe, override
+from nmt_cli.memory import bound_primitive_cache
 from nmt_cli.model.fast_decoding import (
     prepare_for_decoding,
     prepared_for_decoding,
@@ -421,6 +422,7 @@ def load_translator(
 
         model = Ensemble(models_).eval()
         shortlist = merge_shortlists([x.shortlist for x in loaded])
+    bound_primitive_cache()  # before the first bf16 product; see nmt_cli/memory.py
     prepare_for_decoding(model)
     if changes.get("shortlist") and shortlist is None:
         raise UserError(
