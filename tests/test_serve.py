@@ -359,7 +359,7 @@ def test_api_key_queue_limit_and_time_limit(run_dir):
         "--api-key",
         "s3cret",
         "--max-queue",
-        "12",
+        "100",
         "--timeout",
         "0.5",
         "--threads",
@@ -380,11 +380,11 @@ def test_api_key_queue_limit_and_time_limit(run_dir):
             == 200
         )
         assert s.json("GET", "/languages")[0] == 200  # no key needed to read what is served
-        assert (
-            s.json("POST", "/v1/translate", {"src": ["A dog."] * 13, "api_key": "s3cret"})[0] == 413
-        )
+        too_many = {"src": ["A dog."] * 101, "api_key": "s3cret"}
+        assert s.json("POST", "/v1/translate", too_many)[0] == 413
 
-        slow = {"src": [long_line] * 10, "beam_size": 4, "api_key": "s3cret"}
+        # many long lines: their decoding outlasts the 0.5 s limit on a fast, quiet machine too
+        slow = {"src": [long_line] * 90, "beam_size": 4, "api_key": "s3cret"}
         with ThreadPoolExecutor(1) as pool:
             first = pool.submit(s.json, "POST", "/v1/translate", slow)
             deadline = time.monotonic() + 30
@@ -394,7 +394,7 @@ def test_api_key_queue_limit_and_time_limit(run_dir):
             ):
                 time.sleep(0.01)
             status, body = s.json(
-                "POST", "/v1/translate", {"src": ["A dog."] * 5, "api_key": "s3cret"}
+                "POST", "/v1/translate", {"src": ["A dog."] * 11, "api_key": "s3cret"}
             )
             assert (status, body["error"].split(" (")[0]) == (503, "the queue is full")
             assert first.result() == (504, {"error": "the translation took longer than 0.5 s"})
