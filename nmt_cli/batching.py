@@ -60,7 +60,15 @@ class Job:
 class Batcher:
     """Decoding threads over one queue. ``capacity``: sentences queued or decoding at most."""
 
-    def __init__(self, *, max_batch_tokens: int, max_wait_ms: float, capacity: int, threads: int):
+    def __init__(
+        self,
+        *,
+        max_batch_tokens: int,
+        max_wait_ms: float,
+        capacity: int,
+        threads: int,
+        on_batch=None,
+    ):
         self.max_batch_tokens = max_batch_tokens
         self.max_wait = max_wait_ms / 1000.0
         self.capacity = capacity
@@ -78,6 +86,7 @@ class Batcher:
         self.sentences = 0
         self._threads: list[threading.Thread] = []
         self._heap = HeapTrimmer(TRIM_EVERY_BATCHES)
+        self.on_batch = on_batch  # called with each decoded batch's jobs (for metrics)
 
     def start(self) -> None:
         bound_primitive_cache()  # before the first decoding; see nmt_cli/memory.py
@@ -104,6 +113,15 @@ class Batcher:
     @property
     def pending(self) -> int:
         return self._pending
+
+    @property
+    def running(self) -> bool:
+        """Every decoding thread started and alive, and the queue still taking jobs."""
+        return (
+            not self._closing
+            and len(self._threads) == self.workers
+            and all(t.is_alive() for t in self._threads)
+        )
 
     def close(self, timeout: float | None = None) -> None:
         """Decode what is queued, then stop the threads."""
@@ -183,6 +201,8 @@ class Batcher:
                     start += len(job.sentences)
                 self.batches += 1
                 self.sentences += len(sentences)
+                if self.on_batch is not None:
+                    self.on_batch(live)
         except Exception as exc:  # reported to the requests of this batch, never kills the thread
             for job in live:
                 if not job.future.done():

@@ -1,6 +1,6 @@
-"""Reading an HTTP request's body for `nmt serve`: JSON (or a form, as some LibreTranslate
-clients post), and each field checked for its type and range. Anything wrong is a
-:class:`RequestError`: its status and one line, never a traceback."""
+"""Reading an HTTP request for `nmt serve`: its fields from JSON, an urlencoded or multipart form,
+and the query string (LibreTranslate's clients use all four), each field checked for its type and
+range. Anything wrong is a :class:`RequestError`: its status and one line, never a traceback."""
 
 import json
 from typing import Any
@@ -27,11 +27,9 @@ def parse_body(raw: bytes, content_type: str, allow_form: bool) -> dict:
         and content_type.startswith("application/x-www-form-urlencoded")
         and not text.lstrip().startswith("{")
     ):
-        try:
-            fields = parse_qs(text, keep_blank_values=True, encoding="utf-8", errors="strict")
-        except (UnicodeDecodeError, ValueError):
-            raise RequestError(400, "the form data is not valid UTF-8") from None
-        return {k: v[0] if len(v) == 1 else v for k, v in fields.items()}
+        return parse_form(text)
+    if allow_form and not text.strip():
+        return {}  # every field in the query string (deep-translator sends them so)
     try:
         body = json.loads(text)
     except ValueError as exc:
@@ -41,6 +39,54 @@ def parse_body(raw: bytes, content_type: str, allow_form: bool) -> dict:
     if not isinstance(body, dict):
         raise RequestError(400, "the request body must be a JSON object")
     return body
+
+
+def parse_form(text: str) -> dict:
+    """An urlencoded form (or query string): a field given once is a string, repeated a list."""
+    try:
+        fields = parse_qs(text, keep_blank_values=True, encoding="utf-8", errors="strict")
+    except (UnicodeDecodeError, ValueError):
+        raise RequestError(400, "the form data is not valid UTF-8") from None
+    return {k: v[0] if len(v) == 1 else v for k, v in fields.items()}
+
+
+async def read_multipart(request, max_fields: int) -> tuple[dict, dict]:
+    """(fields, files) of a multipart form, read by Starlette's own parser (python-multipart) from
+    the body already read and size-checked; files are Starlette UploadFiles."""
+    from starlette.datastructures import UploadFile
+    from starlette.exceptions import HTTPException
+
+    try:
+        form = await request.form(max_files=4, max_fields=max_fields)
+    except HTTPException as exc:
+        raise RequestError(400, f"the multipart form cannot be read ({exc.detail})") from None
+    except (ValueError, KeyError, AssertionError) as exc:
+        raise RequestError(400, f"the multipart form cannot be read ({exc})") from None
+    fields: dict = {}
+    files: dict = {}
+    for key, value in form.multi_items():
+        if isinstance(value, UploadFile):
+            files.setdefault(key, value)
+        elif key in fields:
+            previous = fields[key]
+            fields[key] = [*previous, value] if isinstance(previous, list) else [previous, value]
+        else:
+            fields[key] = value
+    return fields, files
+
+
+def merge_query(body: dict, query: dict) -> dict:
+    """The body's fields with the query string's: a field in both must say the same."""
+    merged = dict(body)
+    for key, value in query.items():
+        if key in merged and merged[key] != value:
+            raise RequestError(
+                400,
+                f"Invalid request: {key[:40]} is given both in the body and in the query "
+                "string, with different values",
+            )
+        merged[key] = value
+    return merged
 
 
 def read_int(body: dict, key: str, default: int, lo: int, hi: int) -> int:

@@ -1,13 +1,15 @@
 """`nmt serve`: trained models over HTTP (FastAPI on uvicorn, the ``serve`` extra).
 
-Routes: ``POST /translate`` and ``GET /languages`` as LibreTranslate answers them, the native
-``POST /v1/translate`` (n-best, word alignment, word attention), ``GET /health``,
-``GET /v1/models`` and the web page at ``/``. Every request's sentences go through one
-:class:`~nmt_cli.batching.Batcher`, so concurrent requests are decoded together.
+Routes: LibreTranslate's API as its clients use it (nmt_cli/libretranslate.py), the native
+``POST /v1/translate`` (n-best, word alignment, word attention), ``GET /v1/models``, liveness
+``GET /health`` and readiness ``GET /ready``, ``GET /metrics`` with ``--metrics``, the OpenAPI
+description at ``GET /spec`` and the web page at ``/``. Every request's sentences go through one
+:class:`~nmt_cli.batching.Batcher`, so concurrent requests are decoded together; a pair no model
+translates may be served through a shared language (nmt_cli/pivot.py).
 
-Bad input never reaches the model: the body is checked (size, UTF-8, JSON, types, text length,
-pair) and refused with a one-line JSON error, ``{"error": "..."}``. Nothing a request says is
-used as a path: models are chosen by id among those loaded at start.
+Bad input never reaches the model: the request is checked (size, UTF-8, JSON or form, types,
+text length, pair) and refused with a one-line JSON error, ``{"error": "..."}``. Nothing a request
+says is used as a path: models are chosen by id among those loaded at start.
 """
 
 # No `from __future__ import annotations`: FastAPI reads the route functions' annotations
@@ -24,31 +26,24 @@ from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
+from nmt_cli import pivot
 from nmt_cli.batching import Batcher, Job, QueueFull
 from nmt_cli.errors import UserError
-from nmt_cli.request_body import RequestError, parse_body, read_bool, read_int, read_texts
+from nmt_cli.language_id import LanguageIdentifier
+from nmt_cli.pivot import Route
+from nmt_cli.request_body import (
+    RequestError,
+    merge_query,
+    parse_body,
+    parse_form,
+    read_bool,
+    read_int,
+    read_multipart,
+    read_texts,
+)
 from nmt_cli.served_models import ServedModel, load_models
 
 MAX_BEAM = 32
-LANGUAGE_NAMES = {
-    "ar": "Arabic",
-    "cs": "Czech",
-    "de": "German",
-    "en": "English",
-    "es": "Spanish",
-    "fi": "Finnish",
-    "fr": "French",
-    "it": "Italian",
-    "ja": "Japanese",
-    "nl": "Dutch",
-    "pl": "Polish",
-    "pt": "Portuguese",
-    "ro": "Romanian",
-    "ru": "Russian",
-    "tr": "Turkish",
-    "uk": "Ukrainian",
-    "zh": "Chinese",
-}
 WEB_FILES = {"index.html": "text/html", "app.js": "text/javascript", "style.css": "text/css"}
 
 
@@ -59,80 +54,153 @@ class ServeSettings:
     api_key: str | None = None
     max_batch_tokens: int = 1024  # 0: no batching across requests, one request at a time
     max_wait_ms: float = 5.0
-    max_chars: int = 5000  # characters of text in one request
+    max_chars: int = 5000  # characters of one text (LibreTranslate's char limit: 400 beyond)
+    max_request_chars: int = 100_000  # characters of all texts of one request (413 beyond)
     max_queue: int = 1024  # sentences queued or decoding; a request that would pass it gets 503
     timeout_s: float = 30.0  # a request waiting longer for its translation gets 504
     threads: int = 1
     shortlist: bool | None = None  # None: the recipe's decode.shortlist
+    cors: tuple[str, ...] = ()  # origins whose pages may call the API
+    metrics: bool = False  # GET /metrics for Prometheus
+    requests_per_minute: int = 0  # per client (api key or address); 0: no limit
+    chars_per_minute: int = 0
+    access_log: bool = False  # one line per request on stderr
+    log_texts: bool = False  # the access log shows the texts too
 
 
 class Service:
     """The models, the batcher and the rules every route shares."""
 
     def __init__(self, models: list[ServedModel], settings: ServeSettings):
+        from nmt_cli.metrics import Metrics
+        from nmt_cli.rate_limit import RateLimits
+
         self.models, self.settings = models, settings
+        self.routes = pivot.routes(models)
+        self.metrics = Metrics(lambda: self.batcher.pending) if settings.metrics else None
         self.batcher = Batcher(
             max_batch_tokens=settings.max_batch_tokens,
             max_wait_ms=settings.max_wait_ms,
             capacity=settings.max_queue,
             threads=settings.threads,
+            on_batch=self._decoded if self.metrics else None,
         )
-        self.max_body = 64 * 1024 + 8 * settings.max_chars
+        self.limits = RateLimits(settings.requests_per_minute, settings.chars_per_minute)
+        self.identifier = LanguageIdentifier([m.source for m in models])
+        self.max_body = 64 * 1024 + 8 * settings.max_request_chars
+        self.files: dict[str, tuple[str, bytes]] = {}  # translated files, for their download
 
-    def check_key(self, body: dict, headers) -> None:
-        if self.settings.api_key is None:
-            return
-        given = body.get("api_key") or headers.get("x-api-key") or ""
+    def _decoded(self, jobs: list[Job]) -> None:
+        self.metrics.batch(sum(len(job.sentences) for job in jobs))
+        for job in jobs:
+            model = next((m.id for m in self.models if m.translator is job.translator), "?")
+            self.metrics.decoded(model, len(job.sentences), sum(len(s) for s in job.sentences))
+
+    async def fields(self, request, allow_form: bool = True) -> tuple[dict, dict]:
+        """(fields, uploaded files) of a request: its body (JSON, or with ``allow_form`` an
+        urlencoded or multipart form) and its query string, size-checked."""
+        query = request.scope.get("query_string", b"")
+        if len(query) > self.max_body:
+            raise RequestError(
+                414, f"the query string is too long ({len(query)} bytes, at most {self.max_body})"
+            )
+        declared = request.headers.get("content-length", "")
+        if declared.isdigit() and int(declared) > self.max_body:
+            raise RequestError(
+                413, f"the request body is too large ({declared} bytes, at most {self.max_body})"
+            )
+        raw = await request.body()
+        if len(raw) > self.max_body:
+            raise RequestError(
+                413, f"the request body is too large ({len(raw)} bytes, at most {self.max_body})"
+            )
+        kind = request.headers.get("content-type", "")
+        files: dict = {}
+        if allow_form and kind.startswith("multipart/form-data"):
+            body, files = await read_multipart(request, self.settings.max_queue + 16)
+        else:
+            body = parse_body(raw, kind, allow_form)
+        try:
+            params = parse_form(query.decode("latin-1")) if query else {}
+        except RequestError:
+            raise RequestError(400, "the query string is not valid UTF-8") from None
+        return merge_query(body, params), files
+
+    def check_key(self, body: dict, headers) -> str | None:
+        """The api_key a request gave (body, query string, X-API-Key or a bearer token), checked
+        against --api-key as LibreTranslate does: none 400, a wrong one 403."""
         auth = headers.get("authorization", "")
-        if not given and auth.lower().startswith("bearer "):
-            given = auth[7:]
-        if not isinstance(given, str) or not hmac.compare_digest(
-            given.encode(), self.settings.api_key.encode()
+        given = [body.get("api_key"), headers.get("x-api-key")]
+        if auth.lower().startswith("bearer "):
+            given.append(auth[7:])
+        if any(k is not None and not isinstance(k, str) for k in given):
+            raise RequestError(400, "Invalid request: api_key must be a string")
+        keys = {k for k in given if k not in (None, "")}
+        if len(keys) > 1:
+            raise RequestError(400, "Invalid request: two different api keys in one request")
+        key = keys.pop() if keys else None
+        if self.settings.api_key is None:
+            return None  # keys are not used: one given is ignored, as LibreTranslate does
+        if key is None:
+            raise RequestError(400, "Please contact the server operator to get an API key")
+        if not isinstance(key, str) or not hmac.compare_digest(
+            key.encode(), self.settings.api_key.encode()
         ):
-            raise RequestError(403, "invalid or missing api_key")
+            raise RequestError(403, "Invalid API key")
+        return key
 
-    def pick(self, model_id: Any, source: Any, target: Any) -> ServedModel:
+    def charge(self, request, key: str | None, chars: int) -> None:
+        """Count the request against its client's rate limits (429 past them); note its size for
+        the access log."""
+        request.state.log_chars = chars
+        if self.limits.active:
+            client = key or (request.client.host if request.client else "-")
+            self.limits.charge(client, chars)
+
+    def pick(self, model_id: Any, source: Any, target: Any) -> Route:
         if model_id is not None:
             for m in self.models:
                 if m.id == model_id:
-                    return m
+                    return Route((m,))
             raise RequestError(
                 400,
                 f"model: no model {json.dumps(model_id)[:60]}; served: "
                 f"{', '.join(m.id for m in self.models)}",
             )
         if source is None and target is None and len(self.models) == 1:
-            return self.models[0]
-        if source == "auto":
-            raise RequestError(
-                400,
-                "source: 'auto' is not supported (no language identification); "
-                f"give one of: {', '.join(sorted({m.source for m in self.models}))}",
-            )
+            return Route((self.models[0],))
         for key, value in (("source", source), ("target", target)):
             if not isinstance(value, str) or not value:
                 raise RequestError(400, f"{key}: give a language code (a string)")
-        for m in self.models:
-            if m.source == source and m.target == target:
-                return m
+        if source == "auto":
+            raise RequestError(400, "source: give a language code; /detect identifies one")
+        if (source, target) in self.routes:
+            return self.routes[source, target]
         raise RequestError(
             400,
             f"no model translates {source[:20]} to {target[:20]}; served pairs: "
-            f"{', '.join(sorted({f'{m.source}-{m.target}' for m in self.models}))}",
+            f"{', '.join(sorted(f'{s}-{t}' for s, t in self.routes))}",
         )
 
     def check_length(self, texts: list[str]) -> None:
+        for text in texts:
+            if len(text) > self.settings.max_chars:
+                raise RequestError(
+                    400,
+                    f"Invalid request: request ({len(text)}) exceeds text limit "
+                    f"({self.settings.max_chars})",
+                )
         chars = sum(len(t) for t in texts)
-        if chars > self.settings.max_chars:
+        if chars > self.settings.max_request_chars:
             raise RequestError(
                 413,
-                f"the text is too long: {chars} characters, at most "
-                f"{self.settings.max_chars} in one request",
+                f"the texts are too long: {chars} characters, at most "
+                f"{self.settings.max_request_chars} in one request",
             )
 
     async def translate(
         self,
-        model: ServedModel,
+        model: ServedModel | Route,
         lines: list[str],
         *,
         beam_size: int,
@@ -140,6 +208,16 @@ class Service:
         alignments: bool = False,
         attention: bool = False,
     ) -> list:
+        """One Translation per line (None for a blank one); through a pivot, the first model's
+        best translations are the second's input."""
+        if isinstance(model, Route):
+            if model.pivot is None:
+                model = model.first
+            else:
+                first_beam = model.first.translator.config.beam_size
+                middle = await self.translate(model.first, lines, beam_size=first_beam, nbest=1)
+                between = [r.text if r else "" for r in middle]
+                return await self.translate(model.last, between, beam_size=beam_size, nbest=nbest)
         if len(lines) > self.settings.max_queue:
             raise RequestError(
                 413,
@@ -206,8 +284,12 @@ def _web_file(name: str) -> bytes:
 def build_app(service: Service):
     """The FastAPI application; its lifespan starts and drains the decoding threads."""
     from fastapi import FastAPI, Request
+    from fastapi.exceptions import RequestValidationError
     from fastapi.responses import JSONResponse, Response
     from starlette.exceptions import HTTPException as StarletteHTTPException
+
+    from nmt_cli import libretranslate
+    from nmt_cli.metrics import RequestObserver
 
     @contextlib.asynccontextmanager
     async def lifespan(_app):
@@ -215,7 +297,14 @@ def build_app(service: Service):
         yield
         await asyncio.get_running_loop().run_in_executor(None, service.batcher.close)
 
-    app = FastAPI(title="nmt", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(
+        title="nmt",
+        summary="LibreTranslate's API and nmt's own over trained attentional RNN models",
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+        openapi_url="/spec",
+    )
     web = {name: (_web_file(name), kind) for name, kind in WEB_FILES.items()}
 
     def error(status: int, message: str) -> JSONResponse:
@@ -229,38 +318,52 @@ def build_app(service: Service):
     async def http_error(_request, exc):
         return error(exc.status_code, str(exc.detail))
 
+    @app.exception_handler(RequestValidationError)
+    async def invalid(_request, exc):
+        first = exc.errors()[0] if exc.errors() else {}
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        return error(400, f"Invalid request: {where}: {first.get('msg', 'invalid')}"[:300])
+
     @app.exception_handler(Exception)
     async def failed(_request, exc):
         first = str(exc).splitlines()[0][:200] if str(exc) else ""
         return error(500, f"internal error: {type(exc).__name__}: {first}")
 
+    if service.settings.cors:
+        from starlette.middleware.cors import CORSMiddleware
+
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=list(service.settings.cors),
+            allow_methods=["GET", "POST"],
+            allow_headers=["Authorization", "Content-Type", "X-API-Key"],
+            max_age=86400,
+        )
+    if service.metrics is not None or service.settings.access_log:
+        app.add_middleware(
+            RequestObserver,
+            metrics=service.metrics,
+            access_log=service.settings.access_log,
+            log_texts=service.settings.log_texts,
+        )
+
     async def read(request: Request, allow_form: bool = False) -> dict:
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > service.max_body:
-            raise RequestError(
-                413, f"the request body is too large ({declared} bytes, at most {service.max_body})"
-            )
-        raw = await request.body()
-        if len(raw) > service.max_body:
-            raise RequestError(
-                413, f"the request body is too large ({len(raw)} bytes, at most {service.max_body})"
-            )
-        body = parse_body(raw, request.headers.get("content-type", ""), allow_form)
-        service.check_key(body, request.headers)
+        body, _files = await service.fields(request, allow_form)
+        body["api_key"] = service.check_key(body, request.headers)
         return body
 
-    @app.get("/")
+    @app.get("/", include_in_schema=False)
     async def page():
         return Response(web["index.html"][0], media_type="text/html; charset=utf-8")
 
-    @app.get("/static/{name}")
+    @app.get("/static/{name}", include_in_schema=False)
     async def static(name: str):
         if name not in web:  # only the page's own files, read at start; never a path
             raise RequestError(404, f"no such file: {name[:60]}")
         content, kind = web[name]
         return Response(content, media_type=f"{kind}; charset=utf-8")
 
-    @app.get("/health")
+    @app.get("/health", summary="Liveness: the process answers")
     async def health():
         b = service.batcher
         return {
@@ -272,85 +375,70 @@ def build_app(service: Service):
             "decoded_sentences": b.sentences,
         }
 
-    @app.get("/v1/models")
+    @app.get("/ready", summary="Readiness: models loaded and the decoding threads running")
+    async def ready():
+        if not service.models or not service.batcher.running:
+            return error(503, "not ready: the decoding threads are not running")
+        return {"status": "ready", "models": [m.id for m in service.models]}
+
+    if service.metrics is not None:
+
+        @app.get("/metrics", summary="Prometheus metrics", include_in_schema=True)
+        async def metrics():
+            content, kind = service.metrics.exposition()
+            return Response(content, media_type=kind)
+
+    @app.get("/v1/models", summary="The served models and pairs")
     async def models():
         return {
             "models": [m.describe() for m in service.models],
+            "pairs": [
+                {"source": s, "target": t, "pivot": r.pivot} for (s, t), r in service.routes.items()
+            ],
             "api_key_required": service.settings.api_key is not None,
             "max_chars": service.settings.max_chars,
         }
 
-    @app.get("/languages")
-    async def languages():
-        out: dict[str, dict] = {}
-        for m in service.models:
-            entry = out.setdefault(
-                m.source,
-                {"code": m.source, "name": LANGUAGE_NAMES.get(m.source, m.source), "targets": []},
-            )
-            if m.target not in entry["targets"]:
-                entry["targets"].append(m.target)
-        return list(out.values())
+    libretranslate.add_routes(app, service, read)
 
-    @app.post("/translate")
-    async def libretranslate(request: Request):
-        body = await read(request, allow_form=True)
-        q = body.get("q")
-        texts = read_texts(q, "q")
-        fmt = body.get("format", "text")
-        if fmt != "text":
-            raise RequestError(400, f'format: only "text" is supported, got {json.dumps(fmt)[:40]}')
-        model = service.pick(None, body.get("source"), body.get("target"))
-        beam = model.translator.config.beam_size
-        alternatives = read_int(body, "alternatives", 0, 0, beam - 1)
-        service.check_length(texts)
-        # A text may hold several lines: each is translated as a sentence and the lines kept.
-        lines = [line for text in texts for line in text.split("\n")]
-        results = await service.translate(model, lines, beam_size=beam, nbest=alternatives + 1)
-        translated, alts, start = [], [], 0
-        for text in texts:
-            part = results[start : start + text.count("\n") + 1]
-            start += len(part)
-            translated.append("\n".join(r.text if r else "" for r in part))
-            alts.append(
-                [
-                    "\n".join(
-                        r.alternatives[k].text if r and k < len(r.alternatives) else ""
-                        for r in part
-                    )
-                    for k in range(1, alternatives + 1)
-                ]
-            )
-        single = not isinstance(q, list)
-        out: dict = {"translatedText": translated[0] if single else translated}
-        if alternatives:
-            out["alternatives"] = alts[0] if single else alts
-        return out
-
-    @app.post("/v1/translate")
+    @app.post(
+        "/v1/translate",
+        summary="Translate sentences: n-best, word alignment, word attention",
+        openapi_extra=libretranslate.body_schema(libretranslate.NativeRequest, forms=False),
+    )
     async def native(request: Request):
         body = await read(request)
         src = body.get("src")
         if not isinstance(src, list):
             raise RequestError(400, "src: expected a list of sentences")
         sentences = read_texts(src, "src")
-        model = service.pick(body.get("model"), body.get("source"), body.get("target"))
+        route = service.pick(body.get("model"), body.get("source"), body.get("target"))
+        model = route.last
         beam = read_int(body, "beam_size", model.translator.config.beam_size, 1, MAX_BEAM)
         nbest = read_int(body, "nbest", 1, 1, beam)
         alignments, attention = read_bool(body, "alignments"), read_bool(body, "attention")
+        if route.pivot is not None and (alignments or attention):
+            raise RequestError(
+                400, f"alignments, attention: not given for a pair pivoted through {route.pivot}"
+            )
         service.check_length(sentences)
+        service.charge(request, body["api_key"], sum(len(s) for s in sentences))
+        request.state.log_texts = sentences
         results = await service.translate(
-            model,
+            route,
             sentences,
             beam_size=beam,
             nbest=nbest,
             alignments=alignments,
             attention=attention,
         )
-        return {
+        out = {
             "model": model.id,
             "translations": [_translation_json(r, nbest, alignments, attention) for r in results],
         }
+        if route.pivot is not None:
+            out.update(models=[m.id for m in route.steps], pivot=route.pivot)
+        return out
 
     return app
 
@@ -401,6 +489,9 @@ def serve(model_paths: Sequence[str], settings: ServeSettings, *, device: str = 
         access_log=False,
         lifespan="on",
         timeout_graceful_shutdown=settings.timeout_s + 5,
+        # A query string as long as the largest body (deep-translator sends the texts there)
+        # reaches the application, which answers it in JSON.
+        h11_max_incomplete_event_size=service.max_body + 16 * 1024,
     )
     server = uvicorn.Server(config)
 

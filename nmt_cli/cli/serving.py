@@ -33,8 +33,8 @@ def serve(
     api_key: Annotated[
         str | None,
         typer.Option(
-            help="Translation requests must carry this key (api_key in the body, or an X-API-Key "
-            "header); others get 403."
+            help="Translation requests must carry this key (api_key in the body or the query "
+            "string, an X-API-Key header or a bearer token); none: 400, a wrong one: 403."
         ),
     ] = None,
     max_batch_tokens: Annotated[
@@ -52,8 +52,15 @@ def serve(
         ),
     ] = 5.0,
     max_chars: Annotated[
-        int, typer.Option(min=1, help="Characters of text in one request at most (more: 413).")
+        int,
+        typer.Option(
+            min=1, help="Characters of one text at most (more: 400, LibreTranslate's char limit)."
+        ),
     ] = 5000,
+    max_request_chars: Annotated[
+        int,
+        typer.Option(min=1, help="Characters of all texts of one request at most (more: 413)."),
+    ] = 100_000,
     max_queue: Annotated[
         int,
         typer.Option(
@@ -83,11 +90,48 @@ def serve(
             "depends on its batch.",
         ),
     ] = None,
+    cors: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="ORIGIN",
+            help="Let pages from this origin (https://example.org, or *) call the API; repeat "
+            "for several.",
+        ),
+    ] = None,
+    metrics: Annotated[
+        bool, typer.Option("--metrics", help="Prometheus metrics at GET /metrics.")
+    ] = False,
+    rate_limit: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            metavar="N",
+            help="Translation requests per minute per client (its api key, else its address); "
+            "more: 429. 0: no limit.",
+        ),
+    ] = 0,
+    char_rate_limit: Annotated[
+        int,
+        typer.Option(
+            min=0, metavar="N", help="Characters per minute per client (more: 429). 0: no limit."
+        ),
+    ] = 0,
+    access_log: Annotated[
+        bool,
+        typer.Option(
+            "--access-log",
+            help="One line per request on stderr: client, route, status, time, characters.",
+        ),
+    ] = False,
+    log_texts: Annotated[
+        bool, typer.Option("--log-texts", help="The access log shows the texts too.")
+    ] = False,
     device: DeviceOption = "auto",
 ) -> None:
     """Serve models over HTTP: a LibreTranslate-compatible API, a native one, and a web page at /.
 
-    Each -m serves its recipe's language pair with its recipe's decoding settings. Concurrent
+    Each -m serves its recipe's language pair with its recipe's decoding settings; a pair no
+    model has is served through a shared language where two models chain. Concurrent
     requests are decoded together in batches. SIGTERM or Ctrl-C stops accepting requests, finishes
     those in flight and exits 0. Needs the serve extra (pip install 'nmt[serve]').
     """
@@ -103,10 +147,17 @@ def serve(
             max_batch_tokens=max_batch_tokens,
             max_wait_ms=max_wait_ms,
             max_chars=max_chars,
+            max_request_chars=max_request_chars,
             max_queue=max_queue,
             timeout_s=timeout,
             threads=threads,
             shortlist=shortlist,
+            cors=tuple(cors or ()),
+            metrics=metrics,
+            requests_per_minute=rate_limit,
+            chars_per_minute=char_rate_limit,
+            access_log=access_log,
+            log_texts=log_texts,
         ),
         device=device,
     )

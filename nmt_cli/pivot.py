@@ -1,0 +1,65 @@
+"""Language pairs the served models give, directly or through a shared language.
+
+A pair no model translates is served through a pivot where one model translates the source into
+some language and another translates that language into the target (en→fr and fr→de give en→de):
+the first model's best translation is the second's input. A direct model always wins; among
+pivots, the models given first on the command line do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from nmt_cli.served_models import ServedModel
+
+
+@dataclass(frozen=True)
+class Route:
+    """The models a pair goes through: one, or two chained through ``pivot``."""
+
+    steps: tuple[ServedModel, ...]
+
+    @property
+    def source(self) -> str:
+        return self.steps[0].source
+
+    @property
+    def target(self) -> str:
+        return self.steps[-1].target
+
+    @property
+    def pivot(self) -> str | None:
+        return self.steps[0].target if len(self.steps) > 1 else None
+
+    @property
+    def first(self) -> ServedModel:
+        return self.steps[0]
+
+    @property
+    def last(self) -> ServedModel:
+        return self.steps[-1]
+
+
+def routes(models: Sequence[ServedModel]) -> dict[tuple[str, str], Route]:
+    """Every pair served, each with the route that serves it."""
+    out: dict[tuple[str, str], Route] = {}
+    for m in models:
+        out.setdefault((m.source, m.target), Route((m,)))
+    for a in models:
+        for b in models:
+            if a.target == b.source and a.source != b.target:
+                out.setdefault((a.source, b.target), Route((a, b)))
+    return out
+
+
+def languages(models: Sequence[ServedModel]) -> dict[str, list[str]]:
+    """Every language served as a source or a target, with the targets it translates into."""
+    pairs = routes(models)
+    out: dict[str, list[str]] = {}
+    for m in models:
+        out.setdefault(m.source, [])
+        out.setdefault(m.target, [])
+    for source, target in pairs:
+        out[source].append(target)
+    return out
