@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from nmt_cli.errors import UserError
@@ -45,20 +46,16 @@ class DocumentPlan:
         self.needs_alignment = False
         self._parts: list[list[str | int]] = [[] for _ in range(count)]
         self._inlines: list[Inline | None] = []
-        self._pads: list[tuple[str, str]] = []
 
     def _literal(self, text: int, part: str) -> None:
         if part:
             self._parts[text].append(part)
 
-    def _segment(
-        self, text: int, model_input: str, inline: Inline | None, pad: tuple[str, str] = ("", "")
-    ) -> None:
+    def _segment(self, text: int, model_input: str, inline: Inline | None) -> None:
         self._parts[text].append(len(self.segments))
         self.segments.append(model_input)
         self.text_of.append(text)
         self._inlines.append(inline)
-        self._pads.append(pad)
         if inline is not None and inline.needs_alignment:
             self.needs_alignment = True
 
@@ -88,11 +85,7 @@ class DocumentPlan:
         if 0 < alternative < len(tr.alternatives):
             words, alignment = tr.alternatives[alternative].text, None
         inline = self._inlines[index]
-        if inline is None:
-            return words
-        lead, trail = self._pads[index]
-        restored = inline.restore(words, alignment)
-        return lead + restored.strip() + trail if (lead or trail) else restored
+        return words if inline is None else inline.restore(words, alignment)
 
     def cut(self, translations: Sequence[Translation]) -> list[bool]:
         """For each text, whether a segment of it was cut at the model's source limit."""
@@ -125,7 +118,7 @@ def plan_documents(
     too_long = None
     if max_tokens > 0 and count_tokens is not None:
         too_long = lambda s: count_tokens(s) > max_tokens  # noqa: E731
-    cutter = _Cutter(language, split_sentences, protector, too_long)
+    cutter = _Cutter(language, split_sentences, too_long)
     for i, text in enumerate(texts):
         if fmt == "html":
             _plan_html(plan, i, text, cutter, protector)
@@ -138,11 +131,11 @@ class _Cutter:
     """Segment spans of one paragraph: its sentences, long ones cut into clauses, no cut inside
     a protected span."""
 
-    def __init__(self, language, split_sentences, protector, too_long):
-        self.language, self.split = language, split_sentences
-        self.protector, self.too_long = protector, too_long
+    def __init__(self, language, split_sentences, too_long):
+        self.language, self.split, self.too_long = language, split_sentences, too_long
 
-    def spans(self, text: str) -> list[tuple[int, int]]:
+    def spans(self, text: str, kept: Sequence[tuple[int, int]] = ()) -> list[tuple[int, int]]:
+        """``kept``: the protected spans of ``text``, which no cut may fall inside."""
         if not text.strip():
             return []
         if self.split:
@@ -150,7 +143,6 @@ class _Cutter:
         else:
             start = len(text) - len(text.lstrip())
             spans = [(start, len(text.rstrip()))]
-        kept = self.protector.find(text) if self.protector is not None else []
         spans = _joined_across(spans, kept)
         if self.too_long is None:
             return spans
@@ -184,7 +176,8 @@ def _plan_text(plan: DocumentPlan, i: int, text: str, cutter: _Cutter, protector
             inline = plain_inline(piece, protector)
             piece = inline.text
         at = 0
-        for a, b in cutter.spans(piece):
+        kept = [] if inline is None else [(x.start, x.end) for x in inline.protected]
+        for a, b in cutter.spans(piece, kept):
             plan._literal(i, piece[at:a])
             if inline is None:
                 plan._segment(i, piece[a:b], None)
@@ -203,15 +196,129 @@ def _plan_html(plan: DocumentPlan, i: int, document: str, cutter: _Cutter, prote
             plan._literal(i, part)
             continue
         text = part.text
-        spans = cutter.spans(text)
+        spans = cutter.spans(text, [(x.start, x.end) for x in part.protected])
         if not spans:  # only whitespace and markup: nothing to translate, all to keep
             plan._literal(i, part.restore("", []))
             continue
-        # Slices cover the whole run, so that every tag lands in one of them.
+        # Slices cover the whole run, so that every tag lands in one of them; each keeps the
+        # whitespace around its sentence when restored.
         bounds = [0] + [a for a, _ in spans[1:]] + [len(text)]
         for x, y in zip(bounds, bounds[1:]):
-            piece = text[x:y]
-            lead = piece[: len(piece) - len(piece.lstrip())]
-            trail = piece[len(piece.rstrip()) :]
             sliced = part.slice(x, y)
-            plan._segment(i, sliced.model_input(), sliced, (lead, trail))
+            plan._segment(i, sliced.model_input(), sliced)
+
+
+@dataclass
+class DocumentOptions:
+    """How texts become segments: ``fmt`` text or html, ``split_sentences`` (False: one segment
+    per paragraph), ``protect`` do-not-translate regexes besides the built-in ones (None:
+    nothing protected), ``language`` the source language (None: the model's recipe's)."""
+
+    fmt: str = "text"
+    split_sentences: bool = True
+    protect: Sequence[str] | None = ()
+    language: str | None = None
+
+
+@dataclass
+class DocumentTranslation:
+    """One translated text: ``text`` the whole translation with its whitespace and markup in
+    place, ``segments`` the Translations of its segments in order, ``cut`` whether a segment was
+    cut at the model's source limit."""
+
+    text: str
+    segments: list[Translation]
+    cut: bool = False
+
+
+def build_protector(patterns: Sequence[str] | None, vocabulary=None) -> Protector | None:
+    """The Protector of the built-in patterns (placeholders, URLs, e-mail addresses), the
+    user's ``patterns`` and the characters ``vocabulary`` (the model's Tokenizer) lacks; None
+    when ``patterns`` is None (protection turned off)."""
+    if patterns is None:
+        return None
+    from nmt_cli.protect import Protector
+
+    return Protector(list(patterns), vocabulary=vocabulary)
+
+
+def segment_counter(translator) -> Callable[[str], int]:
+    """The subword count of a text as ``translator``'s model reads it."""
+    from nmt_cli.tokenizer import normalize
+
+    def count(text: str) -> int:
+        return len(translator.tokenizer.encode_src([normalize(text, translator.lowercase)])[0])
+
+    return count
+
+
+def translate_documents(
+    translator,
+    texts: Sequence[str],
+    *,
+    fmt: str = "text",
+    split_sentences: bool = True,
+    protect: Sequence[str] | None = (),
+    language: str | None = None,
+    nbest: int = 1,
+    beam_size: int | None = None,
+    alternative: int = 0,
+) -> list[DocumentTranslation]:
+    """Translate whole texts with ``translator`` (a :class:`nmt_cli.translate.Translator`): all
+    segments of all texts batched together, then each text put back together. ``protect``:
+    do-not-translate regexes on top of the built-in ones (None: nothing protected);
+    ``language``: the source language (default: the model's recipe's); segments longer than
+    ``decode.max_segment_tokens`` subwords are cut at clause boundaries."""
+    recipe = translator.recipe
+    limit = translator.config.max_segment_tokens
+    plan = plan_documents(
+        texts,
+        fmt=fmt,
+        language=language or (recipe.src if recipe is not None else DEFAULT_LANGUAGE),
+        split_sentences=split_sentences,
+        protector=build_protector(protect, translator.tokenizer),
+        max_tokens=limit,
+        count_tokens=_long_only(segment_counter(translator), limit),
+    )
+    translations = translator.translate(
+        plan.segments, nbest=nbest, beam_size=beam_size, alignments=plan.needs_alignment
+    )
+    outputs = plan.assemble(translations, alternative)
+    cut = plan.cut(translations)
+    return [
+        DocumentTranslation(outputs[i], [translations[s] for s in plan.segments_of(i)], cut[i])
+        for i in range(len(texts))
+    ]
+
+
+def _long_only(count: Callable[[str], int], limit: int) -> Callable[[str], int]:
+    """``count``, asked only of texts with more characters than ``limit``: a subword has at
+    least one character, so a shorter text cannot have more subwords than that."""
+    return lambda text: count(text) if len(text) >= limit else 0
+
+
+MAX_HTML_BYTES = 16 << 20  # an HTML document is read whole; larger ones are refused
+
+
+def translate_html_stream(
+    translator, in_stream, out_stream, documents: DocumentOptions, name: str = "stdin"
+) -> None:
+    """Translate one HTML document read whole from a binary stream (at most MAX_HTML_BYTES)
+    into a text stream. Bytes that are not UTF-8 become U+FFFD, with a warning."""
+    data = in_stream.read(MAX_HTML_BYTES + 1)
+    if len(data) > MAX_HTML_BYTES:
+        raise UserError(
+            f"{name}: over {MAX_HTML_BYTES >> 20} MiB; an HTML document is translated whole, "
+            "so split it into smaller documents"
+        )
+    try:
+        document = data.decode("utf-8")
+    except UnicodeDecodeError:
+        document = data.decode("utf-8", errors="replace")
+        translator.warn(f"warning: {name} is not valid UTF-8; the bad bytes became U+FFFD")
+    options = DocumentOptions(**{**vars(documents), "fmt": "html"})
+    (result,) = translate_documents(translator, [document], **vars(options))
+    if result.cut:
+        translator.warn("warning: a sentence was cut at the model's source limit")
+    out_stream.write(result.text)
+    out_stream.flush()

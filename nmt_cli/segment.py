@@ -102,15 +102,17 @@ def clause_spans(
     end: int,
     too_long: Callable[[str], bool],
     keep: Sequence[tuple[int, int]] = (),
+    at_clauses: bool = True,
 ) -> list[tuple[int, int]]:
     """The span ``text[start:end]`` cut into parts none of which is ``too_long``, where possible:
     at the clause boundary nearest the middle (commas, semicolons, colons, conjunctions), else at
     the space nearest the middle, again in each half while a half is too long. A part without a
-    space is left whole; no cut falls inside a span of ``keep`` (protected spans)."""
+    space is left whole; no cut falls inside a span of ``keep`` (protected spans).
+    ``at_clauses`` False: cut at the space nearest the middle, clause boundary or not."""
     if not too_long(text[start:end]):
         return [(start, end)]
     clauses, spaces = _cut_points(text, start, end, keep)
-    points = clauses or spaces
+    points = (clauses if at_clauses else []) or spaces
     if not points:
         return [(start, end)]
     middle = (start + end) / 2
@@ -121,6 +123,6 @@ def clause_spans(
     left_end = cut
     while left_end > start and text[left_end - 1] == " ":
         left_end -= 1
-    return clause_spans(text, start, left_end, too_long, keep) + clause_spans(
-        text, right, end, too_long, keep
+    return clause_spans(text, start, left_end, too_long, keep, at_clauses) + clause_spans(
+        text, right, end, too_long, keep, at_clauses
     )
