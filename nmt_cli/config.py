@@ -299,6 +299,12 @@ class DecodeConfig(Section):
         help="auto: bf16 weights and matrix products on a CPU with bf16 hardware "
         "(AVX512-BF16/AMX), else fp32; log-probabilities and scores stay fp32",
     )
+    max_segment_tokens: int = _opt(
+        80,
+        lo=0,
+        help="documents: a sentence of more source subwords is translated in parts cut at "
+        "clause boundaries (docs/translate.md#long-sentences); 0 = never cut",
+    )
 
 
 @dataclass

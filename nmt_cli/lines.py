@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import torch
 
+from nmt_cli.document import DocumentOptions, translate_documents
 from nmt_cli.interrupts import deferred
 from nmt_cli.plots import attention_heatmap, plot_dir
 from nmt_cli.tokenizer import Tokenizer
@@ -129,11 +130,14 @@ def translate_stream(
     progress=None,
     done: list[int] | None = None,
     chunk_lines: int = 2000,
+    documents: DocumentOptions | None = None,
 ) -> int:
     """Translate a binary line stream into a text stream; returns the number of lines.
     ``done[0]``, when given, follows the lines written so far (for a message on interruption).
     Lines are length-sorted into batches within chunks of ``chunk_lines``; a progress bar moves
-    once per chunk."""
+    once per chunk. ``documents``: each line is a paragraph of the document layer (cut into
+    sentences, protected spans kept) instead of one segment with the per-line outputs of
+    ``out``."""
     import pathlib
 
     pictures = plot_dir(pathlib.Path(out.attention_plot)) if out.attention_plot else None
@@ -147,6 +151,7 @@ def translate_stream(
             pictures,
             progress,
             done,
+            documents,
         )
     finally:
         if invalid:
@@ -154,11 +159,16 @@ def translate_stream(
 
 
 def _translate_chunks(
-    translator, chunks, out_stream, out: OutputOptions, pictures, progress, done
+    translator, chunks, out_stream, out: OutputOptions, pictures, progress, done, documents=None
 ) -> int:
     tokenizer = translator.tokenizer
     count = 0
     for chunk in chunks:
+        if documents is not None:
+            count = _write_paragraphs(translator, chunk, out_stream, documents, count, done)
+            if progress is not None:
+                progress.update(len(chunk))
+            continue
         translations = translator.translate(chunk, nbest=out.nbest, weights=out.weights)
         with deferred():  # a chunk's lines are written whole, and counted, before a signal stops it
             for tr in translations:
@@ -180,4 +190,20 @@ def _translate_chunks(
                 done[0] = count
         if progress is not None:
             progress.update(len(chunk))
+    return count
+
+
+def _write_paragraphs(translator, chunk, out_stream, documents: DocumentOptions, count, done):
+    """One chunk of lines through the document layer, one output line per input line; a line
+    cut at the source limit is named on stderr."""
+    results = translate_documents(translator, chunk, **vars(documents))
+    with deferred():
+        for result in results:
+            out_stream.write(result.text + "\n")
+            count += 1
+            if result.cut:
+                translator.warn(f"warning: line {count} was cut at the model's source limit")
+        out_stream.flush()
+        if done is not None:
+            done[0] = count
     return count

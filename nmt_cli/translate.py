@@ -328,6 +328,35 @@ class Translator:
                     )
         return out
 
+    def translate_texts(
+        self,
+        texts: Sequence[str],
+        *,
+        fmt: str = "text",
+        split_sentences: bool = True,
+        protect: Sequence[str] | None = (),
+        language: str | None = None,
+        nbest: int = 1,
+        beam_size: int | None = None,
+    ):
+        """Whole texts in, whole translations out (:class:`nmt_cli.document.DocumentTranslation`:
+        ``.text``, ``.segments``, ``.cut``): each text cut into paragraphs at its line breaks and
+        sentences inside them (``split_sentences``), or an HTML document (``fmt="html"``), its
+        whitespace and markup put back around the translations; ``protect``: do-not-translate
+        regexes besides the built-in placeholders, URLs and e-mail addresses (None: none)."""
+        from nmt_cli.document import translate_documents
+
+        return translate_documents(
+            self,
+            texts,
+            fmt=fmt,
+            split_sentences=split_sentences,
+            protect=protect,
+            language=language,
+            nbest=nbest,
+            beam_size=beam_size,
+        )
+
 
 @torch.no_grad()
 def force_decode(

@@ -71,6 +71,14 @@ def evaluate(
     json_out: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
     threads: ThreadsOption = None,
     device: DeviceOption = "auto",
+    split_sentences: Annotated[
+        bool,
+        typer.Option(
+            "--split-sentences/--no-split-sentences",
+            help="With -m: cut each source line into sentences and translate them as nmt "
+            "translate does (default: each line one sentence, as test sets are).",
+        ),
+    ] = False,
 ) -> None:
     """Score hypotheses against references with sacreBLEU (BLEU, chrF, TER, with signatures).
 
@@ -112,7 +120,11 @@ def evaluate(
                     err=True,
                 )
             with task(f"stopped while translating {src} with {m}; nothing was scored"):
-                systems[m] = [t.text for t in translator.translate(sources)]
+                if split_sentences:
+                    done = translator.translate_texts(sources)
+                    systems[m] = [t.text for t in done]
+                else:
+                    systems[m] = [t.text for t in translator.translate(sources)]
     elif hyp is not None:
         systems[str(hyp)] = _read(hyp)
     else:

@@ -83,9 +83,36 @@ def translate(
     workers: WorkersOption = None,
     threads: ThreadsOption = None,
     device: DeviceOption = "auto",
+    fmt: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="text: each line a paragraph, cut into sentences; html: the whole input is one "
+            "HTML document (read whole, at most 16 MiB), its markup kept.",
+        ),
+    ] = "text",
+    split_sentences: Annotated[
+        bool | None,
+        typer.Option(
+            "--split-sentences/--no-split-sentences",
+            help="Cut paragraphs into sentences (the default), or translate each line as one "
+            "sentence (sentence-per-line test sets; implied by --nbest, --scores, "
+            "--alignments and the attention options).",
+        ),
+    ] = None,
+    protect: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--protect",
+            metavar="REGEX",
+            help="Copy text matching REGEX untranslated (repeatable), besides the built-in "
+            "placeholders, URLs and e-mail addresses.",
+        ),
+    ] = None,
 ) -> None:
     """Translate lines from stdin (or -i) to stdout (or -o): one output line per input line, in
-    order.
+    order; each line is a paragraph, cut into sentences that are translated and put back with
+    its spacing. With --format html the input is one HTML document.
 
     With -o the translation goes to a temporary file renamed to FILE once complete. On a terminal,
     progress (lines, lines/s, and with -i the total and time left) is shown on stderr.
@@ -103,6 +130,13 @@ def translate(
         from nmt_cli.plots import plot_dir
 
         plot_dir(attention_plot)  # before the model loads: a bad folder should not cost a load
+    documents = _document_options(
+        fmt,
+        split_sentences,
+        protect,
+        nbest > 1 or scores or alignments,
+        attention_plot is not None or show_attention,
+    )
     translator = load_translator(
         model, _decode_changes(ctx), device=device, quantize=quantize, name_of=_option_name
     )
@@ -119,6 +153,9 @@ def translate(
         in_stream = open(input, "rb") if input is not None else sys.stdin.buffer
     except OSError as exc:
         raise UserError(f"{input}: cannot read ({exc.strerror})") from None
+    if fmt == "html":
+        _translate_html(translator, in_stream, input, output, documents)
+        return
     interactive = input is None and sys.stdin.isatty()
     progress = None
     if sys.stderr.isatty() and not interactive and not show_attention:
@@ -151,10 +188,51 @@ def translate(
                 progress=progress,
                 done=done,
                 chunk_lines=256 if progress is not None else 2000,
+                documents=documents,
             )
     finally:
         if progress is not None:
             progress.close()
+        if input is not None:
+            in_stream.close()
+
+
+def _document_options(fmt, split_sentences, protect, per_line: bool, pictures: bool):
+    """The document layer's options from translate's, or None for the sentence path (each line
+    one segment, with the per-line outputs: --nbest, --scores, --alignments, attention)."""
+    from nmt_cli.document import FORMATS, DocumentOptions
+
+    if fmt not in FORMATS:
+        raise UserError(f"--format: '{fmt}' is not one of {', '.join(FORMATS)}")
+    if per_line or pictures:
+        given = "--nbest, --scores, --alignments" if per_line else "the attention options"
+        if fmt == "html" or split_sentences or protect:
+            asked = (
+                "--format html"
+                if fmt == "html"
+                else ("--protect" if protect else "--split-sentences")
+            )
+            raise UserError(f"{asked}: {given} describe each input line as one sentence")
+        return None
+    from nmt_cli.protect import Protector
+
+    Protector(protect or ())  # a bad pattern is refused before the model loads
+    return DocumentOptions(fmt, split_sentences is not False, list(protect or ()))
+
+
+def _translate_html(translator, in_stream, input: Path | None, output: Path | None, documents):
+    """One HTML document from -i (or stdin) to -o (or stdout), written once complete."""
+    from nmt_cli.document import translate_html_stream
+    from nmt_cli.interrupts import task
+    from nmt_cli.output_file import atomic_text_output
+
+    where = f"{output} was not written" if output is not None else "nothing was written"
+    try:
+        with task(lambda: f"translation stopped; {where}"), atomic_text_output(output) as out:
+            translate_html_stream(
+                translator, in_stream, out or sys.stdout, documents, str(input or "stdin")
+            )
+    finally:
         if input is not None:
             in_stream.close()
 

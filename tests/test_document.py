@@ -1,0 +1,67 @@
+"""The document layer on plain text: segments out, whitespace and line breaks back in place."""
+
+from __future__ import annotations
+
+import pytest
+from conftest import multi30k_lines
+
+from nmt_cli.document import plan_documents
+from nmt_cli.errors import UserError
+from nmt_cli.translate import Alternative, Translation
+
+
+def echo(plan, upper=True, truncated=()):
+    out = []
+    for s, text in enumerate(plan.segments):
+        words = text.upper() if upper else text
+        tr = Translation(text, words, [], [], s in truncated)
+        tr.alternatives = [Alternative(words, 0.0, 0.0), Alternative(f"<{s}>", -1.0, -1.0)]
+        out.append(tr)
+    return out
+
+
+def test_whitespace_line_breaks_and_blank_lines_round_trip():
+    lines = multi30k_lines("test_2016_flickr", "en", 9)
+    text = "  " + " ".join(lines[:3]) + "\n\n\t" + lines[3] + "  \r\n" + "\n".join(lines[4:]) + "\n"
+    plan = plan_documents([text, "", "\n \n"])
+    assert plan.assemble(echo(plan, upper=False)) == [text, "", "\n \n"]
+    assert plan.assemble(echo(plan)) == [text.upper(), "", "\n \n"]
+
+
+def test_a_paragraph_of_three_sentences_gives_three_segments():
+    lines = [x.strip() for x in multi30k_lines("test_2016_flickr", "en", 3)]
+    plan = plan_documents([" ".join(lines)])
+    assert plan.segments == lines and plan.text_of == [0, 0, 0]
+    assert plan.segments_of(0) == [0, 1, 2]
+    assert plan.assemble(echo(plan)) == [" ".join(x.upper() for x in lines)]
+
+
+def test_sentence_per_line_input_without_splitting():
+    text = "A dog runs. A cat sleeps."
+    assert plan_documents([text], split_sentences=False).segments == [text]
+    assert plan_documents([text]).segments == ["A dog runs.", "A cat sleeps."]
+
+
+def test_alternatives_and_cut_flags_per_text():
+    plan = plan_documents(["A dog runs. A cat sleeps.", "A bird sings."])
+    translations = echo(plan, truncated={2})
+    assert plan.assemble(translations, alternative=1) == ["<0> <1>", "<2>"]
+    assert plan.assemble(translations, alternative=5) == [
+        "A DOG RUNS. A CAT SLEEPS.",
+        "A BIRD SINGS.",
+    ]
+    assert plan.cut(translations) == [False, True]
+
+
+def test_long_segments_are_cut_into_clauses_and_put_back_with_their_spaces():
+    lines = [x.strip().rstrip(".") for x in multi30k_lines("test_2016_flickr", "en", 3)]
+    text = ", and ".join(lines) + "."
+    plan = plan_documents([text], max_tokens=12, count_tokens=lambda s: len(s.split()))
+    assert len(plan.segments) >= 3
+    assert all(len(s.split()) <= 12 for s in plan.segments)
+    assert plan.assemble(echo(plan, upper=False)) == [text]
+
+
+def test_an_unknown_format_is_a_user_error():
+    with pytest.raises(UserError, match="not one of text, html"):
+        plan_documents(["x"], fmt="pdf")
