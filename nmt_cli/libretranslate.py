@@ -20,6 +20,7 @@ from pydantic import BaseModel, Field
 from nmt_cli import pivot
 from nmt_cli.language_id import LanguageIdentifier
 from nmt_cli.request_body import RequestError
+from nmt_cli.served_documents import filled, plan_texts
 
 LANGUAGE_NAMES = {
     "ar": "Arabic",
@@ -129,11 +130,11 @@ def alternatives_field(body: dict, most: int) -> int:
 
 
 def unique(items: list[str], best: str) -> list[str]:
-    """Items in order without repeats, the best translation and empty ones."""
-    seen = {best, ""}
+    """Items in order without repeats, the best translation and empty (or blank) ones."""
+    seen = {best}
     out = []
     for item in items:
-        if item not in seen:
+        if item.strip() and item not in seen:
             seen.add(item)
             out.append(item)
     return out
@@ -185,22 +186,26 @@ class LibreTranslate:
         return routes[source, target], detected
 
     async def translate(self, route, texts: list[str], alternatives: int, fmt: str):
-        """(translations, alternatives per text) of LibreTranslate's texts: each line of a text
-        is a sentence, blank lines stay blank, a whitespace-only text gives ""."""
+        """(translations, alternatives per text, which texts had a sentence cut) of
+        LibreTranslate's texts: plain text or HTML through the document layer, the segments of
+        all texts decoded together; a whitespace-only text gives ""."""
         beam = max(route.last.translator.config.beam_size, alternatives + 1)
-        if fmt != "text":
-            raise RequestError(400, f"{fmt[:20]} format is not supported")
-        lines = [line for text in texts for line in text.split("\n")]
-        results = await self.service.translate(route, lines, beam_size=beam, nbest=alternatives + 1)
-        translated, alts, start = [], [], 0
-        for text in texts:
-            part = results[start : start + text.count("\n") + 1]
-            start += len(part)
-
-            best = "\n".join(r.text if r else "" for r in part)
-            translated.append(best)
-            alts.append(unique([_version(part, k) for k in range(1, alternatives + 1)], best))
-        return translated, alts
+        plan = plan_texts(route, texts, fmt)
+        results = await self.service.translate(
+            route,
+            plan.segments,
+            beam_size=beam,
+            nbest=alternatives + 1,
+            alignments=plan.needs_alignment,
+        )
+        results = filled(results)
+        versions = [plan.assemble(results, alternative=k) for k in range(alternatives + 1)]
+        translated = [t if t.strip() else "" for t in versions[0]]
+        alts = [
+            unique([v[i] for v in versions[1:]], translated[i]) if fmt == "text" else []
+            for i in range(len(texts))
+        ]
+        return translated, alts, plan.cut(results)
 
 
 def add_routes(app, service, read) -> None:
@@ -235,7 +240,7 @@ def add_routes(app, service, read) -> None:
         route, detected = lt.route(source, target, texts)
         service.charge(request, body["api_key"], sum(len(t) for t in texts))
         request.state.log_texts = texts
-        translated, alts = await lt.translate(route, texts, alternatives, fmt)
+        translated, alts, _cut = await lt.translate(route, texts, alternatives, fmt)
         out: dict[str, Any] = {"translatedText": translated if batch else translated[0]}
         if detected is not None:
             out["detectedLanguage"] = [detected] * len(texts) if batch else detected
@@ -317,7 +322,7 @@ def add_routes(app, service, read) -> None:
         service.check_length([text])
         route, _detected = lt.route(source, target, [text])
         service.charge(request, key, len(text))
-        (translated,), _alts = await lt.translate(route, [text], 0, FILE_FORMATS[extension])
+        (translated,), _alts, _cut = await lt.translate(route, [text], 0, FILE_FORMATS[extension])
         stored = f"{uuid.uuid4()}.{filename}"
         service.files[stored] = (filename, translated.encode("utf-8"))
         while len(service.files) > KEPT_FILES:
@@ -336,13 +341,6 @@ def add_routes(app, service, read) -> None:
             media_type=f"{kind}; charset=utf-8",
             headers={"Content-Disposition": f"attachment; filename*=UTF-8''{quote(original)}"},
         )
-
-
-def _version(part: list, k: int) -> str:
-    """A text's k-th alternative: each line's k-th (its best where it has fewer)."""
-    return "\n".join(
-        "" if r is None else r.alternatives[min(k, len(r.alternatives) - 1)].text for r in part
-    )
 
 
 def _extension(filename: str) -> str:

@@ -9,7 +9,7 @@ pivots, the models given first on the command line do.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from nmt_cli.served_models import ServedModel
 
@@ -39,6 +39,21 @@ class Route:
     @property
     def last(self) -> ServedModel:
         return self.steps[-1]
+
+
+def chained(first, second):
+    """The Translation of a line through a pivot: the second model's, with the first's
+    truncation and, where both have one, the alignment composed through the pivot's words
+    (source word i and target word k are aligned where some pivot word j links them)."""
+    if first is None or second is None:
+        return second
+    alignment = second.alignment
+    if first.alignment is not None and second.alignment is not None:
+        via: dict[int, list[int]] = {}
+        for i, j in first.alignment:
+            via.setdefault(j, []).append(i)
+        alignment = sorted({(i, k) for j, k in second.alignment for i in via.get(j, ())})
+    return replace(second, truncated=first.truncated or second.truncated, alignment=alignment)
 
 
 def routes(models: Sequence[ServedModel]) -> dict[tuple[str, str], Route]:

@@ -75,6 +75,52 @@ async def read_multipart(request, max_fields: int) -> tuple[dict, dict]:
     return fields, files
 
 
+async def read_fields(request, max_body: int, allow_form: bool, max_fields: int):
+    """(fields, uploaded files) of a Starlette request: its body (JSON, or with ``allow_form``
+    an urlencoded or multipart form) and its query string, each at most ``max_body`` bytes."""
+    query = request.scope.get("query_string", b"")
+    if len(query) > max_body:
+        raise RequestError(
+            414, f"the query string is too long ({len(query)} bytes, at most {max_body})"
+        )
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > max_body:
+        raise RequestError(
+            413, f"the request body is too large ({declared} bytes, at most {max_body})"
+        )
+    raw = await request.body()
+    if len(raw) > max_body:
+        raise RequestError(
+            413, f"the request body is too large ({len(raw)} bytes, at most {max_body})"
+        )
+    kind = request.headers.get("content-type", "")
+    files: dict = {}
+    if allow_form and kind.startswith("multipart/form-data"):
+        body, files = await read_multipart(request, max_fields)
+    else:
+        body = parse_body(raw, kind, allow_form)
+    try:
+        params = parse_form(query.decode("latin-1")) if query else {}
+    except RequestError:
+        raise RequestError(400, "the query string is not valid UTF-8") from None
+    return merge_query(body, params), files
+
+
+def given_key(body: dict, headers) -> str | None:
+    """The api_key a request gives: in its fields, an X-API-Key header or a bearer token; one
+    key given in two places must be the same."""
+    auth = headers.get("authorization", "")
+    given = [body.get("api_key"), headers.get("x-api-key")]
+    if auth.lower().startswith("bearer "):
+        given.append(auth[7:])
+    if any(k is not None and not isinstance(k, str) for k in given):
+        raise RequestError(400, "Invalid request: api_key must be a string")
+    keys = {k for k in given if k not in (None, "")}
+    if len(keys) > 1:
+        raise RequestError(400, "Invalid request: two different api keys in one request")
+    return keys.pop() if keys else None
+
+
 def merge_query(body: dict, query: dict) -> dict:
     """The body's fields with the query string's: a field in both must say the same."""
     merged = dict(body)

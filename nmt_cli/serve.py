@@ -33,14 +33,13 @@ from nmt_cli.language_id import LanguageIdentifier
 from nmt_cli.pivot import Route
 from nmt_cli.request_body import (
     RequestError,
-    merge_query,
-    parse_body,
-    parse_form,
+    given_key,
     read_bool,
+    read_fields,
     read_int,
-    read_multipart,
     read_texts,
 )
+from nmt_cli.served_documents import filled, plan_texts, texts_json
 from nmt_cli.served_models import ServedModel, load_models
 
 MAX_BEAM = 32
@@ -99,46 +98,12 @@ class Service:
     async def fields(self, request, allow_form: bool = True) -> tuple[dict, dict]:
         """(fields, uploaded files) of a request: its body (JSON, or with ``allow_form`` an
         urlencoded or multipart form) and its query string, size-checked."""
-        query = request.scope.get("query_string", b"")
-        if len(query) > self.max_body:
-            raise RequestError(
-                414, f"the query string is too long ({len(query)} bytes, at most {self.max_body})"
-            )
-        declared = request.headers.get("content-length", "")
-        if declared.isdigit() and int(declared) > self.max_body:
-            raise RequestError(
-                413, f"the request body is too large ({declared} bytes, at most {self.max_body})"
-            )
-        raw = await request.body()
-        if len(raw) > self.max_body:
-            raise RequestError(
-                413, f"the request body is too large ({len(raw)} bytes, at most {self.max_body})"
-            )
-        kind = request.headers.get("content-type", "")
-        files: dict = {}
-        if allow_form and kind.startswith("multipart/form-data"):
-            body, files = await read_multipart(request, self.settings.max_queue + 16)
-        else:
-            body = parse_body(raw, kind, allow_form)
-        try:
-            params = parse_form(query.decode("latin-1")) if query else {}
-        except RequestError:
-            raise RequestError(400, "the query string is not valid UTF-8") from None
-        return merge_query(body, params), files
+        return await read_fields(request, self.max_body, allow_form, self.settings.max_queue + 16)
 
     def check_key(self, body: dict, headers) -> str | None:
         """The api_key a request gave (body, query string, X-API-Key or a bearer token), checked
         against --api-key as LibreTranslate does: none 400, a wrong one 403."""
-        auth = headers.get("authorization", "")
-        given = [body.get("api_key"), headers.get("x-api-key")]
-        if auth.lower().startswith("bearer "):
-            given.append(auth[7:])
-        if any(k is not None and not isinstance(k, str) for k in given):
-            raise RequestError(400, "Invalid request: api_key must be a string")
-        keys = {k for k in given if k not in (None, "")}
-        if len(keys) > 1:
-            raise RequestError(400, "Invalid request: two different api keys in one request")
-        key = keys.pop() if keys else None
+        key = given_key(body, headers)
         if self.settings.api_key is None:
             return None  # keys are not used: one given is ignored, as LibreTranslate does
         if key is None:
@@ -215,9 +180,14 @@ class Service:
                 model = model.first
             else:
                 first_beam = model.first.translator.config.beam_size
-                middle = await self.translate(model.first, lines, beam_size=first_beam, nbest=1)
+                middle = await self.translate(
+                    model.first, lines, beam_size=first_beam, nbest=1, alignments=alignments
+                )
                 between = [r.text if r else "" for r in middle]
-                return await self.translate(model.last, between, beam_size=beam_size, nbest=nbest)
+                last = await self.translate(
+                    model.last, between, beam_size=beam_size, nbest=nbest, alignments=alignments
+                )
+                return [pivot.chained(a, b) for a, b in zip(middle, last)]
         if len(lines) > self.settings.max_queue:
             raise RequestError(
                 413,
@@ -417,24 +387,32 @@ def build_app(service: Service):
         beam = read_int(body, "beam_size", model.translator.config.beam_size, 1, MAX_BEAM)
         nbest = read_int(body, "nbest", 1, 1, beam)
         alignments, attention = read_bool(body, "alignments"), read_bool(body, "attention")
-        if route.pivot is not None and (alignments or attention):
+        if route.pivot is not None and attention:
             raise RequestError(
-                400, f"alignments, attention: not given for a pair pivoted through {route.pivot}"
+                400, f"attention: not given for a pair pivoted through {route.pivot}"
             )
         service.check_length(sentences)
         service.charge(request, body["api_key"], sum(len(s) for s in sentences))
         request.state.log_texts = sentences
+        plan = plan_texts(route, sentences)
         results = await service.translate(
             route,
-            sentences,
+            plan.segments,
             beam_size=beam,
             nbest=nbest,
-            alignments=alignments,
+            alignments=alignments or plan.needs_alignment,
             attention=attention,
         )
         out = {
             "model": model.id,
-            "translations": [_translation_json(r, nbest, alignments, attention) for r in results],
+            "translations": texts_json(
+                plan,
+                filled(results),
+                nbest,
+                alignments,
+                attention,
+                lambda r: _translation_json(r, nbest, alignments, attention),
+            ),
         }
         if route.pivot is not None:
             out.update(models=[m.id for m in route.steps], pivot=route.pivot)

@@ -1,0 +1,116 @@
+"""The document layer as `nmt serve` uses it: a request's texts become segments
+(nmt_cli/document.py's plan_documents), the segments of all its texts are decoded together, and
+each text is put back with its whitespace and markup; the native answer of a text of several
+segments merges theirs (scores added, alignments and attention side by side)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from nmt_cli.document import build_protector, plan_documents, segment_counter
+from nmt_cli.request_body import RequestError
+
+
+def plan_texts(route, texts: Sequence[str], fmt: str = "text"):
+    """The DocumentPlan of a request's texts for ``route``'s source language and first model:
+    sentences cut as `nmt translate` cuts them, placeholders and URLs kept verbatim."""
+    translator = route.first.translator
+    limit = translator.config.max_segment_tokens
+    count = segment_counter(translator)
+    try:
+        return plan_documents(
+            texts,
+            fmt=fmt,
+            language=route.source,
+            protector=build_protector((), translator.tokenizer),
+            max_tokens=limit,
+            # a subword has at least one character: shorter texts are never counted
+            count_tokens=lambda text: count(text) if len(text) >= limit else 0,
+        )
+    except ImportError:  # the HTML reader is not in this installation
+        raise RequestError(400, f"{fmt} format is not supported") from None
+
+
+def filled(results: list) -> list:
+    """The batcher's results with an empty Translation for each blank segment (None)."""
+    from nmt_cli.translate import Translation
+
+    return [r if r is not None else Translation("", "", [], []) for r in results]
+
+
+def _kth(tr, k: int):
+    return tr.alternatives[min(k, len(tr.alternatives) - 1)] if tr.alternatives else None
+
+
+def texts_json(plan, results: list, nbest: int, alignments: bool, attention: bool, one) -> list:
+    """The native answer for each text: ``one(translation)`` where it is one segment (its texts
+    then the assembled ones, whitespace kept), else its segments merged."""
+    versions = [plan.assemble(results, alternative=k) for k in range(max(nbest, 1))]
+    cut = plan.cut(results)
+    return [
+        _text_json(plan, i, results, [v[i] for v in versions], cut[i], alignments, attention, one)
+        for i in range(len(versions[0]))
+    ]
+
+
+def _text_json(plan, i, results, texts, cut, alignments, attention, one) -> dict:
+    nbest = len(texts)
+    segments = [results[s] for s in plan.segments_of(i)]
+    if len(segments) == 1:
+        out = one(segments[0])
+        out["text"] = texts[0]
+        for k, entry in enumerate(out["nbest"]):
+            entry["text"] = texts[k]
+    else:
+        out = {
+            "text": texts[0],
+            "score": round(sum(tr.score for tr in segments), 4),
+            "nbest": [
+                {
+                    "text": texts[k],
+                    "score": round(sum(a.score for tr in segments if (a := _kth(tr, k))), 4),
+                    "norm_score": round(
+                        sum(a.norm_score for tr in segments if (a := _kth(tr, k))), 4
+                    ),
+                }
+                for k in range(nbest)
+            ],
+        }
+        if alignments:
+            pairs, src_at, tgt_at = [], 0, 0
+            for s, tr in zip(plan.segments_of(i), segments):
+                pairs += [(a + src_at, b + tgt_at) for a, b in tr.alignment or []]
+                src_at += len(plan.segments[s].split())
+                tgt_at += len(tr.text.split())
+            out["alignment"] = " ".join(f"{a}-{b}" for a, b in pairs)
+        if attention:
+            out["attention"] = merged_attention([tr.attention for tr in segments])
+    out["segments"] = len(segments)
+    out["cut"] = cut
+    return out
+
+
+def _block(rows_of: list[list[list[float]]]) -> list[list[float]]:
+    """Matrices side by side on the diagonal, zeros elsewhere."""
+    width = sum(len(m[0]) if m else 0 for m in rows_of)
+    out, at = [], 0
+    for m in rows_of:
+        w = len(m[0]) if m else 0
+        out += [[0.0] * at + [round(x, 4) for x in row] + [0.0] * (width - at - w) for row in m]
+        at += w
+    return out
+
+
+def merged_attention(parts: list) -> dict | None:
+    """The word and piece attention of segments translated apart, as one block-diagonal whole:
+    each target word attends to its own segment's source words only."""
+    if any(p is None for p in parts):
+        return None
+    return {
+        "source_words": [w for p in parts for w in p.source_words],
+        "target_words": [w for p in parts for w in p.target_words],
+        "weights": _block([p.weights for p in parts]),
+        "source_pieces": [w for p in parts for w in p.source_pieces],
+        "target_pieces": [w for p in parts for w in p.target_pieces],
+        "piece_weights": _block([p.piece_weights for p in parts]),
+    }
