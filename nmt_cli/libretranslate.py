@@ -79,6 +79,7 @@ class NativeRequest(BaseModel):
     nbest: int = Field(1, ge=1, le=32)
     alignments: bool = False
     attention: bool = False
+    format: str = Field("text", description='"text" or "html"')
     api_key: str | None = None
 
 

@@ -6,6 +6,8 @@ import json
 from typing import Any
 from urllib.parse import parse_qs
 
+UNREADABLE_FORM = "Invalid request: the multipart form cannot be read"
+
 
 class RequestError(Exception):
     """A refused request: its HTTP status and one line of explanation."""
@@ -59,9 +61,9 @@ async def read_multipart(request, max_fields: int) -> tuple[dict, dict]:
     try:
         form = await request.form(max_files=4, max_fields=max_fields)
     except HTTPException as exc:
-        raise RequestError(400, f"the multipart form cannot be read ({exc.detail})") from None
+        raise RequestError(400, f"{UNREADABLE_FORM} ({exc.detail})") from None
     except (ValueError, KeyError, AssertionError) as exc:
-        raise RequestError(400, f"the multipart form cannot be read ({exc})") from None
+        raise RequestError(400, f"{UNREADABLE_FORM} ({exc})") from None
     fields: dict = {}
     files: dict = {}
     for key, value in form.multi_items():

@@ -394,7 +394,10 @@ def build_app(service: Service):
         service.check_length(sentences)
         service.charge(request, body["api_key"], sum(len(s) for s in sentences))
         request.state.log_texts = sentences
-        plan = plan_texts(route, sentences)
+        fmt = body.get("format", "text")
+        if fmt not in ("text", "html"):
+            raise RequestError(400, f'format: "text" or "html", got {json.dumps(fmt)[:40]}')
+        plan = plan_texts(route, sentences, fmt)
         results = await service.translate(
             route,
             plan.segments,

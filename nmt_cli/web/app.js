@@ -58,14 +58,16 @@ function setStatus(text, isError) {
 }
 
 async function translate() {
-  const lines = $("source").value.split("\n");
+  // Plain text: each line a paragraph (the server cuts it into sentences); HTML: one document.
+  const html = $("format").value === "html";
+  const lines = html ? [$("source").value] : $("source").value.split("\n");
   const todo = lines.map((line, i) => [line, i]).filter(([line]) => line.trim());
   if (!todo.length) { setStatus("Nothing to translate.", true); return; }
   const m = currentModel();
   const beam = Math.max(1, parseInt($("beam").value, 10) || m.beam_size);
   const nbest = Math.min(beam, Math.max(1, parseInt($("nbest").value, 10) || 1));
   const body = { model: m.id, src: todo.map(([line]) => line), beam_size: beam, nbest,
-                 alignments: true, attention: true };
+                 alignments: !html, attention: !html, format: html ? "html" : "text" };
   if (state.keyRequired) body.api_key = $("api-key").value;
   $("translate").disabled = true;
   setStatus("Translating…");
@@ -77,7 +79,9 @@ async function translate() {
     if (!response.ok) { setStatus(answer.error || `HTTP ${response.status}`, true); return; }
     state.results = lines.map(() => null);
     todo.forEach(([, i], k) => { state.results[i] = { source: lines[i], ...answer.translations[k] }; });
-    $("timing").textContent = `${todo.length} sentence${todo.length > 1 ? "s" : ""} · ${Math.round(performance.now() - started)} ms`;
+    const count = answer.translations.reduce((n, t) => n + (t.segments || 1), 0);
+    const cut = answer.translations.some((t) => t.cut) ? " · a sentence was cut at the model's limit" : "";
+    $("timing").textContent = `${count} sentence${count > 1 ? "s" : ""} · ${Math.round(performance.now() - started)} ms${cut}`;
     setStatus("");
     renderSegments();
     select(state.results.findIndex((r) => r));
