@@ -17,6 +17,7 @@ bounded in count (--requests, default: one per line of --src) and time (--second
 - serial: `nmt serve --max-batch-tokens 0`: one request at a time, --threads CPU threads;
 - serial-1t: the same with one CPU thread (on a busy machine two OpenMP threads can be slower);
 - batched: `nmt serve` with batching across requests (--max-batch-tokens, --max-wait-ms).
+- batched-ops: the same with --metrics and per-client rate limits on (set far above the load).
 - steady: the server's defaults under a steady load for --seconds, each request a random run of
   1 to --max-sentences consecutive lines of --src in one list ("q": [...]); the server's
   resident memory (VmRSS) is sampled every --rss-every seconds and one line printed per sample.
@@ -369,7 +370,10 @@ def main() -> None:
                 ["--max-batch-tokens", "0"],
                 threads=1 if mode == "serial-1t" else args.threads,
             )
-        elif mode == "batched":
+        elif mode in ("batched", "batched-ops"):
+            # batched-ops: the same with metrics and per-client rate limits counted (limits
+            # far above the load, so none is refused)
+            ops = ["--metrics", "--rate-limit", "100000000", "--char-rate-limit", "1000000000"]
             r = serve_mode(
                 args,
                 lines,
@@ -379,14 +383,15 @@ def main() -> None:
                     str(args.max_batch_tokens),
                     "--max-wait-ms",
                     str(args.max_wait_ms),
-                ],
+                ]
+                + (ops if mode == "batched-ops" else []),
             )
         elif mode == "steady":
             r = steady_mode(args, lines, pair)
         else:
             sys.exit(
                 f"--modes: unknown mode {mode!r} "
-                "(file, file-inproc, serial, serial-1t, batched, steady)"
+                "(file, file-inproc, serial, serial-1t, batched, batched-ops, steady)"
             )
         sentences = r.get("sentences", r["requests"])
         r["sent_per_s"] = sentences / r["wall_s"]
@@ -409,7 +414,7 @@ def main() -> None:
         results[mode] = r
     if "file-inproc" in results:  # a sentence must not depend on what it was batched with
         written = results["file-inproc"]["answers"]
-        for mode in ("serial", "serial-1t", "batched"):
+        for mode in ("serial", "serial-1t", "batched", "batched-ops"):
             if mode in results:
                 got = [(a, w) for a, w in zip(results[mode]["answers"], written) if a is not None]
                 same = sum(a == w for a, w in got)
@@ -419,6 +424,11 @@ def main() -> None:
             if other in results:
                 ratio = results["batched"]["sent_per_s"] / results[other]["sent_per_s"]
                 print(f"batched / {other}: {ratio:.2f}x sentences/s")
+    if "batched-ops" in results:
+        for other in ("batched", "file", "file-inproc"):
+            if other in results:
+                ratio = results["batched-ops"]["sent_per_s"] / results[other]["sent_per_s"]
+                print(f"batched-ops / {other}: {ratio:.2f}x sentences/s")
     if args.record:
         rows = []
         rss = ("rss_start_mb", "rss_after_warmup_mb", "rss_end_mb", "rss_max_mb")
