@@ -6,9 +6,22 @@ segments merges theirs (scores added, alignments and attention side by side)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 
 from nmt_cli.document import build_protector, plan_documents, segment_counter
 from nmt_cli.request_body import RequestError
+
+
+@lru_cache(maxsize=64)
+def _protector(translator):
+    """The built-in protected spans and the characters ``translator``'s vocabulary lacks: made
+    once per served model, not per request."""
+    return build_protector((), translator.tokenizer)
+
+
+@lru_cache(maxsize=64)
+def _counter(translator):
+    return segment_counter(translator)
 
 
 def plan_texts(route, texts: Sequence[str], fmt: str = "text"):
@@ -16,13 +29,13 @@ def plan_texts(route, texts: Sequence[str], fmt: str = "text"):
     sentences cut as `nmt translate` cuts them, placeholders and URLs kept verbatim."""
     translator = route.first.translator
     limit = translator.config.max_segment_tokens
-    count = segment_counter(translator)
+    count = _counter(translator)
     try:
         return plan_documents(
             texts,
             fmt=fmt,
             language=route.source,
-            protector=build_protector((), translator.tokenizer),
+            protector=_protector(translator),
             max_tokens=limit,
             # a subword has at least one character: shorter texts are never counted
             count_tokens=lambda text: count(text) if len(text) >= limit else 0,

@@ -578,3 +578,46 @@ def test_page_translates_and_hovering_a_word_highlights_what_it_attended_to(serv
         assert (tmp_path / "page.png").stat().st_size > 10_000
     finally:
         driver.quit()
+
+
+@pytest.mark.slow
+def test_page_translates_a_pasted_paragraph_whole_and_an_html_document(server):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import Select, WebDriverWait
+
+    paragraph = "A man is riding a bike. Two dogs play in the snow."
+    expected = server.json("POST", "/v1/translate", {"src": [paragraph]})[1]["translations"][0]
+    assert expected["segments"] == 2  # the server cut the paragraph into its two sentences
+    driver = chromium_driver()
+    try:
+        driver.get(server.url + "/")
+        wait = WebDriverWait(driver, 30)
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#model option"))
+        driver.find_element(By.ID, "source").send_keys(paragraph)
+        driver.find_element(By.ID, "translate").click()
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#segments .segment-text"))
+        (shown,) = driver.find_elements(By.CSS_SELECTOR, "#segments .segment-text")
+        assert shown.text == expected["text"].strip()
+        assert driver.find_element(By.ID, "timing").text.startswith("2 sentences")
+        # both sentences' words in one heat map, each target word attending to its own sentence
+        heads = driver.find_elements(By.CSS_SELECTOR, "#heatmap th.src-word")
+        assert [h.text for h in heads] == paragraph.split()
+
+        pytest.importorskip("nmt_cli.markup")  # the HTML reader of the document layer
+        document = "<p>A man is riding a <b>bike</b>.</p>\n<p>Two dogs play in the snow.</p>"
+        html = server.json("POST", "/v1/translate", {"src": [document], "format": "html"})[1]
+        box = driver.find_element(By.ID, "source")
+        box.clear()
+        box.send_keys(document)
+        Select(driver.find_element(By.ID, "format")).select_by_value("html")
+        driver.find_element(By.ID, "translate").click()
+        want = html["translations"][0]["text"].strip()
+        wait.until(
+            lambda d: (
+                [s.text for s in d.find_elements(By.CSS_SELECTOR, "#segments .segment-text")]
+                == [want]
+            )
+        )
+        assert "<p>" in want and "<b>" in want
+    finally:
+        driver.quit()
