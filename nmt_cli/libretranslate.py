@@ -117,6 +117,13 @@ def texts_field(body: dict) -> tuple[list[str], bool]:
     return [t.replace("\r\n", "\n").replace("\r", "\n") for t in texts], batch
 
 
+def check_count(texts: list[str], most: int) -> None:
+    if len(texts) > most:
+        raise RequestError(
+            400, f"Invalid request: request ({len(texts)}) exceeds text limit ({most})"
+        )
+
+
 def alternatives_field(body: dict, most: int) -> int:
     value = body.get("alternatives", 0)
     if isinstance(value, bool) or not isinstance(value, (int, str)):
@@ -231,12 +238,7 @@ def add_routes(app, service, read) -> None:
         fmt = body.get("format") or "text"
         if not isinstance(fmt, str) or fmt not in ("text", "html"):
             raise RequestError(400, f"{str(fmt)[:20]} format is not supported")
-        if batch and len(texts) > service.settings.max_queue:
-            raise RequestError(
-                400,
-                f"Invalid request: request ({len(texts)}) exceeds text limit "
-                f"({service.settings.max_queue})",
-            )
+        check_count(texts, service.settings.max_queue)
         service.check_length(texts)
         route, detected = lt.route(source, target, texts)
         service.charge(request, body["api_key"], sum(len(t) for t in texts))
@@ -257,6 +259,7 @@ def add_routes(app, service, read) -> None:
     async def detect(request: Request):
         body = await read(request, allow_form=True)
         texts, _batch = texts_field(body)
+        check_count(texts, service.settings.max_queue)
         service.check_length(texts)
         service.charge(request, body["api_key"], sum(len(t) for t in texts))
         sources = sorted({m.source for m in service.models})

@@ -136,7 +136,7 @@ def serve(
     those in flight and exits 0. Needs the serve extra (pip install 'nmt[serve]').
     """
     from nmt_cli.serve import ServeSettings
-    from nmt_cli.serve import serve as run_serve
+    from nmt_cli.serve_process import serve as run_serve
 
     run_serve(
         model,
