@@ -7,7 +7,8 @@ most N source subwords, at clause boundaries (nmt_cli/segment.py's clause_spans:
 semicolons, conjunctions) or at the space nearest the middle, each part translated alone and
 the translations joined with a space. Printed per variant: BLEU against the joined references,
 how many outputs repeat some 4-gram more than three times, the most repetitions of one 4-gram,
-and the range of output/input word ratios.
+and the range of output/input word ratios; the references' own line shows how often captions
+joined so repeat a 4-gram ("un homme en train") with no loop at all.
 
     OMP_NUM_THREADS=1 python bench/long_sentences.py -m RUN [--words 100] [--parts 40,60,80,120]
 """
@@ -99,6 +100,7 @@ def main() -> None:
         f"{min(len(s.split()) for s in sources)}-{max(len(s.split()) for s in sources)} words, "
         f"{min(lengths)}-{max(lengths)} subwords"
     )
+    report("references", sources, references, references)
     report("whole", sources, [t.text for t in translator.translate(sources)], references)
     for limit in [int(x) for x in args.parts.split(",")]:
         for clauses in (True, False):
