@@ -282,6 +282,11 @@ def parse_html(document: str, protector: Protector | None = None) -> list[str | 
                 flush()
                 out.append(markup)
             k = end
+        elif kind in ("start", "startend") and tag == "br":
+            if run is None:
+                run, run_from = _Run(offsets[k]), k
+            run.add_atom("\n", _start_tag(tag, attrs, kind == "startend"))  # a line break
+            k += 1
         elif kind in ("start", "startend") and (tag in INLINE or tag in VOID_INLINE):
             if run is None:
                 run, run_from = _Run(offsets[k]), k
