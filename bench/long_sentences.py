@@ -10,7 +10,8 @@ how many outputs repeat some 4-gram more than three times, the most repetitions 
 and the range of output/input word ratios; the references' own line shows how often captions
 joined so repeat a 4-gram ("un homme en train") with no loop at all.
 
-    OMP_NUM_THREADS=1 python bench/long_sentences.py -m RUN [--words 100] [--parts 40,60,80,120]
+    OMP_NUM_THREADS=1 python bench/long_sentences.py -m RUN [--words 100] [--parts 20,30,40]
+        [--max-repeats 3]
 """
 
 from __future__ import annotations
@@ -88,15 +89,19 @@ def main() -> None:
     ap.add_argument("-m", "--model", required=True)
     ap.add_argument("--data", default=os.environ.get("NMT_DATA_MIRROR", "/work/shared/data"))
     ap.add_argument("--words", type=int, default=100)
-    ap.add_argument("--parts", default="40,60,80,120", help="subword limits of a part")
+    ap.add_argument("--parts", default="20,30,40", help="subword limits of a part")
     ap.add_argument("--beam-size", type=int, default=None)
+    ap.add_argument("--max-repeats", type=int, default=None, help="decode.max_repeats")
     args = ap.parse_args()
-    translator = Translator.load(args.model, threads=1, beam_size=args.beam_size)
+    translator = Translator.load(
+        args.model, threads=1, beam_size=args.beam_size, max_repeats=args.max_repeats
+    )
     sources, references = joined(Path(args.data), args.words)
     lengths = [len(translator.tokenizer.encode_src([s])[0]) for s in sources]
     print(
         f"# {platform.node()}, one thread, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; "
-        f"{args.model}, beam {translator.config.beam_size}; {len(sources)} sentences of "
+        f"{args.model}, beam {translator.config.beam_size}, max_repeats "
+        f"{translator.config.max_repeats}; {len(sources)} sentences of "
         f"{min(len(s.split()) for s in sources)}-{max(len(s.split()) for s in sources)} words, "
         f"{min(lengths)}-{max(lengths)} subwords"
     )

@@ -247,7 +247,8 @@ def segment_counter(translator) -> Callable[[str], int]:
     from nmt_cli.tokenizer import normalize
 
     def count(text: str) -> int:
-        return len(translator.tokenizer.encode_src([normalize(text, translator.lowercase)])[0])
+        cleaned = normalize(text, translator.lowercase)
+        return len(translator.tokenizer.src.encode(cleaned))
 
     return count
 

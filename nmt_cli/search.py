@@ -81,6 +81,33 @@ def _restrict(logp: torch.Tensor, at_limit: torch.Tensor | None, too_short: bool
     return logp
 
 
+REPEAT_NGRAM = 4  # the n of the repetition guard's n-grams (max_repeats)
+
+
+def _ban_repeats(logp: torch.Tensor, history: torch.Tensor, columns, most: int) -> None:
+    """The repetition guard: in each row of ``logp`` (in place), -inf for every token that would
+    make an n-gram (n = REPEAT_NGRAM) of the row's ``history`` (rows x steps so far) occur more
+    than ``most`` times. Only the rows whose last n-1 tokens already began ``most`` n-grams are
+    looked at in Python, so the guard costs one comparison of the history per step."""
+    n = REPEAT_NGRAM
+    steps = history.size(1)
+    if steps < n - 1 + most:
+        return
+    windows = history.unfold(1, n, 1)  # (rows, steps - n + 1, n)
+    hit = (windows[:, :, :-1] == history[:, steps - n + 1 :].unsqueeze(1)).all(-1)
+    flagged = (hit.sum(-1) >= most).nonzero().squeeze(1).tolist()
+    for row in flagged:
+        nexts = windows[row, hit[row], -1].tolist()
+        banned = [tok for tok in set(nexts) if nexts.count(tok) >= most]
+        if columns is None:
+            logp[row, banned] = float("-inf")
+            continue
+        ids = columns.token_ids(
+            torch.arange(logp.size(1), device=logp.device), torch.tensor([row], device=logp.device)
+        ).view(-1)
+        logp[row, torch.isin(ids, torch.tensor(banned, device=ids.device))] = float("-inf")
+
+
 def _split(
     vocab: Candidates | torch.Tensor | None,
 ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
@@ -121,13 +148,15 @@ def greedy(
     attention: bool = False,
     vocab: Candidates | torch.Tensor | None = None,
     check_every: int = 4,
+    max_repeats: int = 0,
 ) -> list[list[Hypothesis]]:
     """Batched greedy decoding; returns one 1-best hypothesis list per sentence.
     ``vocab``: sorted target ids to choose from, or per-sentence ``Candidates``; None = all.
 
     Every ``check_every`` steps (one host synchronisation, not one per step) the sentences that
     have ended leave the batch: in a length-sorted batch a good share of the rows would otherwise
-    go on computing after their EOS."""
+    go on computing after their EOS. ``max_repeats`` > 0: no 4-gram occurs more often than that
+    in an output (the repetition guard, :func:`_ban_repeats`)."""
     setup = setup_of(model)
     multiple, group_rows = setup.column_multiple, setup.group_rows
     vocab, allowed = pad_union(*_split(vocab), multiple)
@@ -149,6 +178,8 @@ def greedy(
     for t in range(steps):
         logp, state, weights = model.step(prev, state, memory, columns)
         logp = _restrict(logp, limit - 1 <= t if t >= first_cap else None, t < min_len)
+        if max_repeats:
+            _ban_repeats(logp, tokens[rows, :t], columns, max_repeats)
         best, token = logp.max(dim=-1)
         if columns is not None:
             token = columns.token_ids(token)
@@ -198,13 +229,15 @@ def beam_search(
     attention: bool = False,
     vocab: Candidates | torch.Tensor | None = None,
     leave_share: float = LEAVE_SHARE,
+    max_repeats: int = 0,
 ) -> list[list[Hypothesis]]:
     """Batched beam search; returns the ``nbest`` best hypotheses per sentence, best first.
     ``vocab``: sorted target ids to choose from, or per-sentence ``Candidates``; None = all.
 
     The beam holds K hypotheses, finished ones included; a sentence is done once all K have
     finished or its n-th best finished one beats what any alive one can still reach (module
-    doc). Done sentences leave the batch, so the tensors shrink as the batch finishes."""
+    doc). Done sentences leave the batch, so the tensors shrink as the batch finishes.
+    ``max_repeats`` > 0: the repetition guard, as greedy's."""
     setup = setup_of(model)
     multiple = setup.column_multiple
     vocab, allowed = pad_union(*_split(vocab), multiple)
@@ -283,7 +316,10 @@ def beam_search(
         n = rows.size(0)
         v = logp.size(-1)
         at_limit = (limit - 1 <= t).repeat_interleave(k) if t >= first_cap else None
-        logp = _restrict(logp, at_limit, t < min_len).view(n, k, v)
+        logp = _restrict(logp, at_limit, t < min_len)
+        if max_repeats:
+            _ban_repeats(logp, alive_seq.reshape(n * k, t), columns, max_repeats)
+        logp = logp.view(n, k, v)
         cand = (alive_logp.unsqueeze(-1) + logp).view(n, k * v)
         top_logp, top_idx = cand.topk(k, dim=-1)  # (N, K), best first
         top_beam, top_tok = top_idx // v, top_idx % v
@@ -380,6 +416,7 @@ def search(
     nbest: int = 1,
     attention: bool = False,
     vocab: Candidates | torch.Tensor | None = None,
+    max_repeats: int = 0,
 ) -> list[list[Hypothesis]]:
     if beam_size == 1 and nbest == 1:
         return greedy(
@@ -391,6 +428,7 @@ def search(
             min_len=min_len,
             attention=attention,
             vocab=vocab,
+            max_repeats=max_repeats,
         )
     return beam_search(
         model,
@@ -404,4 +442,5 @@ def search(
         nbest=nbest,
         attention=attention,
         vocab=vocab,
+        max_repeats=max_repeats,
     )

@@ -556,3 +556,23 @@ def test_a_long_sentence_is_translated_in_clauses_and_never_cut(trained):
     )
     (cut,) = whole.translate_texts([text])
     assert cut.cut and len(warnings) == 1
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_the_repetition_guard_keeps_every_4gram_to_its_limit(trained, beam):
+    from collections import Counter
+
+    from tests.conftest import multi30k_lines
+
+    sources = [" ".join(multi30k_lines("test_2016_flickr", "en", 40)[i : i + 4]) for i in (0, 8)]
+
+    def most(tr):
+        worst = 0
+        for t in tr.translate(sources):
+            ids = t.hypotheses[0].tokens
+            grams = Counter(tuple(ids[i : i + 4]) for i in range(len(ids) - 3))
+            worst = max([worst, *grams.values()])
+        return worst
+
+    assert most(translator(trained, beam_size=beam, max_repeats=2)) <= 2
+    assert most(translator(trained, beam_size=beam, max_repeats=1)) <= 1
