@@ -342,19 +342,27 @@ class _Placement:
             if kind == "e" and (item.continued or item.continues):
                 self.point[(kind, k)] = lo if item.continued else hi
                 continue
-            if end < len(self.inline.text) and not self.inline.text[end].isspace():
-                allowed = pos  # glued to what follows it: it may stay inside a word
-            else:  # free-standing: never inside a word of the translation
-                allowed = pos
-                while (
-                    0 < allowed < len(self.tgt)
-                    and self.tgt[allowed].word == self.tgt[allowed - 1].word
-                ):
-                    allowed += 1
-            self.point[(kind, k)] = self._clamp(allowed, lo, hi, taken)
+            pos = self._clamp(pos, lo, hi, taken)
+            glued = end < len(self.inline.text) and not self.inline.text[end].isspace()
+            if not glued and self._inside_word(pos):  # free-standing: not inside a word
+                for moved in (self._word_edge(pos, 1), self._word_edge(pos, -1)):
+                    moved = self._clamp(moved, lo, hi, taken)
+                    if not self._inside_word(moved):
+                        pos = moved
+                        break
+            self.point[(kind, k)] = pos
         for k, (a, b) in list(self.span.items()):
             if self.inline.elements[k].parent == node:
                 self._place(k, a, b)
+
+    def _inside_word(self, pos: int) -> bool:
+        return 0 < pos < len(self.tgt) and self.tgt[pos].word == self.tgt[pos - 1].word
+
+    def _word_edge(self, pos: int, step: int) -> int:
+        """The end (step 1) or the start (step -1) of the target word around boundary ``pos``."""
+        while self._inside_word(pos):
+            pos += step
+        return pos
 
     @staticmethod
     def _clamp(pos: int, lo: int, hi: int, taken: list[tuple[int, int]]) -> int:
