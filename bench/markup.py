@@ -169,6 +169,21 @@ def verbatim_once(outputs: list[str], spans: list[list[str]], unescape: bool) ->
     return good, total
 
 
+def probe(translator, lines: list[str], symbols: list[str], seed: int) -> None:
+    """How often each symbol, put in at a random place, comes out exactly once."""
+    rng = random.Random(seed)
+    print(f"{len(lines)} sentences; the symbol once in the translation:")
+    for symbol in symbols:
+        inputs = []
+        for line in lines:
+            words = line.split()
+            words.insert(rng.randrange(len(words) + 1), symbol)
+            inputs.append(" ".join(words))
+        out = translator.translate(inputs)
+        once = sum(t.text.split().count(symbol) == 1 for t in out)
+        print(f"  {symbol!r:12} {once}/{len(lines)} = {100 * once / len(lines):.1f}%")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-m", "--model", required=True)
@@ -177,8 +192,17 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--examples", type=int, default=3)
+    ap.add_argument(
+        "--probe",
+        default="",
+        help="comma-separated symbols: instead, how often the model copies each one, put "
+        "between two random words of --lines sentences, into its translation exactly once",
+    )
     args = ap.parse_args()
     translator = Translator.load(args.model, threads=args.threads)
+    if args.probe:
+        probe(translator, real_lines(args.split, args.lines), args.probe.split(","), args.seed)
+        return
     protector = Protector(vocabulary=translator.tokenizer)
     rng = random.Random(args.seed)
     lines = real_lines(args.split, args.lines)
