@@ -102,3 +102,38 @@ def test_plain_text_protected_spans_are_never_cut_and_come_back():
     )
     assert plan.assemble(identity(plan)) == [text]
     assert all("{{" not in s and "example" not in s for s in plan.segments)
+
+
+class DroppingTranslator:
+    """A stand-in model that, like a caption model given two captions without a full stop
+    between them, keeps only the first three words of a long input."""
+
+    recipe, tokenizer, lowercase = None, None, False
+
+    def __init__(self):
+        from nmt_cli.config import DecodeConfig
+
+        self.config = DecodeConfig(max_segment_tokens=0)
+        self.calls = []
+
+    def translate(self, lines, **_):
+        self.calls.append(list(lines))
+        out = []
+        for line in lines:
+            words = line.split()
+            text = " ".join(words[:3]).upper() if len(words) > 8 else line.upper()
+            out.append(Translation(line, text, [], list(range(len(words)))))
+        return out
+
+
+def test_a_translation_that_drops_half_its_source_is_redone_in_parts():
+    from nmt_cli.document import translate_documents
+
+    lines = [x.strip() for x in multi30k_lines("test_2017_flickr", "en", 40)]
+    bare = [x for x in lines if not x.endswith(".") and len(x.split()) >= 6][:2]
+    text = " ".join(bare)  # two captions run together: one sentence to the segmenter
+    stub = DroppingTranslator()
+    (result,) = translate_documents(stub, [text], protect=None)
+    assert len(stub.calls) == 2 and len(stub.calls[1]) >= 2
+    assert len(result.text.split()) >= len(text.split()) / 2
+    assert " ".join(stub.calls[1]) == text
