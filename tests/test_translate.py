@@ -576,3 +576,32 @@ def test_the_repetition_guard_keeps_every_4gram_to_its_limit(trained, beam):
 
     assert most(translator(trained, beam_size=beam, max_repeats=2)) <= 2
     assert most(translator(trained, beam_size=beam, max_repeats=1)) <= 1
+
+
+def test_lines_cut_at_the_source_limit_are_named_in_one_warning(trained):
+    from nmt_cli.document import DocumentOptions
+
+    model, tokenizer, _, _ = trained
+    warnings = []
+    tr = Translator(
+        model,
+        tokenizer,
+        decoding(beam_size=1, max_segment_tokens=0),
+        max_source_tokens=20,
+        warn=warnings.append,
+    )
+    data = ("A dog.\n" + "word " * 60 + "\nA cat.\n" + "dog " * 50 + "\n").encode()
+    buf = io.StringIO()
+    translate_stream(
+        tr,
+        io.BytesIO(data),
+        buf,
+        interactive=False,
+        out=OutputOptions(),
+        documents=DocumentOptions(),
+    )
+    assert len(buf.getvalue().split("\n")) == 5
+    assert warnings == [
+        "warning: input lines 2, 4 have a sentence part longer than 20 subwords, cut to that "
+        "length (decode.max_segment_tokens cuts long sentences at clauses first)"
+    ]
