@@ -180,6 +180,8 @@ def _plan_text(plan: DocumentPlan, i: int, text: str, cutter: _Cutter, protector
 
             inline = plain_inline(piece, protector)
             piece = inline.text
+            if not inline.protected:  # nothing to put back: the text is the model input
+                inline = None
         at = 0
         kept = [] if inline is None else [(x.start, x.end) for x in inline.protected]
         for a, b in cutter.spans(piece, kept):
