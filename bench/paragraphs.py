@@ -85,10 +85,8 @@ def main() -> None:
         f"{translator.config.beam_size}"
     )
     lines = [] if args.speed_only else read(data, "test_2017_flickr")
-    for name, given in (
-        ("as they are", lines),
-        ("full stops added", [punctuated(x) for x in lines]),
-    ):
+    joins = [("as they are", lines), ("full stops added", [punctuated(x) for x in lines])]
+    for name, given in joins if lines else []:
         n, same, same_plain, lost = compare(translator, given, args.join)
         print(
             f"test_2017_flickr, {args.join} lines a paragraph, {name}: {same}/{n} paragraphs "

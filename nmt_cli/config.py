@@ -306,10 +306,10 @@ class DecodeConfig(Section):
         "clause boundaries (docs/translate.md#long-sentences); 0 = never cut",
     )
     max_repeats: int = _opt(
-        0,
+        3,
         lo=0,
-        help="repetition guard: no 4-gram occurs more often than this in an output "
-        "(docs/translate.md#long-sentences); 0 = no guard",
+        help="repetition guard: no 4-gram occurs more often than this in the output of a "
+        "sentence of over 20 subwords (docs/translate.md#long-sentences); 0 = no guard",
     )
 
 
