@@ -5,11 +5,14 @@ Consecutive Multi30k test_2016_flickr lines are joined with ", and " (their refe
 whole (only the output length cap relative to the source applies), then cut into parts of at
 most N source subwords, at clause boundaries (nmt_cli/segment.py's clause_spans: commas,
 semicolons, conjunctions) or at the space nearest the middle, each part translated alone and
-the translations joined with a space. Printed per variant: BLEU against the joined references,
-how many outputs repeat some 4-gram more than three times, the most repetitions of one 4-gram,
-and the range of output/input word ratios.
+the translations joined with a space; and through the document layer as nmt translate does it
+(decode.max_segment_tokens, a retry of translations that lost words). Printed per variant:
+BLEU against the joined references, how many outputs repeat some 4-gram more than three times,
+the most repetitions of one 4-gram, and the range of output/input word ratios; the references'
+own line shows how often captions joined so repeat a 4-gram with no loop at all.
 
-    OMP_NUM_THREADS=1 python bench/long_sentences.py -m RUN [--words 100] [--parts 40,60,80,120]
+    OMP_NUM_THREADS=1 python bench/long_sentences.py -m RUN [--words 100] [--parts 20,30,40]
+        [--max-repeats 3]
 """
 
 from __future__ import annotations
@@ -87,20 +90,27 @@ def main() -> None:
     ap.add_argument("-m", "--model", required=True)
     ap.add_argument("--data", default=os.environ.get("NMT_DATA_MIRROR", "/work/shared/data"))
     ap.add_argument("--words", type=int, default=100)
-    ap.add_argument("--parts", default="40,60,80,120", help="subword limits of a part")
+    ap.add_argument("--parts", default="20,30,40", help="subword limits of a part ('': none)")
     ap.add_argument("--beam-size", type=int, default=None)
+    ap.add_argument("--max-repeats", type=int, default=None, help="decode.max_repeats")
     args = ap.parse_args()
-    translator = Translator.load(args.model, threads=1, beam_size=args.beam_size)
+    translator = Translator.load(
+        args.model, threads=1, beam_size=args.beam_size, max_repeats=args.max_repeats
+    )
     sources, references = joined(Path(args.data), args.words)
     lengths = [len(translator.tokenizer.encode_src([s])[0]) for s in sources]
     print(
         f"# {platform.node()}, one thread, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC; "
-        f"{args.model}, beam {translator.config.beam_size}; {len(sources)} sentences of "
+        f"{args.model}, beam {translator.config.beam_size}, max_repeats "
+        f"{translator.config.max_repeats}; {len(sources)} sentences of "
         f"{min(len(s.split()) for s in sources)}-{max(len(s.split()) for s in sources)} words, "
         f"{min(lengths)}-{max(lengths)} subwords"
     )
+    report("references", sources, references, references)
     report("whole", sources, [t.text for t in translator.translate(sources)], references)
-    for limit in [int(x) for x in args.parts.split(",")]:
+    layer = [t.text for t in translator.translate_texts(sources)]
+    report(f"document layer ({translator.config.max_segment_tokens})", sources, layer, references)
+    for limit in [int(x) for x in args.parts.split(",") if x]:
         for clauses in (True, False):
             outputs = in_parts(translator, sources, limit, clauses)
             name = f"parts <= {limit} " + ("clauses" if clauses else "spaces")

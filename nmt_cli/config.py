@@ -300,10 +300,16 @@ class DecodeConfig(Section):
         "(AVX512-BF16/AMX), else fp32; log-probabilities and scores stay fp32",
     )
     max_segment_tokens: int = _opt(
-        80,
+        30,
         lo=0,
         help="documents: a sentence of more source subwords is translated in parts cut at "
         "clause boundaries (docs/translate.md#long-sentences); 0 = never cut",
+    )
+    max_repeats: int = _opt(
+        3,
+        lo=0,
+        help="repetition guard: no 4-gram occurs more often than this in the output of a "
+        "sentence of over 20 subwords (docs/translate.md#long-sentences); 0 = no guard",
     )
 
 

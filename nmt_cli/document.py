@@ -16,6 +16,7 @@ the word alignment.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -58,6 +59,10 @@ class DocumentPlan:
         self._inlines.append(inline)
         if inline is not None and inline.needs_alignment:
             self.needs_alignment = True
+
+    def inline_of(self, segment: int) -> Inline | None:
+        """The tags and protected spans segment ``segment`` has to put back (None: none)."""
+        return self._inlines[segment]
 
     def segments_of(self, text: int) -> list[int]:
         """The indices of text ``text``'s segments, in order."""
@@ -175,6 +180,8 @@ def _plan_text(plan: DocumentPlan, i: int, text: str, cutter: _Cutter, protector
 
             inline = plain_inline(piece, protector)
             piece = inline.text
+            if not inline.protected:  # nothing to put back: the text is the model input
+                inline = None
         at = 0
         kept = [] if inline is None else [(x.start, x.end) for x in inline.protected]
         for a, b in cutter.spans(piece, kept):
@@ -247,7 +254,8 @@ def segment_counter(translator) -> Callable[[str], int]:
     from nmt_cli.tokenizer import normalize
 
     def count(text: str) -> int:
-        return len(translator.tokenizer.encode_src([normalize(text, translator.lowercase)])[0])
+        cleaned = normalize(text, translator.lowercase)
+        return len(translator.tokenizer.src.encode(cleaned))
 
     return count
 
@@ -283,12 +291,70 @@ def translate_documents(
     translations = translator.translate(
         plan.segments, nbest=nbest, beam_size=beam_size, alignments=plan.needs_alignment
     )
+    translations = _retry_short(translator, plan, translations, beam_size)
     outputs = plan.assemble(translations, alternative)
     cut = plan.cut(translations)
     return [
         DocumentTranslation(outputs[i], [translations[s] for s in plan.segments_of(i)], cut[i])
         for i in range(len(texts))
     ]
+
+
+# A translation with fewer words than this share of its source's has dropped part of it, as a
+# model does with two sentences run together without a full stop (docs/translate.md#paragraphs).
+MIN_WORD_RATIO = 0.5
+MIN_RETRY_WORDS = 6  # shorter segments are left as they are
+
+
+def _retry_short(translator, plan: DocumentPlan, translations, beam_size) -> list[Translation]:
+    """Plain-text segments of at least MIN_RETRY_WORDS words whose translation kept fewer than
+    MIN_WORD_RATIO of them, translated again in parts of at most half their words, cut at
+    clause boundaries (else at spaces); the parts' translations, joined with a space, replace
+    the first translation where they have more words."""
+    from nmt_cli.search import Hypothesis
+    from nmt_cli.translate import Alternative, Translation
+
+    def short(s: int) -> bool:
+        words = len(plan.segments[s].split())
+        kept = len(translations[s].text.split())
+        return (
+            plan.inline_of(s) is None and words >= MIN_RETRY_WORDS and kept < MIN_WORD_RATIO * words
+        )
+
+    retry = [s for s in range(len(translations)) if short(s)]
+    if not retry:
+        return list(translations)
+    pieces, owner = [], []
+    for s in retry:
+        text = plan.segments[s]
+        too_long = functools.partial(_more_words_than, len(text.split()) // 2)
+        for a, b in clause_spans(text, 0, len(text), too_long):
+            pieces.append(text[a:b])
+            owner.append(s)
+    parts = translator.translate(pieces, beam_size=beam_size)
+    out = list(translations)
+    for s in retry:
+        group = [tr for tr, o in zip(parts, owner) if o == s]
+        text = " ".join(tr.text for tr in group if tr.text)
+        if len(text.split()) <= len(out[s].text.split()):
+            continue
+        best = [tr.hypotheses[0] for tr in group if tr.hypotheses]
+        score = sum(h.score for h in best)
+        norm = sum(h.norm_score for h in best)
+        tokens = [t for h in best for t in h.tokens]
+        out[s] = Translation(
+            out[s].source,
+            text,
+            [Hypothesis(tokens, score, norm)],
+            [i for tr in group for i in tr.src_ids],
+            any(tr.truncated for tr in group),
+            [Alternative(text, score, norm)],
+        )
+    return out
+
+
+def _more_words_than(limit: int, text: str) -> bool:
+    return len(text.split()) > limit
 
 
 def _long_only(count: Callable[[str], int], limit: int) -> Callable[[str], int]:

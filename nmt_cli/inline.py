@@ -41,6 +41,16 @@ class Element:
     open: str
     close: str = ""
     parent: int = -1
+    continued: bool = False  # cut at its start: the slice before opened it
+    continues: bool = False  # cut at its end: the slice after closes it
+
+    @property
+    def open_markup(self) -> str:
+        return "" if self.continued else self.open
+
+    @property
+    def close_markup(self) -> str:
+        return "" if self.continues else self.close
 
 
 @dataclass
@@ -111,7 +121,7 @@ class Inline:
         chars: list[tuple[str, int]] = []  # (char, index in text), whitespace collapsed
         gap = False  # a protected span was left out since the last kept character
         for k, char in enumerate(self.text):
-            if hidden[k]:
+            if hidden[k] and not char.isspace():  # a <br> is hidden whitespace
                 gap = True
                 continue
             if char.isspace():
@@ -147,10 +157,12 @@ class Inline:
         """Whether it has tags or protected spans to put back into a translation."""
         return bool(self.elements or self.protected)
 
-    def slice(self, start: int, end: int) -> Inline:
-        """The Inline of text[start:end]: elements crossing a cut are closed at it and reopened
-        after it; a void element at a cut belongs to the slice after it. The slices of a
-        partition of the text, restored in turn, carry every tag and span exactly once."""
+    def slice(self, start: int, end: int, *, closed: bool = False) -> Inline:
+        """The Inline of text[start:end]. An element crossing a cut is opened by the slice it
+        starts in and closed by the one it ends in, so that the restored slices of a partition
+        of the text, joined in order, give every tag exactly once, properly nested; a void
+        element at a cut belongs to the slice after it. ``closed``: close such elements at the
+        cut and reopen them after it instead, so that each slice restores well-formed alone."""
         n = len(self.text)
         start, end = max(0, min(start, n)), max(0, min(end, n))
         end = max(start, end)
@@ -169,8 +181,10 @@ class Inline:
             while parent >= 0 and parent not in keep:
                 parent = self.elements[parent].parent
             keep[k] = len(elements)
+            cut = {"continued": el.continued or (el.start < start and not closed)}
+            cut["continues"] = el.continues or (el.end > end and el.start < el.end and not closed)
             elements.append(
-                replace(el, start=lo - start, end=hi - start, parent=keep.get(parent, -1))
+                replace(el, start=lo - start, end=hi - start, parent=keep.get(parent, -1), **cut)
             )
         atoms = []
         for atom in self.protected:
@@ -212,9 +226,9 @@ class Inline:
             item = self.elements[k] if kind == "e" else self.protected[k]
             out.append(self._escape(self.text[cursor : item.start]))
             if kind == "e":
-                out.append(item.open)
+                out.append(item.open_markup)
                 out.append(self._source_markup(k, item.start, item.end, kids))
-                out.append(item.close)
+                out.append(item.close_markup)
             else:
                 out.append(self._atom_markup(item))
             cursor = max(cursor, item.end)
@@ -298,14 +312,21 @@ class _Placement:
                 covered = self._covered(el) if el.start < el.end else []
                 targets = sorted({t for u in covered for t in self.maps[u]})
                 if targets:
-                    spanning.append((k, targets[0], targets[-1] + 1))
+                    want_lo = lo if el.continued else targets[0]
+                    want_hi = hi if el.continues else targets[-1] + 1
+                    spanning.append((k, want_lo, want_hi))
                     continue
                 item = el
             else:
                 item = self.inline.protected[k]
             points.append((kind, k, self._anchor(item.start, item.end)))
         taken: list[tuple[int, int]] = []
-        for k, want_lo, want_hi in sorted(spanning, key=lambda s: (s[2] - s[1], s[0])):
+
+        def cut_first(s: tuple[int, int, int]) -> tuple:
+            el = self.inline.elements[s[0]]
+            return (not (el.continued or el.continues), s[2] - s[1], s[0])
+
+        for k, want_lo, want_hi in sorted(spanning, key=cut_first):
             a, b = max(want_lo, lo), min(want_hi, hi)
             free = _free_runs(a, b, taken)
             if free:
@@ -316,14 +337,41 @@ class _Placement:
                 el = self.inline.elements[k]
                 points.append(("e", k, self._anchor(el.start, el.end)))
         for kind, k, pos in points:
-            pos = min(max(pos, lo), hi)
-            for a, b in taken:
-                if a < pos < b:
-                    pos = a if pos - a <= b - pos else b
+            item = self.inline.elements[k] if kind == "e" else self.inline.protected[k]
+            end = item.end
+            if kind == "e" and (item.continued or item.continues):
+                self.point[(kind, k)] = lo if item.continued else hi
+                continue
+            pos = self._clamp(pos, lo, hi, taken)
+            glued = end < len(self.inline.text) and not self.inline.text[end].isspace()
+            if not glued and self._inside_word(pos):  # free-standing: not inside a word
+                for moved in (self._word_edge(pos, 1), self._word_edge(pos, -1)):
+                    moved = self._clamp(moved, lo, hi, taken)
+                    if not self._inside_word(moved):
+                        pos = moved
+                        break
             self.point[(kind, k)] = pos
-        for k, (a, b) in self.span.items():
+        for k, (a, b) in list(self.span.items()):
             if self.inline.elements[k].parent == node:
                 self._place(k, a, b)
+
+    def _inside_word(self, pos: int) -> bool:
+        return 0 < pos < len(self.tgt) and self.tgt[pos].word == self.tgt[pos - 1].word
+
+    def _word_edge(self, pos: int, step: int) -> int:
+        """The end (step 1) or the start (step -1) of the target word around boundary ``pos``."""
+        while self._inside_word(pos):
+            pos += step
+        return pos
+
+    @staticmethod
+    def _clamp(pos: int, lo: int, hi: int, taken: list[tuple[int, int]]) -> int:
+        """``pos`` moved into [lo, hi] and out of the inside of the ranges ``taken``."""
+        pos = min(max(pos, lo), hi)
+        for a, b in taken:
+            if a < pos < b:
+                pos = a if pos - a <= b - pos else b
+        return pos
 
     # -- the output ------------------------------------------------------------------------------
 
@@ -344,9 +392,9 @@ class _Placement:
             if kind == "span":
                 el = self.inline.elements[k]
                 a, b = self.span[k]
-                out.append(("o", el.open))
+                out.append(("o", el.open_markup))
                 self._tokens(k, a, b, out)
-                out.append(("c", el.close))
+                out.append(("c", el.close_markup))
                 cursor = max(cursor, b)
             else:
                 out.append(("p", (kind, k)))
@@ -354,15 +402,38 @@ class _Placement:
             out.append(("u", cursor))
             cursor += 1
 
-    def _point(self, kind: str, k: int) -> tuple[str, int, int]:
-        """The markup of a placed span or wordless element, and its source range."""
+    def _point(self, kind: str, k: int) -> tuple[str, int, int, bool]:
+        """The markup of a placed span or element, its source range, and whether it shows any
+        text. An element whose words found no place in the translation is written empty, with
+        the spans and elements inside it."""
         inline = self.inline
         if kind == "a":
             atom = inline.protected[k]
-            return inline._atom_markup(atom), atom.start, atom.end
+            return inline._atom_markup(atom), atom.start, atom.end, atom.end > atom.start
         el = inline.elements[k]
-        inner = inline._source_markup(k, el.start, el.end, self.kids)
-        return el.open + inner + el.close, el.start, el.end
+        return (
+            self._collapsed(k),
+            el.start,
+            el.end,
+            any(
+                el.start <= a.start and a.end <= el.end and a.end > a.start
+                for a in inline.protected
+            ),
+        )
+
+    def _collapsed(self, k: int) -> str:
+        inline = self.inline
+        el = inline.elements[k]
+        if not self._covered(el):
+            inner = inline._source_markup(k, el.start, el.end, self.kids)
+            return el.open_markup + inner + el.close_markup
+        parts = []
+        for _, kind, child in self.kids[k]:
+            if kind == "a":
+                parts.append(inline._atom_markup(inline.protected[child]))
+            else:
+                parts.append(self._collapsed(child))
+        return el.open_markup + " ".join(p for p in parts if p) + el.close_markup
 
     def _flush(self, group: list, pieces: list, boundary: bool) -> None:
         """The tags and spans between two target units, with the spaces they need: a span keeps
@@ -374,13 +445,13 @@ class _Placement:
         last_point = None
         for kind, item in group:
             if kind == "p":
-                markup, start, end = self._point(*item)
-                if start == 0 or text[start - 1].isspace():
+                markup, start, end, shows = self._point(*item)
+                if shows and (start == 0 or text[start - 1].isspace()):
                     out.append(SPACE)
                     spaced = True
-                out.append(markup)
-                last_point = len(out) - 1
-                if end == len(text) or text[end].isspace():
+                out.append(markup if shows else ("p", markup))
+                last_point = len(out) - 1 if shows else last_point
+                if shows and (end == len(text) or text[end].isspace()):
                     out.append(SPACE)
                     spaced = True
             else:

@@ -142,6 +142,9 @@ def translate_stream(
 
     pictures = plot_dir(pathlib.Path(out.attention_plot)) if out.attention_plot else None
     invalid: list[int] = []
+    cut: list[int] = []  # lines with a segment cut at the source limit (document layer)
+    if documents is not None:
+        translator.warned_truncation = True  # the lines are named below instead
     try:
         return _translate_chunks(
             translator,
@@ -152,20 +155,31 @@ def translate_stream(
             progress,
             done,
             documents,
+            cut,
         )
     finally:
         if invalid:
             translator.warn(invalid_utf8_warning(invalid))
+        if cut:
+            translator.warn(cut_lines_warning(cut, translator.max_source_tokens))
 
 
 def _translate_chunks(
-    translator, chunks, out_stream, out: OutputOptions, pictures, progress, done, documents=None
+    translator,
+    chunks,
+    out_stream,
+    out: OutputOptions,
+    pictures,
+    progress,
+    done,
+    documents=None,
+    cut=None,
 ) -> int:
     tokenizer = translator.tokenizer
     count = 0
     for chunk in chunks:
         if documents is not None:
-            count = _write_paragraphs(translator, chunk, out_stream, documents, count, done)
+            count = _write_paragraphs(translator, chunk, out_stream, documents, count, done, cut)
             if progress is not None:
                 progress.update(len(chunk))
             continue
@@ -193,16 +207,27 @@ def _translate_chunks(
     return count
 
 
-def _write_paragraphs(translator, chunk, out_stream, documents: DocumentOptions, count, done):
-    """One chunk of lines through the document layer, one output line per input line; a line
-    cut at the source limit is named on stderr."""
+def cut_lines_warning(numbers: Sequence[int], limit: int, shown: int = 5) -> str:
+    """One line naming the input lines of which a part was cut at the source limit."""
+    listed = ", ".join(map(str, numbers[:shown]))
+    more = f" and {len(numbers) - shown} more" if len(numbers) > shown else ""
+    which = f"line {listed} has" if len(numbers) == 1 else f"lines {listed}{more} have"
+    return (
+        f"warning: input {which} a sentence part longer than {limit} subwords, cut to that "
+        "length (decode.max_segment_tokens cuts long sentences at clauses first)"
+    )
+
+
+def _write_paragraphs(translator, chunk, out_stream, documents: DocumentOptions, count, done, cut):
+    """One chunk of lines through the document layer, one output line per input line; the
+    numbers of lines with a segment cut at the source limit go to ``cut``."""
     results = translate_documents(translator, chunk, **vars(documents))
     with deferred():
         for result in results:
             out_stream.write(result.text + "\n")
             count += 1
-            if result.cut:
-                translator.warn(f"warning: line {count} was cut at the model's source limit")
+            if result.cut and cut is not None:
+                cut.append(count)
         out_stream.flush()
         if done is not None:
             done[0] = count

@@ -81,6 +81,47 @@ def _restrict(logp: torch.Tensor, at_limit: torch.Tensor | None, too_short: bool
     return logp
 
 
+REPEAT_NGRAM = 4  # the n of the repetition guard's n-grams (max_repeats)
+# The guard watches the sentences of more source subwords than this: shorter ones do not loop,
+# and its check at every step is not free (docs/translate.md#long-sentences).
+REPEAT_GUARD_FROM = 20
+
+
+def _guard(max_repeats: int, src_lengths: torch.Tensor) -> tuple[int, torch.Tensor | None]:
+    """(max_repeats, which sentences it watches), or (0, None) where it watches none."""
+    watched = src_lengths > REPEAT_GUARD_FROM
+    if max_repeats <= 0 or not bool(watched.any()):
+        return 0, None
+    return max_repeats, watched.to(src_lengths.device)
+
+
+def _ban_repeats(
+    logp: torch.Tensor, history: torch.Tensor, columns, most: int, watched: torch.Tensor
+) -> None:
+    """The repetition guard: in each ``watched`` row of ``logp`` (in place), -inf for every
+    token that would make an n-gram (n = REPEAT_NGRAM) of the row's ``history`` (rows x steps
+    so far) occur more than ``most`` times. Only the rows whose last n-1 tokens already began
+    ``most`` n-grams are looked at in Python, so the guard costs one comparison of the history
+    per step."""
+    n = REPEAT_NGRAM
+    steps = history.size(1)
+    if steps < n - 1 + most:
+        return
+    windows = history.unfold(1, n, 1)  # (rows, steps - n + 1, n)
+    hit = (windows[:, :, :-1] == history[:, steps - n + 1 :].unsqueeze(1)).all(-1)
+    flagged = ((hit.sum(-1) >= most) & watched).nonzero().squeeze(1).tolist()
+    for row in flagged:
+        nexts = windows[row, hit[row], -1].tolist()
+        banned = [tok for tok in set(nexts) if nexts.count(tok) >= most]
+        if columns is None:
+            logp[row, banned] = float("-inf")
+            continue
+        ids = columns.token_ids(
+            torch.arange(logp.size(1), device=logp.device), torch.tensor([row], device=logp.device)
+        ).view(-1)
+        logp[row, torch.isin(ids, torch.tensor(banned, device=ids.device))] = float("-inf")
+
+
 def _split(
     vocab: Candidates | torch.Tensor | None,
 ) -> tuple[torch.Tensor | None, torch.Tensor | None]:
@@ -121,13 +162,16 @@ def greedy(
     attention: bool = False,
     vocab: Candidates | torch.Tensor | None = None,
     check_every: int = 4,
+    max_repeats: int = 0,
 ) -> list[list[Hypothesis]]:
     """Batched greedy decoding; returns one 1-best hypothesis list per sentence.
     ``vocab``: sorted target ids to choose from, or per-sentence ``Candidates``; None = all.
 
     Every ``check_every`` steps (one host synchronisation, not one per step) the sentences that
     have ended leave the batch: in a length-sorted batch a good share of the rows would otherwise
-    go on computing after their EOS."""
+    go on computing after their EOS. ``max_repeats`` > 0: no 4-gram occurs more often than that
+    in the output of a sentence of over REPEAT_GUARD_FROM subwords (the repetition guard,
+    :func:`_ban_repeats`)."""
     setup = setup_of(model)
     multiple, group_rows = setup.column_multiple, setup.group_rows
     vocab, allowed = pad_union(*_split(vocab), multiple)
@@ -135,6 +179,7 @@ def greedy(
     device = src.device
     columns = columns_for(vocab, allowed, group_rows)
     state, memory = model.encode(src, src_lengths)
+    max_repeats, watched = _guard(max_repeats, src_lengths)
     limit = max_lengths(src_lengths, max_len_ratio, max_len_const).to(device)
     steps, first_cap = (
         int(limit.max()),
@@ -149,6 +194,8 @@ def greedy(
     for t in range(steps):
         logp, state, weights = model.step(prev, state, memory, columns)
         logp = _restrict(logp, limit - 1 <= t if t >= first_cap else None, t < min_len)
+        if max_repeats:
+            _ban_repeats(logp, tokens[rows, :t], columns, max_repeats, watched[rows])
         best, token = logp.max(dim=-1)
         if columns is not None:
             token = columns.token_ids(token)
@@ -198,13 +245,15 @@ def beam_search(
     attention: bool = False,
     vocab: Candidates | torch.Tensor | None = None,
     leave_share: float = LEAVE_SHARE,
+    max_repeats: int = 0,
 ) -> list[list[Hypothesis]]:
     """Batched beam search; returns the ``nbest`` best hypotheses per sentence, best first.
     ``vocab``: sorted target ids to choose from, or per-sentence ``Candidates``; None = all.
 
     The beam holds K hypotheses, finished ones included; a sentence is done once all K have
     finished or its n-th best finished one beats what any alive one can still reach (module
-    doc). Done sentences leave the batch, so the tensors shrink as the batch finishes."""
+    doc). Done sentences leave the batch, so the tensors shrink as the batch finishes.
+    ``max_repeats`` > 0: the repetition guard, as greedy's."""
     setup = setup_of(model)
     multiple = setup.column_multiple
     vocab, allowed = pad_union(*_split(vocab), multiple)
@@ -214,6 +263,7 @@ def beam_search(
     # groups of whole sentences' hypotheses, so that a sentence's K rows share their columns
     group_rows = setup.beam_groups(k)
     state, memory = model.encode(src, src_lengths)
+    max_repeats, watched = _guard(max_repeats, src_lengths)
     flat = torch.arange(b, device=device).repeat_interleave(k)
     # The first step from BOS is the same for a sentence's K hypotheses: it runs once per
     # sentence (over the union), and its output is copied to the K rows. Each later step runs at
@@ -283,7 +333,11 @@ def beam_search(
         n = rows.size(0)
         v = logp.size(-1)
         at_limit = (limit - 1 <= t).repeat_interleave(k) if t >= first_cap else None
-        logp = _restrict(logp, at_limit, t < min_len).view(n, k, v)
+        logp = _restrict(logp, at_limit, t < min_len)
+        if max_repeats:
+            rows_watched = watched[rows].repeat_interleave(k)
+            _ban_repeats(logp, alive_seq.reshape(n * k, t), columns, max_repeats, rows_watched)
+        logp = logp.view(n, k, v)
         cand = (alive_logp.unsqueeze(-1) + logp).view(n, k * v)
         top_logp, top_idx = cand.topk(k, dim=-1)  # (N, K), best first
         top_beam, top_tok = top_idx // v, top_idx % v
@@ -380,6 +434,7 @@ def search(
     nbest: int = 1,
     attention: bool = False,
     vocab: Candidates | torch.Tensor | None = None,
+    max_repeats: int = 0,
 ) -> list[list[Hypothesis]]:
     if beam_size == 1 and nbest == 1:
         return greedy(
@@ -391,6 +446,7 @@ def search(
             min_len=min_len,
             attention=attention,
             vocab=vocab,
+            max_repeats=max_repeats,
         )
     return beam_search(
         model,
@@ -404,4 +460,5 @@ def search(
         nbest=nbest,
         attention=attention,
         vocab=vocab,
+        max_repeats=max_repeats,
     )

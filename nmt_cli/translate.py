@@ -155,6 +155,7 @@ def decode_ids(
             min_len=config.min_len,
             nbest=nbest,
             attention=attention,
+            max_repeats=config.max_repeats,
             vocab=None
             if shortlist is None
             else shortlist.candidates(

@@ -504,3 +504,38 @@ def test_translate_shows_progress_on_a_terminal_and_only_translations_on_stdout(
     assert proc.returncode == 0, shown.decode(errors="replace")
     assert out.count(b"\n") == 300 and b"line/s" not in out
     assert b"300/300" in shown and b"line/s" in shown, shown.decode(errors="replace")
+
+
+def test_translate_paragraphs_html_and_document_errors(tiny_run, tmp_path):
+    """A pasted paragraph stays one line, an HTML page comes back as HTML with its markup, and
+    the document options' mistakes are one line each."""
+    run = _trained_copy(tiny_run, tmp_path)
+    sentences = [x for x in multi30k_lines("test_2016_flickr", "en", 12) if x.endswith(".")][:3]
+    text = " ".join(sentences) + "\n\n  A dog runs.\n"
+    result = nmt("translate", "-m", run, "--threads", 1, input=text.encode())
+    assert result.returncode == 0, result.stderr.decode()
+    out = result.stdout.decode().split("\n")
+    assert len(out) == 4 and out[1] == "" and out[2].startswith("  ") and out[3] == ""
+    page = tmp_path / "page.html"
+    page.write_text(
+        "<!DOCTYPE html><html><head><title>Dogs</title></head><body>\n"
+        f"<p class='x'>{sentences[0]} <b>{sentences[1]}</b></p>\n"
+        "<pre>keep   this</pre><p>Run <code>nmt translate</code> &amp; see.</p></body></html>\n",
+        encoding="utf-8",
+    )
+    target = tmp_path / "page.fr.html"
+    result = nmt("translate", "-m", run, "--format", "html", "-i", page, "-o", target)
+    assert result.returncode == 0, result.stderr.decode()
+    got = target.read_text(encoding="utf-8")
+    for kept in ("<!DOCTYPE html>", "<p class=", "<b>", "</b></p>", "<pre>keep   this</pre>"):
+        assert kept in got
+    assert "<code>nmt translate</code>" in got and got.endswith("</body></html>\n")
+    one_line_error(nmt("translate", "-m", run, "--format", "pdf", input=b"x\n"), "--format")
+    one_line_error(nmt("translate", "-m", run, "--protect", "(", input=b"x\n"), "'('")
+    one_line_error(
+        nmt("translate", "-m", run, "--scores", "--split-sentences", input=b"x\n"),
+        "--split-sentences",
+    )
+    big = tmp_path / "big.html"
+    big.write_bytes(b"<p>x</p>" * (3 << 20))
+    one_line_error(nmt("translate", "-m", run, "--format", "html", "-i", big), "MiB")

@@ -65,3 +65,75 @@ def test_long_segments_are_cut_into_clauses_and_put_back_with_their_spaces():
 def test_an_unknown_format_is_a_user_error():
     with pytest.raises(UserError, match="not one of text, html"):
         plan_documents(["x"], fmt="pdf")
+
+
+def identity(plan):
+    """Each segment translated as itself, each word aligned to itself."""
+    out = []
+    for text in plan.segments:
+        tr = Translation(text, text, [], [])
+        tr.alignment = [(i, i) for i in range(len(text.split()))]
+        out.append(tr)
+    return out
+
+
+def test_html_blocks_are_boundaries_and_an_identity_translation_gives_the_page_back():
+    from nmt_cli.protect import Protector
+
+    lines = [x.strip() for x in multi30k_lines("test_2016_flickr", "en", 12) if x.endswith(".")]
+    page = (
+        "<!DOCTYPE html>\n<html><head><title>Dogs &amp; cats</title></head><body>\n"
+        f'<h1>{lines[0]}</h1>\n<p class="lead">{lines[1]} <b>{lines[2]}</b>\n  {lines[3]}</p>\n'
+        "<pre>keep   this</pre>\n<p>Run <code>nmt translate</code> at https://example.com/x.</p>"
+        "\n</body></html>\n"
+    )
+    plan = plan_documents([page], fmt="html", protector=Protector())
+    assert plan.segments[:5] == ["Dogs & cats", lines[0], lines[1], lines[2], lines[3]]
+    assert plan.needs_alignment
+    assert plan.assemble(identity(plan)) == [page]
+
+
+def test_plain_text_protected_spans_are_never_cut_and_come_back():
+    from nmt_cli.protect import Protector
+
+    text = "Hello {{ user name }}, see https://example.com/a.b?c=1. Then mail ana@example.org."
+    plan = plan_documents(
+        [text], protector=Protector(), max_tokens=3, count_tokens=lambda s: len(s.split())
+    )
+    assert plan.assemble(identity(plan)) == [text]
+    assert all("{{" not in s and "example" not in s for s in plan.segments)
+
+
+class DroppingTranslator:
+    """A stand-in model that, like a caption model given two captions without a full stop
+    between them, keeps only the first three words of a long input."""
+
+    recipe, tokenizer, lowercase = None, None, False
+
+    def __init__(self):
+        from nmt_cli.config import DecodeConfig
+
+        self.config = DecodeConfig(max_segment_tokens=0)
+        self.calls = []
+
+    def translate(self, lines, **_):
+        self.calls.append(list(lines))
+        out = []
+        for line in lines:
+            words = line.split()
+            text = " ".join(words[:3]).upper() if len(words) > 8 else line.upper()
+            out.append(Translation(line, text, [], list(range(len(words)))))
+        return out
+
+
+def test_a_translation_that_drops_half_its_source_is_redone_in_parts():
+    from nmt_cli.document import translate_documents
+
+    lines = [x.strip() for x in multi30k_lines("test_2017_flickr", "en", 40)]
+    bare = [x for x in lines if not x.endswith(".") and len(x.split()) >= 6][:2]
+    text = " ".join(bare)  # two captions run together: one sentence to the segmenter
+    stub = DroppingTranslator()
+    (result,) = translate_documents(stub, [text], protect=None)
+    assert len(stub.calls) == 2 and len(stub.calls[1]) >= 2
+    assert len(result.text.split()) >= len(text.split()) / 2
+    assert " ".join(stub.calls[1]) == text

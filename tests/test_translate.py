@@ -489,3 +489,119 @@ def test_default_batch_size_follows_search_and_precision():
         192,
         16,
     ]
+
+
+def test_a_paragraph_translates_as_its_sentences_one_by_one(trained):
+    from tests.conftest import multi30k_lines
+
+    sentences = [x for x in multi30k_lines("test_2016_flickr", "en", 12) if x.endswith(".")][:3]
+    tr = translator(trained, max_segment_tokens=0)  # its 300-piece vocabulary needs no cuts
+    (result,) = tr.translate_texts(["  " + " ".join(sentences) + "\t"])
+    assert [s.source for s in result.segments] == sentences
+    alone = [t.text for t in tr.translate_texts(sentences)]
+    assert result.text == "  " + " ".join(alone) + "\t"
+    assert result.cut is False
+
+
+def test_the_document_stream_keeps_every_line_and_its_spacing(trained):
+    from nmt_cli.document import DocumentOptions
+
+    lines = ["A man is riding a bike. Two dogs run.", "", "   ", "A woman sings.  "]
+    buf = io.StringIO()
+    data = ("\n".join(lines) + "\n").encode()
+    tr = translator(trained)
+    opts = OutputOptions()
+    translate_stream(
+        tr, io.BytesIO(data), buf, interactive=False, out=opts, documents=DocumentOptions()
+    )
+    out = buf.getvalue().split("\n")[:-1]
+    assert len(out) == 4 and out[1] == "" and out[2] == "   " and out[3].endswith("  ")
+    assert out[0] == " ".join(
+        t.text for t in tr.translate_texts(["A man is riding a bike.", "Two dogs run."])
+    )
+
+
+def test_protected_spans_come_back_verbatim_once(trained):
+    tr = translator(trained)
+    texts = ["Visit https://example.com/page?id=42 today.", "Hello {name}, you have %d dogs."]
+    out = [r.text for r in tr.translate_texts(texts, protect=[r"\bdogs\b"])]
+    assert out[0].count("https://example.com/page?id=42") == 1
+    assert out[1].count("{name}") == 1 and out[1].count("%d") == 1 and out[1].count("dogs") == 1
+
+
+def test_a_long_sentence_is_translated_in_clauses_and_never_cut(trained):
+    from tests.conftest import multi30k_lines
+
+    model, tokenizer, _, _ = trained
+    lines = [x.rstrip(".") for x in multi30k_lines("test_2016_flickr", "en", 8)]
+    text = ", and ".join(lines) + "."
+    warnings = []
+    tr = Translator(
+        model,
+        tokenizer,
+        decoding(beam_size=1, max_segment_tokens=30),
+        max_source_tokens=40,
+        warn=warnings.append,
+    )
+    (result,) = tr.translate_texts([text])
+    assert len(result.segments) > 2 and not result.cut and not warnings
+    assert all(len(s.src_ids) <= 30 for s in result.segments)
+    assert " ".join(s.source for s in result.segments) == text
+    whole = Translator(
+        model,
+        tokenizer,
+        decoding(beam_size=1, max_segment_tokens=0),
+        max_source_tokens=40,
+        warn=warnings.append,
+    )
+    (cut,) = whole.translate_texts([text])
+    assert cut.cut and len(warnings) == 1
+
+
+@pytest.mark.parametrize("beam", [1, 3])
+def test_the_repetition_guard_keeps_every_4gram_to_its_limit(trained, beam):
+    from collections import Counter
+
+    from tests.conftest import multi30k_lines
+
+    sources = [" ".join(multi30k_lines("test_2016_flickr", "en", 40)[i : i + 4]) for i in (0, 8)]
+
+    def most(tr):
+        worst = 0
+        for t in tr.translate(sources):
+            ids = t.hypotheses[0].tokens
+            grams = Counter(tuple(ids[i : i + 4]) for i in range(len(ids) - 3))
+            worst = max([worst, *grams.values()])
+        return worst
+
+    assert most(translator(trained, beam_size=beam, max_repeats=2)) <= 2
+    assert most(translator(trained, beam_size=beam, max_repeats=1)) <= 1
+
+
+def test_lines_cut_at_the_source_limit_are_named_in_one_warning(trained):
+    from nmt_cli.document import DocumentOptions
+
+    model, tokenizer, _, _ = trained
+    warnings = []
+    tr = Translator(
+        model,
+        tokenizer,
+        decoding(beam_size=1, max_segment_tokens=0),
+        max_source_tokens=20,
+        warn=warnings.append,
+    )
+    data = ("A dog.\n" + "word " * 60 + "\nA cat.\n" + "dog " * 50 + "\n").encode()
+    buf = io.StringIO()
+    translate_stream(
+        tr,
+        io.BytesIO(data),
+        buf,
+        interactive=False,
+        out=OutputOptions(),
+        documents=DocumentOptions(),
+    )
+    assert len(buf.getvalue().split("\n")) == 5
+    assert warnings == [
+        "warning: input lines 2, 4 have a sentence part longer than 20 subwords, cut to that "
+        "length (decode.max_segment_tokens cuts long sentences at clauses first)"
+    ]
