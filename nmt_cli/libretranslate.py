@@ -20,7 +20,7 @@ from pydantic import BaseModel, Field
 from nmt_cli import pivot
 from nmt_cli.language_id import LanguageIdentifier
 from nmt_cli.request_body import RequestError
-from nmt_cli.served_documents import filled, plan_texts
+from nmt_cli.served_documents import plan_texts, translate_plan
 
 LANGUAGE_NAMES = {
     "ar": "Arabic",
@@ -199,14 +199,14 @@ class LibreTranslate:
         all texts decoded together; a whitespace-only text gives ""."""
         beam = max(route.last.translator.config.beam_size, alternatives + 1)
         plan = plan_texts(route, texts, fmt)
-        results = await self.service.translate(
+        results = await translate_plan(
+            self.service,
             route,
-            plan.segments,
+            plan,
             beam_size=beam,
             nbest=alternatives + 1,
             alignments=plan.needs_alignment,
         )
-        results = filled(results)
         versions = [plan.assemble(results, alternative=k) for k in range(alternatives + 1)]
         translated = [t if t.strip() else "" for t in versions[0]]
         alts = [

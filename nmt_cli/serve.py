@@ -33,7 +33,7 @@ from nmt_cli.request_body import (
     read_int,
     read_texts,
 )
-from nmt_cli.served_documents import filled, plan_texts, texts_json
+from nmt_cli.served_documents import plan_texts, texts_json, translate_plan
 from nmt_cli.served_models import ServedModel
 
 MAX_BEAM = 32
@@ -391,19 +391,21 @@ def build_app(service: Service):
         if fmt not in ("text", "html"):
             raise RequestError(400, f'format: "text" or "html", got {json.dumps(fmt)[:40]}')
         plan = plan_texts(route, sentences, fmt)
-        results = await service.translate(
+        results = await translate_plan(
+            service,
             route,
-            plan.segments,
+            plan,
             beam_size=beam,
             nbest=nbest,
             alignments=alignments or plan.needs_alignment,
             attention=attention,
+            second_pass=not (alignments or attention),
         )
         out = {
             "model": model.id,
             "translations": texts_json(
                 plan,
-                filled(results),
+                results,
                 nbest,
                 alignments,
                 attention,

@@ -5,10 +5,11 @@ segments merges theirs (scores added, alignments and attention side by side)."""
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from functools import lru_cache
 
-from nmt_cli.document import build_protector, plan_documents, segment_counter
+from nmt_cli.document import _retry_short, build_protector, plan_documents, segment_counter
 from nmt_cli.request_body import RequestError
 
 
@@ -49,6 +50,36 @@ def filled(results: list) -> list:
     from nmt_cli.translate import Translation
 
     return [r if r is not None else Translation("", "", [], []) for r in results]
+
+
+class _ThroughTheService:
+    """A translator for the document layer's second pass (run in a worker thread): its
+    sentences go through the service's batcher like any request's."""
+
+    def __init__(self, service, route, loop):
+        self.service, self.route, self.loop = service, route, loop
+
+    def translate(self, lines, beam_size=None, **_options):
+        beam = beam_size or self.route.last.translator.config.beam_size
+        asked = self.service.translate(self.route, list(lines), beam_size=beam, nbest=1)
+        return filled(asyncio.run_coroutine_threadsafe(asked, self.loop).result())
+
+
+async def translate_plan(
+    service, route, plan, *, beam_size: int, nbest: int, second_pass: bool = True, **options
+) -> list:
+    """The Translations of ``plan``'s segments through ``route``, as `nmt translate` makes them:
+    decoded with every other request's, then (``second_pass``; `nmt translate --alignments`
+    has none) a segment whose translation dropped most of its words translated again in parts,
+    the document layer's second pass."""
+    results = await service.translate(
+        route, plan.segments, beam_size=beam_size, nbest=nbest, **options
+    )
+    results = filled(results)
+    if not second_pass:
+        return results
+    helper = _ThroughTheService(service, route, asyncio.get_running_loop())
+    return await asyncio.to_thread(_retry_short, helper, plan, results, beam_size)
 
 
 def _kth(tr, k: int):

@@ -255,3 +255,34 @@ def test_spec_describes_every_route_and_cors_answers_the_allowed_origin(server):
         server.url + "/languages", headers={"Origin": "http://elsewhere.example"}, timeout=30
     )
     assert "access-control-allow-origin" not in other.headers
+
+
+def test_html_on_translate_and_translate_file(server):
+    """`format: "html"` (the page sends it when the text looks like HTML) and an .html file: the
+    markup comes back around the translated text, as the native route plans it."""
+    pytest.importorskip("nmt_cli.markup")
+    document = "<p>A man is riding a <b>bike</b>.</p>\n<p>Two dogs play in the snow.</p>"
+    native = server.json(
+        "POST", "/v1/translate", {"src": [document], "format": "html", "api_key": KEY}
+    )[1]["translations"][0]["text"]
+    answer = requests.post(
+        server.url + "/translate",
+        json={"q": document, "source": "en", "target": "fr", "format": "html", "api_key": KEY},
+        timeout=60,
+    ).json()
+    assert answer == {"translatedText": native}
+    assert native.count("<p>") == 2 and native.count("</p>") == 2 and "<b>" in native
+    page = f"<html><body>{document}</body></html>\n"
+    answer = requests.post(
+        server.url + "/translate_file",
+        files={
+            "file": ("page.html", page.encode(), "text/html"),
+            "source": (None, "en"),
+            "target": (None, "fr"),
+            "api_key": (None, KEY),
+        },
+        timeout=60,
+    ).json()
+    got = requests.get(answer["translatedFileUrl"], timeout=30)
+    assert got.headers["content-type"].startswith("text/html")
+    assert got.text == f"<html><body>{native}</body></html>\n"
