@@ -126,6 +126,29 @@ def heldout_sources(recipe: Recipe) -> dict[str, list[tuple[Direction, str, Pair
     return out
 
 
+def directions_heldout(recipe: Recipe, data_dir: Path, writer, stream) -> tuple[dict, dict]:
+    """Each held-out split of a multilingual recipe as one stored split, the directions' rows one
+    after another, untagged: ``writer(data_dir, name)`` opens a split's text (preprocess's
+    _TextPairs) and ``stream(recipe, data_dir, name, entry, out)`` cleans one direction's lines
+    into it. Gives the files read per split and each split's groups."""
+    files: dict = {}
+    groups: dict = {}
+    for name, items in heldout_sources(recipe).items():
+        out = writer(data_dir, name)
+        files[name], groups[name] = [], []
+        try:
+            for direction, entry, _ in items:
+                start = out.pairs
+                source = stream(direction_recipe(recipe, direction), data_dir, name, entry, out)
+                files[name] += source.paths
+                groups[name].append({"direction": direction.name, "start": start, "end": out.pairs})
+        except BaseException:
+            out.abort()
+            raise
+        out.close()
+    return files, groups
+
+
 def encode_tagged_source(
     tokenizer, data_dir: Path, name: str, dtype, groups: list[dict], recipe: Recipe
 ) -> dict:

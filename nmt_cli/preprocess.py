@@ -28,7 +28,6 @@ from nmt_cli.arrays import SideWriter, id_dtype
 from nmt_cli.config import Recipe
 from nmt_cli.cores import usable_cores
 from nmt_cli.directions import (
-    direction_recipe,
     is_multilingual,
     languages,
     recipe_directions,
@@ -36,8 +35,8 @@ from nmt_cli.directions import (
 )
 from nmt_cli.errors import DataError
 from nmt_cli.multilingual import (
+    directions_heldout,
     encode_tagged_source,
-    heldout_sources,
     is_tagged,
     train_groups,
     training_sources,
@@ -224,24 +223,6 @@ def _stream_heldout(
     if own:
         out.close()
     return source
-
-
-def _stream_directions_heldout(recipe: Recipe, data_dir: Path) -> tuple[dict, dict]:
-    """Each held-out split of a multilingual recipe as one stored split, the directions' rows one
-    after another (untagged text; see nmt_cli/multilingual.py). Gives the files read per split
-    and each split's groups."""
-    files, groups = {}, {}
-    for name, items in heldout_sources(recipe).items():
-        out = _TextPairs(data_dir, name)
-        files[name], groups[name] = [], []
-        for direction, entry, _ in items:
-            start = out.pairs
-            sub = direction_recipe(recipe, direction)
-            source = _stream_heldout(sub, data_dir, name, entry, out)
-            files[name] += source.paths
-            groups[name].append({"direction": direction.name, "start": start, "end": out.pairs})
-        out.close()
-    return files, groups
 
 
 def _sample_capacity(recipe: Recipe) -> int:
@@ -444,7 +425,7 @@ def _preprocess(recipe: Recipe, run_dir: Path, log) -> dict:
             raise DataError(f"{path}: file not found")
     files, groups = {}, {}
     if is_multilingual(recipe):
-        files, groups = _stream_directions_heldout(recipe, data_dir)
+        files, groups = directions_heldout(recipe, data_dir, _TextPairs, _stream_heldout)
     for name, entry in split_names(recipe).items():  # small, and checked before the long pass
         if name != "train" and not is_multilingual(recipe):
             files[name] = _stream_heldout(recipe, data_dir, name, entry).paths
