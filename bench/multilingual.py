@@ -11,6 +11,11 @@ compare: recipes/multilingual.yaml trained N minutes against six one-pair runs o
 each (the same model and training keys, one direction each), on test_2016_flickr.
 zeroshot: the recipe on en-fr, fr-en, en-de, de-en only, N minutes; fr-de and de-fr zero-shot
 against pivoting through English with the same model (fr -> en -> de).
+speed: decoding sentences/s of models with the same work per sentence (see ``speed``):
+
+    python bench/multilingual.py speed --work runs/ml-speed -m runs/en-fr \
+        -m runs/multilingual:fr --src test.en --test-lines 300 --repeat 5
+
 backtranslate: a fr-en model (N minutes) translates Tatoeba's French side into English (beam,
 `nmt translate --shard I/N` on --procs processes, merged in order); en-fr trained N minutes with
 and without that synthetic corpus (`data.back_translated`, `<bt>`-tagged), scored on Multi30k's
@@ -248,9 +253,44 @@ def backtranslate(args) -> dict:
     return results
 
 
+def speed(args) -> dict:
+    """Decoding sentences/s of two models on the same sources with the same work: every sentence
+    decodes exactly --steps target steps (decode.min_len and the length cap pinned), so what
+    differs is the model's own cost (a multilingual model's source tokens, its routing), not how
+    long each writes. The models take turns, --repeat times; the best of each is kept."""
+    import time
+
+    from nmt_cli.translate import Translator
+
+    lines = read(args.src, args.test_lines or None)
+    pinned = dict(min_len=args.steps, max_len_const=args.steps, max_len_ratio=1e-6)
+    models = {}
+    for spec in args.model:
+        path, _, target = spec.partition(":")
+        models[spec] = (Translator.load(path, device="cpu", threads=1, **pinned), target or None)
+    best: dict[str, dict] = {}
+    for _ in range(args.repeat):
+        for spec, (tr, target) in models.items():
+            for beam in (1, 5):
+                started = time.perf_counter()
+                tr.translate(lines, beam_size=beam, target=target)
+                rate = len(lines) / (time.perf_counter() - started)
+                key = f"{spec} beam {beam}"
+                best[key] = max(best.get(key, 0.0), rate)
+    for key, rate in best.items():
+        print(f"{key}: {rate:.1f} sent/s")
+    return {key: round(rate, 1) for key, rate in best.items()}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("experiment", choices=("compare", "zeroshot", "backtranslate"))
+    ap.add_argument("experiment", choices=("compare", "zeroshot", "backtranslate", "speed"))
+    ap.add_argument(
+        "-m", "--model", action="append", default=[], help="speed: RUN or RUN:TARGET, repeat"
+    )
+    ap.add_argument("--src", type=Path, help="speed: the sources")
+    ap.add_argument("--steps", type=int, default=20, help="speed: target steps per sentence")
+    ap.add_argument("--repeat", type=int, default=3, help="speed: turns of each model")
     ap.add_argument("--work", type=Path, required=True, help="folder for the runs and outputs")
     ap.add_argument("--minutes", type=float, default=60.0)
     ap.add_argument("--threads", default="1")
@@ -268,9 +308,8 @@ def main() -> None:
         args.test_lines = args.test_lines or 100
         args.mono_lines = min(args.mono_lines, 300)
     args.work.mkdir(parents=True, exist_ok=True)
-    results = {"compare": compare, "zeroshot": zeroshot, "backtranslate": backtranslate}[
-        args.experiment
-    ](args)
+    experiments = {"compare": compare, "zeroshot": zeroshot, "backtranslate": backtranslate}
+    results = {**experiments, "speed": speed}[args.experiment](args)
     out = args.work / "results.json"
     out.write_text(
         json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, **results}, indent=1)
