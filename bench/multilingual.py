@@ -16,6 +16,11 @@ speed: decoding sentences/s of models with the same work per sentence (see ``spe
     python bench/multilingual.py speed --work runs/ml-speed -m runs/en-fr \
         -m runs/multilingual:fr --src test.en --test-lines 300 --repeat 5
 
+train-speed: training target tokens/s of two run dirs, step by step in turns:
+
+    python bench/multilingual.py train-speed --work runs/ml-speed -m runs/en-fr \
+        -m runs/multilingual --steps 100
+
 backtranslate: a fr-en model (N minutes) translates Tatoeba's French side into English (beam,
 `nmt translate --shard I/N` on --procs processes, merged in order); en-fr trained N minutes with
 and without that synthetic corpus (`data.back_translated`, `<bt>`-tagged), scored on Multi30k's
@@ -263,7 +268,7 @@ def speed(args) -> dict:
     from nmt_cli.translate import Translator
 
     lines = read(args.src, args.test_lines or None)
-    pinned = dict(min_len=args.steps, max_len_const=args.steps, max_len_ratio=1e-6)
+    pinned = dict(min_len=args.steps, max_len_const=args.steps, max_len_ratio=1e-6, shortlist=False)
     models = {}
     for spec in args.model:
         path, _, target = spec.partition(":")
@@ -282,14 +287,74 @@ def speed(args) -> dict:
     return {key: round(rate, 1) for key, rate in best.items()}
 
 
+def train_speed(args) -> dict:
+    """Training target tokens/s of two run dirs' recipes on their own data, step by step in
+    turns in one process (forward, backward, optimiser, as bench/train_speed.py times them), so a
+    busy machine slows both alike. Each run dir's recipe.yaml gives its model and batches."""
+    import itertools
+    import time
+
+    import torch
+
+    from nmt_cli.batches import iterate_epoch
+    from nmt_cli.device import autocast_context, pick_device, resolve_precision
+    from nmt_cli.model import build_model
+    from nmt_cli.recipes import load_recipe
+    from nmt_cli.store import load_split
+    from nmt_cli.tokenizer import Tokenizer
+    from nmt_cli.training import make_optimizer
+
+    torch.set_num_threads(int(args.threads))
+    device = pick_device("cpu")
+    sides = []
+    for run in args.model:
+        recipe = load_recipe(Path(run) / "recipe.yaml")
+        tok = Tokenizer.load(Path(run))
+        split = load_split(Path(run), "train")
+        torch.manual_seed(0)
+        model = build_model(recipe.model, tok.src_vocab_size, tok.tgt_vocab_size).train()
+        batches = (
+            b
+            for epoch in itertools.count()
+            for _, b in iterate_epoch(split, recipe.train.batch_tokens, 0, epoch)
+        )
+        precision = resolve_precision(recipe.train.precision, device)
+        sides.append(
+            [run, recipe, model, make_optimizer(model, recipe), batches, precision, 0, 0.0]
+        )
+    for i in range(args.warmup + args.steps):
+        for side in sides:
+            run, recipe, model, opt, batches, precision, tokens, seconds = side
+            b = next(batches)
+            started = time.perf_counter()
+            with autocast_context(device, precision):
+                summed, _ = model(b.src, b.src_lengths, b.tgt_in, tgt_out=b.tgt_out)
+            opt.zero_grad()
+            (summed / b.tgt_tokens).backward()
+            opt.step()
+            if i >= args.warmup:
+                side[6] += b.tgt_tokens
+                side[7] += time.perf_counter() - started
+    out = {}
+    for run, *_, tokens, seconds in sides:
+        out[run] = round(tokens / seconds, 1)
+        print(f"{run}: {tokens / seconds:.0f} tgt tok/s over {args.steps} steps")
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("experiment", choices=("compare", "zeroshot", "backtranslate", "speed"))
+    ap.add_argument(
+        "experiment", choices=("compare", "zeroshot", "backtranslate", "speed", "train-speed")
+    )
+    ap.add_argument("--warmup", type=int, default=5, help="train-speed: untimed steps")
     ap.add_argument(
         "-m", "--model", action="append", default=[], help="speed: RUN or RUN:TARGET, repeat"
     )
     ap.add_argument("--src", type=Path, help="speed: the sources")
-    ap.add_argument("--steps", type=int, default=20, help="speed: target steps per sentence")
+    ap.add_argument(
+        "--steps", type=int, default=20, help="speed: target steps a sentence; train-speed: steps"
+    )
     ap.add_argument("--repeat", type=int, default=3, help="speed: turns of each model")
     ap.add_argument("--work", type=Path, required=True, help="folder for the runs and outputs")
     ap.add_argument("--minutes", type=float, default=60.0)
@@ -309,7 +374,7 @@ def main() -> None:
         args.mono_lines = min(args.mono_lines, 300)
     args.work.mkdir(parents=True, exist_ok=True)
     experiments = {"compare": compare, "zeroshot": zeroshot, "backtranslate": backtranslate}
-    results = {**experiments, "speed": speed}[args.experiment](args)
+    results = {**experiments, "speed": speed, "train-speed": train_speed}[args.experiment](args)
     out = args.work / "results.json"
     out.write_text(
         json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, **results}, indent=1)
