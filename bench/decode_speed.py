@@ -54,6 +54,13 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=0, help="OMP/torch threads (0 = default)")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--record", type=Path, help="write the figure here (bench/records/NAME.json)")
+    ap.add_argument(
+        "--translate-option",
+        action="append",
+        default=[],
+        help="passed to every nmt translate, e.g. --translate-option=--target "
+        "--translate-option=fr for a multilingual model (repeatable)",
+    )
     args = ap.parse_args()
 
     import sacrebleu
@@ -86,7 +93,7 @@ def main() -> None:
     for name, beam, extra in configs:
         best = None
         for _ in range(args.repeat):
-            seconds, hyps = run(args.model, args.src, beam, extra, env)
+            seconds, hyps = run(args.model, args.src, beam, extra + args.translate_option, env)
             best = seconds if best is None else min(best, seconds)
         tokens = sum(len(x) + 1 for x in tokenizer.encode_tgt(hyps))
         bleu = f"{sacrebleu.corpus_bleu(hyps, [refs]).score:.2f}" if refs else "-"

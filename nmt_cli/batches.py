@@ -133,7 +133,11 @@ def token_batches(
 
 
 def epoch_shards(
-    split: EncodedSplit, batch_tokens: int, seed: int, epoch: int
+    split: EncodedSplit,
+    batch_tokens: int,
+    seed: int,
+    epoch: int,
+    rows: np.ndarray | None = None,
 ) -> Iterator[Batches]:
     """One epoch's batches (of sentence indices into ``split``), a shard at a time.
 
@@ -146,6 +150,11 @@ def epoch_shards(
     a pair for the whole epoch, and twice that while it is built. Reading runs of neighbours
     keeps the lengths' reads sequential.
     """
+    if rows is not None:  # the epoch's draw of the pairs (directions.EpochMix), as one shard
+        lengths = [side_lengths(side)[rows] for side in (split.src, split.tgt)]
+        batches = token_batches(*lengths, batch_tokens, seed, epoch)
+        yield Batches(rows[batches.order], batches.bounds, batches.taken)
+        return
     n = len(split)
     if n <= EPOCH_SHARD:
         yield token_batches(
@@ -248,12 +257,13 @@ def iterate_epoch(
     start: int = 0,
     rank: int = 0,
     world: int = 1,
+    rows: np.ndarray | None = None,
 ) -> Iterator[tuple[int, Batch]]:
     """Yield (position, batch) for one epoch from ``start``; rank r of w takes every w-th batch
     (of each shard's batches, a multiple of w are used). Resuming builds the shards before
     ``start`` again to count their batches (a fraction of a second each)."""
     first = 0  # position of the shard's first batch
-    for batches in epoch_shards(split, batch_tokens, seed, epoch):
+    for batches in epoch_shards(split, batch_tokens, seed, epoch, rows):
         usable = len(batches) - len(batches) % world
         for pos in range(max(start, first), first + usable, world):
             yield pos, make_batch(split, batches[pos - first + rank])

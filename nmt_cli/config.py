@@ -30,8 +30,8 @@ def _opt(
 ) -> Any:
     """A dataclass field with validation metadata (allowed choices, inclusive/open range)."""
     meta = {"choices": choices, "lo": lo, "hi": hi, "lo_open": lo_open, "help": help}
-    if isinstance(default, list):
-        return field(default_factory=lambda: list(default), metadata=meta)
+    if isinstance(default, (list, dict)):
+        return field(default_factory=lambda: type(default)(default), metadata=meta)
     return field(default=default, metadata=meta)
 
 
@@ -79,6 +79,39 @@ class DataConfig(Section):
         False,
         help="lowercase every split and every line to translate (the Multi30k "
         "papers' training condition); output is lowercase: score it with --lc-tok",
+    )
+    directions: list[str] = _opt(
+        [],
+        help="multilingual: the directions one model learns, e.g. [en-fr, fr-en, en-de]; each "
+        "reads data.train, valid and test in its own languages (or its data.pairs files), and "
+        "its sources start with the target-language token <2xx>; empty = the one pair src-tgt",
+    )
+    pairs: dict[str, str] = _opt(
+        {},
+        help="multilingual: a direction's own files instead of data.corpus, direction -> a path "
+        "with {split} and {lang}, e.g. en-de: /data/tatoeba-en-de/{split}.{lang}.gz ({split} "
+        "takes the names in data.train, valid and test)",
+    )
+    source_tag: bool = _opt(
+        False, help="multilingual: sources also carry a source-language token <from_xx>"
+    )
+    temperature: float = _opt(
+        1.0,
+        lo=0.0,
+        lo_open=True,
+        help="multilingual: each epoch draws direction i's pairs in proportion to n_i^(1/T) "
+        "(1 = as the data is; larger evens out the directions' sizes)",
+    )
+    back_translated: dict[str, str] = _opt(
+        {},
+        help="direction -> a path with {lang} of a back-translated corpus (its source side "
+        "machine-translated from real target text); its sources carry the <bt> token",
+    )
+    back_translated_ratio: float = _opt(
+        0.0,
+        lo=0.0,
+        help="back-translated pairs drawn each epoch per real pair of the direction (0 = every "
+        "back-translated pair once an epoch)",
     )
 
 
@@ -413,6 +446,13 @@ def _coerce(value: Any, tp: Any, where: str) -> Any:
             except ConfigError:
                 pass
         return _coerce(value, options[-1], where)
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a mapping, got {value!r}")
+        return {
+            _coerce(k, args[0], where): _coerce(v, args[1], f"{where}.{k}")
+            for k, v in value.items()
+        }
     if origin is list:
         if isinstance(value, str):
             value = [value]

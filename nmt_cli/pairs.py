@@ -77,6 +77,11 @@ class PairSource:
     label: str
     files: tuple[Path, ...]
     tsv: bool = False
+    # Tokens its sources start with, its direction, and whether it is back-translated
+    # (nmt_cli/directions.py); none for a plain pair's corpus.
+    tags: tuple[str, ...] = ()
+    direction: str = ""
+    back_translated: bool = False
 
     def __iter__(self) -> Iterator[tuple[str, str]]:
         return iter_tsv(self.files[0]) if self.tsv else iter_aligned(*self.files)

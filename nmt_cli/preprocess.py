@@ -27,7 +27,21 @@ from nmt_cli import corpora
 from nmt_cli.arrays import SideWriter, id_dtype
 from nmt_cli.config import Recipe
 from nmt_cli.cores import usable_cores
+from nmt_cli.directions import (
+    is_multilingual,
+    languages,
+    recipe_directions,
+    tag_symbols,
+)
 from nmt_cli.errors import DataError
+from nmt_cli.multilingual import (
+    directions_heldout,
+    encode_tagged_source,
+    is_tagged,
+    train_groups,
+    training_sources,
+    with_prefix,
+)
 from nmt_cli.output_file import AtomicFile, write_text_atomic
 from nmt_cli.pairs import (
     CleanChunk,
@@ -57,9 +71,11 @@ class _TextPairs:
 
     def __init__(self, data_dir: Path, name: str):
         self.out = [AtomicFile(data_dir / f"{name}.{side}.txt") for side in ("src", "tgt")]
+        self.pairs = 0  # written so far by write()
 
     def write(self, pairs: list[tuple[str, str]]) -> None:
         # Normalised lines hold no line break, so one line stays one line.
+        self.pairs += len(pairs)
         self.write_text(
             "".join(s + "\n" for s, _ in pairs).encode("utf-8"),
             "".join(t + "\n" for _, t in pairs).encode("utf-8"),
@@ -124,8 +140,15 @@ def _stream_train(
     sides = [SideWriter(data_dir, "train", side, dtype) for side in ("src", "tgt")]
     try:
         for source in sources:
+            src_encoder = encoders[0]
+            if source.tags:  # the direction's tokens start every source (nmt_cli/directions.py)
+                src_encoder = BlockEncoder(
+                    tokenizer.src_proto, dtype, tuple(tokenizer.symbol_ids(source.tags))
+                )
             work = CleanAndEncode(
-                Cleaning(d.lowercase, d.max_len, d.max_ratio, tsv=source.tsv), *encoders
+                Cleaning(d.lowercase, d.max_len, d.max_ratio, tsv=source.tsv),
+                src_encoder,
+                encoders[1],
             )
             read, kept, dropped = 0, 0, Counter()
             for chunk, *encoded in ordered_map(work, source.blocks(TEXT_CHUNK), workers):
@@ -168,10 +191,14 @@ def _stream_train(
     return report, sizes
 
 
-def _stream_heldout(recipe: Recipe, data_dir: Path, name: str, entry: str) -> PairSource:
-    """A valid or test split, cleaned but not filtered: N lines in, N lines stored."""
+def _stream_heldout(
+    recipe: Recipe, data_dir: Path, name: str, entry: str, out: _TextPairs | None = None
+) -> PairSource:
+    """A valid or test split, cleaned but not filtered: N lines in, N lines stored (appended to
+    ``out`` when given, which the caller closes)."""
     source = pair_source(recipe, entry)
-    out = _TextPairs(data_dir, name)
+    own = out is None
+    out = out if out is not None else _TextPairs(data_dir, name)
     try:
         line = 0
         for chunk in chunks(iter(source), TEXT_CHUNK):
@@ -193,7 +220,8 @@ def _stream_heldout(recipe: Recipe, data_dir: Path, name: str, entry: str) -> Pa
     except BaseException:
         out.abort()
         raise
-    out.close()
+    if own:
+        out.close()
     return source
 
 
@@ -238,11 +266,14 @@ def _sample_file_lines(recipe: Recipe) -> tuple[list[str], list[str]]:
             "(one file of sentences per language)"
         )
     sides = []
-    for lang in (recipe.src, recipe.tgt):
+    langs = languages(recipe_directions(recipe))
+    for lang in langs if is_multilingual(recipe) else (recipe.src, recipe.tgt):
         sample = Reservoir(recipe.tokenizer.sample_sentences, recipe.train.seed)
         for chunk in chunks(corpora.iter_lines(Path(template.format(lang=lang))), TEXT_CHUNK):
             sample.offer([normalize(line, recipe.data.lowercase) for line in chunk])
         sides.append(sample.items)
+    if len(sides) > 2:  # one joint model learns every language (check_directions)
+        return [line for side in sides for line in side], []
     return sides[0], sides[1]
 
 
@@ -260,7 +291,10 @@ def _learn_tokenizer(recipe: Recipe, sources: list[PairSource], log) -> Tokenize
         f"training SentencePiece ({cfg.type}, {cfg.vocab_size} pieces, "
         f"{'joint' if cfg.joint else 'one per side'}) on {origin}"
     )
-    tokenizer = train_tokenizer(cfg, src, tgt, seed=recipe.train.seed)
+    symbols = tag_symbols(recipe)
+    if symbols:
+        log(f"tags: {' '.join(symbols)}")
+    tokenizer = train_tokenizer(cfg, src, tgt, seed=recipe.train.seed, symbols=symbols)
     log(f"SentencePiece learned in {time.perf_counter() - started:.1f} s")
     return tokenizer
 
@@ -275,9 +309,10 @@ class BlockEncoder:
     with one side's SentencePiece model. Picklable (it carries the model's bytes, loaded once per
     process), so worker processes can encode blocks side by side."""
 
-    def __init__(self, proto: bytes, dtype):
+    def __init__(self, proto: bytes, dtype, prefix: tuple[int, ...] = ()):
         self.proto, self.dtype = proto, np.dtype(dtype)
         self.key = hashlib.sha1(proto).hexdigest()
+        self.prefix = prefix  # ids before every line: a direction's tags
 
     def __call__(self, raw: bytes) -> tuple[np.ndarray, np.ndarray]:
         sp = _PROCESSORS.get(self.key)
@@ -285,9 +320,8 @@ class BlockEncoder:
             sp = _PROCESSORS[self.key] = Tokenizer(self.proto).src
         seqs = sp.encode(split_block(raw), num_threads=1)
         lengths = np.fromiter(map(len, seqs), dtype=np.int64, count=len(seqs))
-        return np.fromiter(
-            chain.from_iterable(seqs), dtype=self.dtype, count=int(lengths.sum())
-        ), lengths
+        ids = np.fromiter(chain.from_iterable(seqs), dtype=self.dtype, count=int(lengths.sum()))
+        return with_prefix(ids, lengths, self.prefix) if self.prefix else (ids, lengths)
 
 
 @dataclass(frozen=True)
@@ -311,12 +345,19 @@ def _line_blocks(path: Path, n: int) -> Iterator[bytes]:
             yield block[0]
 
 
-def encode_text_file(tokenizer: Tokenizer, data_dir: Path, name: str, dtype, workers: int) -> dict:
+def encode_text_file(
+    tokenizer: Tokenizer,
+    data_dir: Path,
+    name: str,
+    dtype,
+    workers: int,
+    sides: tuple[str, ...] = ("src", "tgt"),
+) -> dict:
     """A stored split's text, ``{name}.{side}.txt`` -> ids and offsets arrays, ENCODE_CHUNK lines
     at a time, on ``workers`` processes with one SentencePiece thread each, stored in line order
     (the held-out splits; the training split is encoded as it is read, see CleanAndEncode)."""
     meta = {}
-    for side in ("src", "tgt"):
+    for side in sides:
         encode = BlockEncoder(tokenizer.src_proto if side == "src" else tokenizer.tgt_proto, dtype)
         writer = SideWriter(data_dir, name, side, dtype)
         text = data_dir / f"{name}.{side}.txt"
@@ -373,15 +414,20 @@ def _preprocess(recipe: Recipe, run_dir: Path, log) -> dict:
         from nmt_cli.finetune import initial_tokenizer
 
         inherited = initial_tokenizer(recipe)
-    sources = [pair_source(recipe, entry) for entry in train_entries(recipe)]
+    if is_tagged(recipe):  # several directions, or a back-translated corpus
+        sources = training_sources(recipe)
+    else:
+        sources = [pair_source(recipe, entry) for entry in train_entries(recipe)]
     for path in (
         path for source in sources for path in source.files
     ):  # fail now, not after a long pass
         if not path.is_file():
             raise DataError(f"{path}: file not found")
-    files = {}
+    files, groups = {}, {}
+    if is_multilingual(recipe):
+        files, groups = directions_heldout(recipe, data_dir, _TextPairs, _stream_heldout)
     for name, entry in split_names(recipe).items():  # small, and checked before the long pass
-        if name != "train":
+        if name != "train" and not is_multilingual(recipe):
             files[name] = _stream_heldout(recipe, data_dir, name, entry).paths
     if inherited:
         tokenizer = inherited[0]
@@ -420,14 +466,28 @@ def _preprocess(recipe: Recipe, run_dir: Path, log) -> dict:
         "tgt_vocab": tokenizer.tgt_vocab_size,
         "tokenizer_from": str(inherited[1]) if inherited else None,
     }
+    if is_tagged(recipe):
+        meta["directions"] = [d.name for d in recipe_directions(recipe)]
+        groups["train"] = train_groups(sources, [r["kept"] for r in report])
+        meta["groups"] = groups
     for name in split_names(recipe):
-        if name != "train":
+        if name == "train":
+            continue
+        if is_multilingual(recipe):
+            meta["splits"][name] = {
+                "src": encode_tagged_source(tokenizer, data_dir, name, dtype, groups[name], recipe),
+                **encode_text_file(tokenizer, data_dir, name, dtype, threads, ("tgt",)),
+            }
+        else:
             meta["splits"][name] = encode_text_file(tokenizer, data_dir, name, dtype, threads)
-            log(f"{name}: {_sizes_text(meta['splits'][name])}")
+        log(f"{name}: {_sizes_text(meta['splits'][name])}")
     started = time.perf_counter()
     save_shortlist_arrays(data_dir, *count_split_shortlist(data_dir, tokenizer))
     log(f"shortlist learned in {time.perf_counter() - started:.1f} s")
-    meta["tok_references"] = save_tok_references(recipe, data_dir, log)
+    # A multilingual split's references are of several languages: none to compare with papers.
+    meta["tok_references"] = (
+        {} if is_multilingual(recipe) else save_tok_references(recipe, data_dir, log)
+    )
     save_recipe(recipe, run_dir / "recipe.yaml")
     write_text_atomic(data_dir / "meta.json", json.dumps(meta, indent=1))
     return meta
@@ -450,12 +510,13 @@ def ensure_preprocessed(recipe: Recipe, run_dir: Path, log=print) -> None:
             raise DataError(f"{saved_path}: unreadable; re-run nmt preprocess") from None
         now, default = recipe.to_dict(), Recipe().to_dict()
         # A key the saved recipe lacks predates that key: it had the default's meaning.
+        # The epoch's mix (data.temperature, back_translated_ratio) is drawn when training.
         was = lambda section, k: (saved.get(section) or {}).get(k, default[section][k])
         changed = [
             f"{section}.{k}"
             for section in ("data", "tokenizer")
             for k in now[section]
-            if section != "data" or k != "test"
+            if section != "data" or k not in ("test", "temperature", "back_translated_ratio")
             if was(section, k) != now[section][k]
         ]
         changed += [k for k in ("src", "tgt") if saved.get(k) != now[k]]

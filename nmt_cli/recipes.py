@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from nmt_cli.config import Recipe, check_value, may_change_on_resume
+from nmt_cli.directions import check_directions
 from nmt_cli.errors import ConfigError
 
 
@@ -100,6 +101,7 @@ def _check_consistency(recipe: Recipe, origin: str) -> None:
         )
     if recipe.src == recipe.tgt:
         raise ConfigError(f"{origin}: tgt: source and target language are both '{recipe.src}'")
+    check_directions(recipe, origin)
 
 
 def parse_value(text: str) -> Any:

@@ -176,9 +176,11 @@ class TrainingBatches:
         cfg: TrainConfig,
         rank: int = 0,
         world: int = 1,
+        mix=None,
     ):
         self.run_dir, self.train_split, self.tokenizer = run_dir, train_split, tokenizer
         self.cfg, self.rank, self.world = cfg, rank, world
+        self.mix = mix  # directions.EpochMix: which pairs each epoch draws (None: all, once)
         self.train_text = self._train_text() if cfg.subword_alpha else None
 
     def _train_text(self) -> tuple[list[str], list[str]]:
@@ -213,6 +215,7 @@ class TrainingBatches:
                 progress.position,
                 self.rank,
                 self.world,
+                None if self.mix is None else self.mix.rows(self.cfg.seed, progress.epoch),
             )
             progress.epoch += 1
             progress.position = 0

@@ -87,6 +87,14 @@ class Tokenizer:
     def decode_tgt(self, ids: Sequence[Sequence[int]]) -> list[str]:
         return self.tgt.decode([list(x) for x in ids])
 
+    def symbol_ids(self, symbols: Sequence[str]) -> list[int]:
+        """The source-side ids of user-defined symbols (tags); one it lacks is a DataError."""
+        ids = [self.src.piece_to_id(s) for s in symbols]
+        missing = [s for s, i in zip(symbols, ids) if i == UNK]
+        if missing:
+            raise DataError(f"tokenizer: has no piece {', '.join(missing)}")
+        return ids
+
     def src_pieces(self, ids: Sequence[int]) -> list[str]:
         return [self.src.id_to_piece(int(i)) for i in ids]
 
@@ -118,7 +126,9 @@ def _read(path: Path) -> bytes:
         raise DataError(f"{path}: cannot read tokenizer ({exc.strerror})") from None
 
 
-def _train_one(lines: Iterable[str], cfg: TokenizerConfig, seed: int) -> bytes:
+def _train_one(
+    lines: Iterable[str], cfg: TokenizerConfig, seed: int, symbols: Sequence[str] = ()
+) -> bytes:
     sample = [line for line in lines if line]
     if len(sample) > cfg.sample_sentences:
         sample = random.Random(seed).sample(sample, cfg.sample_sentences)
@@ -142,6 +152,7 @@ def _train_one(lines: Iterable[str], cfg: TokenizerConfig, seed: int) -> bytes:
             num_threads=2,
             hard_vocab_limit=False,
             minloglevel=2,
+            **({"user_defined_symbols": list(symbols)} if symbols else {}),
         )
     except RuntimeError as exc:
         raise DataError(f"tokenizer: SentencePiece training failed: {exc}") from None
@@ -149,9 +160,14 @@ def _train_one(lines: Iterable[str], cfg: TokenizerConfig, seed: int) -> bytes:
 
 
 def train_tokenizer(
-    cfg: TokenizerConfig, src_lines: Sequence[str], tgt_lines: Sequence[str], seed: int = 0
+    cfg: TokenizerConfig,
+    src_lines: Sequence[str],
+    tgt_lines: Sequence[str],
+    seed: int = 0,
+    symbols: Sequence[str] = (),
 ) -> Tokenizer:
-    """Learn one joint model on both sides, or one model per side."""
+    """Learn one joint model on both sides, or one model per side; ``symbols`` (the tags of
+    nmt_cli/directions.py) become pieces of their own in the source side's model."""
     if cfg.joint:
-        return Tokenizer(_train_one(list(src_lines) + list(tgt_lines), cfg, seed))
-    return Tokenizer(_train_one(src_lines, cfg, seed), _train_one(tgt_lines, cfg, seed))
+        return Tokenizer(_train_one(list(src_lines) + list(tgt_lines), cfg, seed, symbols))
+    return Tokenizer(_train_one(src_lines, cfg, seed, symbols), _train_one(tgt_lines, cfg, seed))

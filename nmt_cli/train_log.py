@@ -107,6 +107,9 @@ def run_summary(
     }
     if valid_metric == "bleu" and p.best_metric is not None:
         summary["best_valid_bleu"] = round(p.best_metric, 2)
+    best = [h for h in p.history if h["step"] == p.best_step and "valid_bleu_by_direction" in h]
+    if best:  # a multilingual model: each direction's BLEU at the best validation
+        summary["best_valid_bleu_by_direction"] = best[-1]["valid_bleu_by_direction"]
     if averaged is not None:
         summary["averaged"] = averaged
     if torch.cuda.is_available() and device.type == "cuda":
@@ -300,6 +303,8 @@ class TrainingLog:
             "valid_bleu": round(result["bleu"], 2),
             "minutes": round(self.minutes(), 2),
         }
+        if "directions" in result:  # a multilingual model: valid_bleu is their mean
+            record["valid_bleu_by_direction"] = _rounded(result["directions"])
         history.append(record)
         self.metrics({"kind": "valid", **record})
         self._write(
@@ -307,6 +312,8 @@ class TrainingLog:
             f"BLEU {result['bleu']:.2f}{'  (best)' if improved else ''}"
             f"{'  lr lowered' if lowered else ''}"
         )
+        if "directions" in result:
+            self._write("  BLEU by direction: " + _by_direction(result["directions"]))
         for hyp, ref in result["samples"]:
             self._write(f"  hyp: {hyp}\n  ref: {ref}")
 
@@ -317,6 +324,8 @@ class TrainingLog:
             "valid_bleu": round(result["bleu"], 2),
             "best": better,
         }
+        if "directions" in result:
+            record["valid_bleu_by_direction"] = _rounded(result["directions"])
         if self.enabled:
             self._write(
                 f"averaged steps {', '.join(map(str, steps))}: valid loss {result['loss']:.3f}  "
@@ -332,3 +341,11 @@ class TrainingLog:
             return
         with self.bar.external_write_mode():
             log.info(message)
+
+
+def _rounded(by_direction: dict) -> dict:
+    return {name: round(bleu, 2) for name, bleu in by_direction.items()}
+
+
+def _by_direction(by_direction: dict) -> str:
+    return "  ".join(f"{name} {bleu:.2f}" for name, bleu in by_direction.items())

@@ -29,6 +29,7 @@ import torch
 from nmt_cli.checkpoint_policy import CheckpointPolicy
 from nmt_cli.config import Recipe
 from nmt_cli.device import autocast_context, pick_device, resolve_precision
+from nmt_cli.directions import EpochMix, groups_of
 from nmt_cli.ema import WeightAverage
 from nmt_cli.errors import TrainingInterrupted, UserError
 from nmt_cli.interrupts import Interrupted
@@ -91,7 +92,13 @@ class Trainer:
         self.tokenizer = Tokenizer.load(self.run_dir)
         self.train_split = load_split(self.run_dir, "train")
         self.batches = TrainingBatches(
-            self.run_dir, self.train_split, self.tokenizer, self.cfg, self.rank, self.world
+            self.run_dir,
+            self.train_split,
+            self.tokenizer,
+            self.cfg,
+            self.rank,
+            self.world,
+            EpochMix.of(recipe, groups_of(self.meta, "train")),
         )
         self.validator = Validator(
             load_split(self.run_dir, "valid"),
@@ -100,6 +107,7 @@ class Trainer:
             recipe,
             self.device,
             self.autocast,
+            groups_of(self.meta, "valid"),
         )
         self.shortlist = load_shortlist(self.run_dir)
         if self.shortlist is None:  # data preprocessed before shortlists existed

@@ -200,6 +200,12 @@ class Translation:
     alternatives: list[Alternative] = field(default_factory=list)  # the n best, best first
     alignment: list[tuple[int, int]] | None = None  # (source word, target word), as --alignments
     attention: WordAttention | None = None
+    # The direction asked of a multilingual model (nmt_cli/routing.py): the languages, and
+    # whether the model was trained on it (None where the source was not named); None alike for
+    # a one-pair model.
+    source_lang: str | None = None
+    target_lang: str | None = None
+    zero_shot: bool | None = None
 
     @property
     def score(self) -> float:
@@ -238,6 +244,32 @@ class Translator:
         self.warn = warn or (lambda msg: print(msg, file=sys.stderr))
         self.warned_truncation = False
         self.recipe, self.checkpoint = recipe, checkpoint
+        # The direction translate() asks for when a call names none (``nmt translate --target``).
+        self.target: str | None = None
+        self.source: str | None = None
+
+    @property
+    def routing(self):
+        """The model's directions and how a request picks one (nmt_cli/routing.py)."""
+        from nmt_cli.routing import Routing
+
+        if getattr(self, "_routing", None) is None:
+            self._routing = Routing(self.recipe)
+        return self._routing
+
+    @property
+    def directions(self) -> list[str]:
+        """The directions the model was trained on (``en-fr``); a multilingual model also
+        translates its ``zero_shot_directions``."""
+        return self.routing.directions
+
+    @property
+    def zero_shot_directions(self) -> list[str]:
+        return self.routing.zero_shot
+
+    @property
+    def multilingual(self) -> bool:
+        return self.routing.multilingual
 
     @property
     def precision(self) -> str:
@@ -277,18 +309,25 @@ class Translator:
         attention: bool = False,
         beam_size: int | None = None,
         weights: bool = False,
+        target: str | None = None,
+        source: str | None = None,
     ) -> list[Translation]:
         """One Translation per line, in order, with ``nbest`` alternatives each; ``beam_size``:
         this call's instead of the configured one; ``alignments``, ``attention``: fill those
-        fields; ``weights``: keep each hypothesis's attention weights (implied by the two)."""
+        fields; ``weights``: keep each hypothesis's attention weights (implied by the two);
+        ``target``, ``source``: the languages, for a multilingual model (``directions``)."""
         config = override(self.config, {"beam_size": beam_size})
         if nbest > config.beam_size or nbest < 1:
             from nmt_cli.errors import UserError
 
             raise UserError(f"nbest {nbest} must be between 1 and the beam size {config.beam_size}")
+        route = self.routing.route(target or self.target, source or self.source)
+        prefix = self.tokenizer.symbol_ids(route.tags) if route is not None else []
         cleaned = [normalize(line, self.lowercase) for line in lines]
         ids = self.tokenizer.encode_src(cleaned)
-        truncated = [len(x) > self.max_source_tokens for x in ids]
+        truncated = [len(x) > self.max_source_tokens - len(prefix) for x in ids]
+        if prefix:  # the direction's tokens start the source, as in training
+            ids = [prefix + x[: self.max_source_tokens - len(prefix)] if x else x for x in ids]
         if any(truncated) and not self.warned_truncation:
             self.warned_truncation = True
             self.warn(
@@ -311,6 +350,17 @@ class Translator:
             else []
         )
         out = [Translation(lines[i], "", [], ids[i], truncated[i]) for i in range(len(lines))]
+        if prefix:  # what the caller sees is its own text's pieces, the tokens left out
+            for tr in out:
+                tr.src_ids = tr.src_ids[len(prefix) :]
+            for sentence in hyps:
+                for h in sentence:
+                    if h.attention is not None:
+                        h.attention = h.attention[:, len(prefix) :]
+        if route is not None:
+            for tr in out:
+                tr.source_lang, tr.target_lang = route.source, route.target
+                tr.zero_shot = route.zero_shot
         flat = [h for sentence in hyps for h in sentence]
         texts = iter(self.tokenizer.decode_tgt([h.tokens for h in flat]))
         for i, sentence in zip(todo, hyps):

@@ -33,7 +33,9 @@ def test_every_leaf_key_has_one_row_and_a_help_string():
 
     def walk(d, prefix=""):
         for k, v in d.items():
-            walk(v, f"{prefix}{k}.") if isinstance(v, dict) else flat.setdefault(f"{prefix}{k}", v)
+            # Sections are the top level's mappings; a mapping-valued key (data.pairs) is a leaf.
+            section = isinstance(v, dict) and not prefix
+            walk(v, f"{prefix}{k}.") if section else flat.setdefault(f"{prefix}{k}", v)
 
     walk(recipe_from_dict({}).to_dict())
     keys = [k for k, _ in key_rows()]

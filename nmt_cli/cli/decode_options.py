@@ -91,3 +91,20 @@ def _decode_changes(ctx: typer.Context) -> dict:
 def _option_name(key: str) -> str:
     """The option that sets decode.``key``, as errors name it (``--beam-size``)."""
     return "--" + key.replace("_", "-")
+
+
+# The direction of a multilingual model (nmt_cli/routing.py), for translate and eval.
+TargetOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Target language, for a multilingual model (one it lacks is an error that lists "
+        "those it has)."
+    ),
+]
+SourceOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Source language of a multilingual model; optional where the model's directions "
+        "into --target have one source or its sources carry no source token."
+    ),
+]

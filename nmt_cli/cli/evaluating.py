@@ -14,6 +14,8 @@ from nmt_cli.cli.decode_options import (
     BeamSizeOption,
     DeviceOption,
     LengthPenaltyOption,
+    SourceOption,
+    TargetOption,
     _decode_changes,
     _option_name,
 )
@@ -79,6 +81,8 @@ def evaluate(
             "translate does (default: each line one sentence, as test sets are).",
         ),
     ] = False,
+    target: TargetOption = None,
+    source: SourceOption = None,
 ) -> None:
     """Score hypotheses against references with sacreBLEU (BLEU, chrF, TER, with signatures).
 
@@ -113,6 +117,8 @@ def evaluate(
         changes = _decode_changes(ctx)
         for m in model:
             translator = load_translator([m], changes, device=device, name_of=_option_name)
+            translator.routing.route(target, source)  # a language it lacks: before translating
+            translator.target, translator.source = target, source
             if translator.lowercase and not lc_tok:
                 typer.echo(
                     f"note: {m} was trained with data.lowercase and writes lowercase; against "

@@ -21,6 +21,8 @@ from nmt_cli.cli.decode_options import (
     ShortlistFrequentOption,
     ShortlistOption,
     ShortlistPerSourceOption,
+    SourceOption,
+    TargetOption,
     WorkersOption,
     _decode_changes,
     _option_name,
@@ -109,6 +111,16 @@ def translate(
             "placeholders, URLs and e-mail addresses.",
         ),
     ] = None,
+    target: TargetOption = None,
+    source: SourceOption = None,
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            help="I/N: translate only the I-th of N equal parts of -i FILE (0-based), so that N "
+            "processes share a file and their outputs, concatenated in order, are its "
+            "translation; 'rank' takes I/N from torchrun's RANK/WORLD_SIZE."
+        ),
+    ] = None,
 ) -> None:
     """Translate lines from stdin (or -i) to stdout (or -o): one output line per input line, in
     order; each line is a paragraph, cut into sentences that are translated and put back with
@@ -142,6 +154,13 @@ def translate(
     )
     if nbest > translator.config.beam_size:
         raise UserError(f"--nbest {nbest} exceeds the beam size {translator.config.beam_size}")
+    route = translator.routing.route(target, source)  # a language it lacks: refused before reading
+    translator.target, translator.source = target, source
+    if route is not None and route.zero_shot:
+        typer.echo(
+            f"note: {route.source}-{route.target} is zero-shot: the model was not trained on it",
+            err=True,
+        )
     out_opts = OutputOptions(
         scores=scores,
         alignments=alignments,
@@ -156,6 +175,12 @@ def translate(
     if fmt == "html":
         _translate_html(translator, in_stream, input, output, documents)
         return
+    if shard is not None:
+        from nmt_cli.shards import ShardReader, parse_shard, shard_range
+
+        if input is None:
+            raise UserError("--shard: give the file with -i (each shard counts its lines)")
+        in_stream = ShardReader(in_stream, *shard_range(count_lines(input), *parse_shard(shard)))
     interactive = input is None and sys.stdin.isatty()
     progress = None
     if sys.stderr.isatty() and not interactive and not show_attention:

@@ -1,0 +1,387 @@
+"""The multilingual experiments of docs/recipes.md#one-model-many-languages, as a user runs them:
+whole `nmt` processes, test BLEU per direction with sacreBLEU, and the share of translations a
+language identifier (nmt_cli/language_id.py, told the three languages) finds in the
+requested language.
+
+    python bench/multilingual.py compare --minutes 60 --work runs/ml-compare
+    python bench/multilingual.py zeroshot --minutes 60 --work runs/ml-zeroshot
+    python bench/multilingual.py backtranslate --minutes 20 --work runs/ml-bt --procs 2
+
+compare: recipes/multilingual.yaml trained N minutes against six one-pair runs of N/6 minutes
+each (the same model and training keys, one direction each), on test_2016_flickr.
+zeroshot: the recipe on en-fr, fr-en, en-de, de-en only, N minutes; fr-de and de-fr zero-shot
+against pivoting through English with the same model (fr -> en -> de).
+speed: decoding sentences/s of models with the same work per sentence (see ``speed``):
+
+    python bench/multilingual.py speed --work runs/ml-speed -m runs/en-fr \
+        -m runs/multilingual:fr --src test.en --test-lines 300 --repeat 5
+
+train-speed: training target tokens/s of two run dirs, step by step in turns:
+
+    python bench/multilingual.py train-speed --work runs/ml-speed -m runs/en-fr \
+        -m runs/multilingual --steps 100
+
+backtranslate: a fr-en model (N minutes) translates Tatoeba's French side into English (beam,
+`nmt translate --shard I/N` on --procs processes, merged in order); en-fr trained N minutes with
+and without that synthetic corpus (`data.back_translated`, `<bt>`-tagged), scored on Multi30k's
+test_2016_flickr (in domain) and Tatoeba's test (out of domain).
+
+``--pilot`` runs each end to end in a few minutes (short budgets, --test-lines 100): the figures
+mean nothing then. ``--threads`` goes to every nmt process. Results: printed as a Markdown table
+and written to WORK/results.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+LANGS = ("en", "fr", "de")
+SIX = ["en-fr", "fr-en", "en-de", "de-en", "fr-de", "de-fr"]
+
+
+def mirror() -> Path:
+    path = os.environ.get("NMT_DATA_MIRROR")
+    if not path:
+        sys.exit("set NMT_DATA_MIRROR to the folder holding multi30k/ and tatoeba-en-fr/")
+    return Path(path)
+
+
+def nmt(*args, **kw) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "nmt_cli", *map(str, args)]
+    print("$ nmt " + " ".join(map(str, args)), flush=True)
+    return subprocess.run(cmd, check=True, cwd=ROOT, **kw)
+
+
+def read(path: Path, n: int | None) -> list[str]:
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8") as fh:
+        lines = fh.read().split("\n")[:-1]
+    return lines[:n] if n else lines
+
+
+def write(path: Path, lines: list[str]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def train(recipe: str, run_dir: Path, minutes: float, args, *sets: str) -> None:
+    budget = [f"train.max_minutes={minutes:g}"]
+    if args.pilot:
+        budget += ["train.valid_every=100", "train.checkpoint_every=100"]
+        budget += ["train.valid_max_sentences=50", "train.average_last=0"]
+    options = [x for s in [*budget, *sets] for x in ("--set", s)]
+    nmt("train", recipe, "--run-dir", run_dir, "--threads", args.threads, *options)
+
+
+def translate(run_dir: Path, src: Path, args, *options) -> list[str]:
+    out = nmt(
+        "translate",
+        "-m",
+        run_dir,
+        "-i",
+        src,
+        "--threads",
+        args.threads,
+        *options,
+        capture_output=True,
+    )
+    return out.stdout.decode("utf-8").split("\n")[:-1]
+
+
+def in_language(lines: list[str], lang: str) -> float:
+    """Share of non-empty lines the service's language identifier (told en, fr and de) finds
+    in ``lang``."""
+    from nmt_cli.language_id import LanguageIdentifier
+
+    identify = LanguageIdentifier(list(LANGS))
+    said = [identify.detect(line)[0][0] for line in lines if line.strip()]
+    return sum(s == lang for s in said) / max(len(said), 1)
+
+
+def score(hyps: list[str], refs: list[str], lang: str) -> dict:
+    import sacrebleu
+
+    return {
+        "bleu": round(sacrebleu.corpus_bleu(hyps, [refs]).score, 2),
+        "in_language": round(in_language(hyps, lang), 4),
+    }
+
+
+def test_files(work: Path, n: int | None, split: str = "test_2016_flickr") -> dict[str, Path]:
+    return {
+        lang: write(
+            work / "test" / f"{split}.{lang}", read(mirror() / "multi30k" / f"{split}.{lang}.gz", n)
+        )
+        for lang in LANGS
+    }
+
+
+def one_pair(direction: str) -> list[str]:
+    """--set values that make recipes/multilingual.yaml the one pair ``direction``."""
+    src, tgt = direction.split("-")
+    return [f"src={src}", f"tgt={tgt}", "data.directions=[]", "name=" + direction]
+
+
+def compare(args) -> dict:
+    work = args.work
+    tests = test_files(work, args.test_lines)
+    results: dict = {"multilingual": {}, "bilingual": {}}
+    multi = work / "multilingual"
+    train("recipes/multilingual.yaml", multi, args.minutes, args)
+    for direction in SIX:
+        src, tgt = direction.split("-")
+        refs = read(tests[tgt], None)
+        hyps = translate(multi, tests[src], args, "--target", tgt, "--source", src)
+        results["multilingual"][direction] = score(hyps, refs, tgt)
+        pair = work / direction
+        train("recipes/multilingual.yaml", pair, args.minutes / 6, args, *one_pair(direction))
+        results["bilingual"][direction] = score(translate(pair, tests[src], args), refs, tgt)
+    for side in ("multilingual", "bilingual"):
+        bleus = [r["bleu"] for r in results[side].values()]
+        results[side]["mean"] = {"bleu": round(sum(bleus) / len(bleus), 2)}
+    print("| direction | multilingual BLEU | bilingual BLEU | in language (multi) |")
+    print("|---|---|---|---|")
+    for d in [*SIX, "mean"]:
+        m, b = results["multilingual"][d], results["bilingual"][d]
+        print(f"| {d} | {m['bleu']} | {b['bleu']} | {m.get('in_language', '')} |")
+    return results
+
+
+def zeroshot(args) -> dict:
+    work = args.work
+    tests = test_files(work, args.test_lines)
+    run = work / "en-pivot"
+    train(
+        "recipes/multilingual.yaml",
+        run,
+        args.minutes,
+        args,
+        "data.directions=[en-fr, fr-en, en-de, de-en]",
+        "name=en-pivot",
+    )
+    results = {}
+    for direction in ("fr-de", "de-fr"):
+        src, tgt = direction.split("-")
+        refs = read(tests[tgt], None)
+        direct = translate(run, tests[src], args, "--target", tgt, "--source", src)
+        english = write(
+            work / f"pivot.{direction}.en",
+            translate(run, tests[src], args, "--target", "en", "--source", src),
+        )
+        pivot = translate(run, english, args, "--target", tgt, "--source", "en")
+        results[direction] = {
+            "zero_shot": score(direct, refs, tgt),
+            "pivot": score(pivot, refs, tgt),
+        }
+    print("| direction | zero-shot BLEU | pivot BLEU | zero-shot in language | pivot in language |")
+    print("|---|---|---|---|---|")
+    for d, r in results.items():
+        z, p = r["zero_shot"], r["pivot"]
+        print(f"| {d} | {z['bleu']} | {p['bleu']} | {z['in_language']} | {p['in_language']} |")
+    return results
+
+
+def backtranslate(args) -> dict:
+    work = args.work
+    tatoeba = mirror() / "tatoeba-en-fr"
+    mono = write(work / "mono.fr", read(tatoeba / "train.fr.gz", args.mono_lines))
+    reverse = work / "fr-en"
+    train("recipes/multilingual.yaml", reverse, args.minutes, args, *one_pair("fr-en"))
+    # The synthetic sources: the reverse model's beam translations, one shard per process.
+    procs = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "nmt_cli",
+                "translate",
+                "-m",
+                str(reverse),
+                "-i",
+                str(mono),
+                "--shard",
+                f"{i}/{args.procs}",
+                "--threads",
+                "1",
+                "-o",
+                str(work / f"bt.en.{i}"),
+            ],
+            cwd=ROOT,
+        )
+        for i in range(args.procs)
+    ]
+    if any(p.wait() for p in procs):
+        sys.exit("a shard failed")
+    write(
+        work / "bt.en",
+        [line for i in range(args.procs) for line in read(work / f"bt.en.{i}", None)],
+    )
+    (work / "bt.fr").write_bytes(mono.read_bytes())
+    tests = {
+        "multi30k": (
+            test_files(work, args.test_lines)["en"],
+            test_files(work, args.test_lines)["fr"],
+        ),
+        "tatoeba": (
+            write(work / "test" / "tatoeba.en", read(tatoeba / "test.en.gz", args.test_lines)),
+            write(work / "test" / "tatoeba.fr", read(tatoeba / "test.fr.gz", args.test_lines)),
+        ),
+    }
+    results = {}
+    for name, sets in (
+        ("baseline", []),
+        (
+            "back-translated",
+            [
+                f"data.back_translated.en-fr={work / 'bt.{lang}'}",
+                f"data.back_translated_ratio={args.ratio:g}",
+            ],
+        ),
+    ):
+        run = work / name
+        train("recipes/multilingual.yaml", run, args.minutes, args, *one_pair("en-fr"), *sets)
+        results[name] = {
+            test: score(translate(run, src, args), read(ref, None), "fr")
+            for test, (src, ref) in tests.items()
+        }
+    print("| model | Multi30k test_2016 BLEU | Tatoeba test BLEU |")
+    print("|---|---|---|")
+    for name, r in results.items():
+        print(f"| {name} | {r['multi30k']['bleu']} | {r['tatoeba']['bleu']} |")
+    return results
+
+
+def speed(args) -> dict:
+    """Decoding sentences/s of two models on the same sources with the same work: every sentence
+    decodes exactly --steps target steps (decode.min_len and the length cap pinned), so what
+    differs is the model's own cost (a multilingual model's source tokens, its routing), not how
+    long each writes. The models take turns, --repeat times; the best of each is kept."""
+    import time
+
+    from nmt_cli.translate import Translator
+
+    lines = read(args.src, args.test_lines or None)
+    pinned = dict(min_len=args.steps, max_len_const=args.steps, max_len_ratio=1e-6, shortlist=False)
+    models = {}
+    for spec in args.model:
+        path, _, target = spec.partition(":")
+        models[spec] = (Translator.load(path, device="cpu", threads=1, **pinned), target or None)
+    best: dict[str, dict] = {}
+    for _ in range(args.repeat):
+        for spec, (tr, target) in models.items():
+            for beam in (1, 5):
+                started = time.perf_counter()
+                tr.translate(lines, beam_size=beam, target=target)
+                rate = len(lines) / (time.perf_counter() - started)
+                key = f"{spec} beam {beam}"
+                best[key] = max(best.get(key, 0.0), rate)
+    for key, rate in best.items():
+        print(f"{key}: {rate:.1f} sent/s")
+    return {key: round(rate, 1) for key, rate in best.items()}
+
+
+def train_speed(args) -> dict:
+    """Training target tokens/s of two run dirs' recipes on their own data, step by step in
+    turns in one process (forward, backward, optimiser, as bench/train_speed.py times them), so a
+    busy machine slows both alike. Each run dir's recipe.yaml gives its model and batches."""
+    import itertools
+    import time
+
+    import torch
+
+    from nmt_cli.batches import iterate_epoch
+    from nmt_cli.device import autocast_context, pick_device, resolve_precision
+    from nmt_cli.model import build_model
+    from nmt_cli.recipes import load_recipe
+    from nmt_cli.store import load_split
+    from nmt_cli.tokenizer import Tokenizer
+    from nmt_cli.training import make_optimizer
+
+    torch.set_num_threads(int(args.threads))
+    device = pick_device("cpu")
+    sides = []
+    for run in args.model:
+        recipe = load_recipe(Path(run) / "recipe.yaml")
+        tok = Tokenizer.load(Path(run))
+        split = load_split(Path(run), "train")
+        torch.manual_seed(0)
+        model = build_model(recipe.model, tok.src_vocab_size, tok.tgt_vocab_size).train()
+        batches = (
+            b
+            for epoch in itertools.count()
+            for _, b in iterate_epoch(split, recipe.train.batch_tokens, 0, epoch)
+        )
+        precision = resolve_precision(recipe.train.precision, device)
+        sides.append(
+            [run, recipe, model, make_optimizer(model, recipe), batches, precision, 0, 0.0]
+        )
+    for i in range(args.warmup + args.steps):
+        for side in sides:
+            run, recipe, model, opt, batches, precision, tokens, seconds = side
+            b = next(batches)
+            started = time.perf_counter()
+            with autocast_context(device, precision):
+                summed, _ = model(b.src, b.src_lengths, b.tgt_in, tgt_out=b.tgt_out)
+            opt.zero_grad()
+            (summed / b.tgt_tokens).backward()
+            opt.step()
+            if i >= args.warmup:
+                side[6] += b.tgt_tokens
+                side[7] += time.perf_counter() - started
+    out = {}
+    for run, *_, tokens, seconds in sides:
+        out[run] = round(tokens / seconds, 1)
+        print(f"{run}: {tokens / seconds:.0f} tgt tok/s over {args.steps} steps")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "experiment", choices=("compare", "zeroshot", "backtranslate", "speed", "train-speed")
+    )
+    ap.add_argument("--warmup", type=int, default=5, help="train-speed: untimed steps")
+    ap.add_argument(
+        "-m", "--model", action="append", default=[], help="speed: RUN or RUN:TARGET, repeat"
+    )
+    ap.add_argument("--src", type=Path, help="speed: the sources")
+    ap.add_argument(
+        "--steps", type=int, default=20, help="speed: target steps a sentence; train-speed: steps"
+    )
+    ap.add_argument("--repeat", type=int, default=3, help="speed: turns of each model")
+    ap.add_argument("--work", type=Path, required=True, help="folder for the runs and outputs")
+    ap.add_argument("--minutes", type=float, default=60.0)
+    ap.add_argument("--threads", default="1")
+    ap.add_argument("--test-lines", type=int, default=0, help="first N test lines (0 = all)")
+    ap.add_argument(
+        "--mono-lines", type=int, default=50_000, help="Tatoeba French lines to back-translate"
+    )
+    ap.add_argument("--procs", type=int, default=2, help="processes sharing the back-translation")
+    ap.add_argument("--ratio", type=float, default=1.0, help="data.back_translated_ratio")
+    ap.add_argument(
+        "--pilot", action="store_true", help="end to end in minutes; figures mean nothing"
+    )
+    args = ap.parse_args()
+    if args.pilot:
+        args.test_lines = args.test_lines or 100
+        args.mono_lines = min(args.mono_lines, 300)
+    args.work.mkdir(parents=True, exist_ok=True)
+    experiments = {"compare": compare, "zeroshot": zeroshot, "backtranslate": backtranslate}
+    results = {**experiments, "speed": speed, "train-speed": train_speed}[args.experiment](args)
+    out = args.work / "results.json"
+    out.write_text(
+        json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, **results}, indent=1)
+    )
+    print(f"written {out}")
+
+
+if __name__ == "__main__":
+    main()
