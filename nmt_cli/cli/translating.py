@@ -16,11 +16,17 @@ from nmt_cli.cli.decode_options import (
     BatchTokensOption,
     BeamSizeOption,
     DeviceOption,
+    GlossaryOption,
     LengthPenaltyOption,
     PrecisionOption,
+    PrefixTabOption,
+    SampleOption,
+    SamplingTopkOption,
+    SeedOption,
     ShortlistFrequentOption,
     ShortlistOption,
     ShortlistPerSourceOption,
+    TemperatureOption,
     WorkersOption,
     _decode_changes,
     _option_name,
@@ -55,7 +61,11 @@ def translate(
         ),
     ] = 1,
     scores: Annotated[
-        bool, typer.Option("--scores", help="Append the log-probability after a tab.")
+        bool,
+        typer.Option(
+            "--scores",
+            help="Append the log-probability and the confidence (0 to 1) after tabs.",
+        ),
     ] = False,
     alignments: Annotated[
         bool,
@@ -83,6 +93,12 @@ def translate(
     workers: WorkersOption = None,
     threads: ThreadsOption = None,
     device: DeviceOption = "auto",
+    glossary: GlossaryOption = None,
+    prefix_tab: PrefixTabOption = False,
+    sample: SampleOption = False,
+    sampling_topk: SamplingTopkOption = 0,
+    temperature: TemperatureOption = 1.0,
+    seed: SeedOption = 0,
 ) -> None:
     """Translate lines from stdin (or -i) to stdout (or -o): one output line per input line, in
     order.
@@ -108,6 +124,11 @@ def translate(
     )
     if nbest > translator.config.beam_size:
         raise UserError(f"--nbest {nbest} exceeds the beam size {translator.config.beam_size}")
+    from nmt_cli.controlled import controlled_translator
+
+    translator = controlled_translator(
+        translator, glossary, prefix_tab, sample, sampling_topk, temperature, seed, nbest
+    )
     out_opts = OutputOptions(
         scores=scores,
         alignments=alignments,

@@ -1,0 +1,416 @@
+"""Beam search with hard lexical constraints and forced target prefixes, batched.
+
+A sentence may come with ``terms`` (target token sequences that must each appear somewhere in its
+translation) and a ``prefix`` (target tokens its translation must begin with). The search is
+dynamic beam allocation (Post & Vilar 2018) in the vectorized form of Hu et al. (2019): each
+hypothesis carries which terms it has met and how far it is into the one it is placing; each step
+a sentence's candidates are
+
+- the K best continuations of all its hypotheses (as in plain beam search),
+- the best continuation of each hypothesis, and
+- for each hypothesis and each term it may take next, that term's next token,
+
+and a candidate's bank is the number of term tokens it has produced (met terms whole, plus the
+one in progress). The K beam slots go round-robin over the banks, the highest first: the best of
+each bank, then the second best of each bank, ... (Hu et al.'s allocation with unused slots passed
+on), so that hypotheses which placed more of the terms survive next to the better-scoring ones
+that placed fewer. A token that breaks off a term in progress loses that term's tokens (the
+hypothesis may start it again later). EOS is allowed only once every term is met, so every
+finished hypothesis carries every term; finished ones are ranked by the GNMT length-penalised
+score, and a sentence is done when its n-th best finished one beats what any alive hypothesis can
+still reach (as in nmt_cli/search.py).
+
+A prefix is forced token by token: while a sentence is within its prefix, its only allowed token
+is the prefix's next one; then the beam continues. Prefix tokens count towards the terms too.
+
+With a shortlist, the terms' and the prefix's tokens join the sentence's own candidate set
+(``with_forced_tokens``), so the shortlist never bars a forced token. Ensembles work unchanged:
+the search only uses the search contract (encode, step, select).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import torch
+
+from nmt_cli.model.output_layer import Columns
+from nmt_cli.search import Hypothesis, _restrict, _trim, length_penalty, max_lengths
+from nmt_cli.shortlist import Candidates
+from nmt_cli.tokenizer import BOS, EOS, PAD
+
+
+@dataclass
+class Forced:
+    """What one sentence's translation must hold: each of ``terms`` somewhere (token
+    sequences), and ``prefix`` at its start."""
+
+    terms: list[list[int]] = field(default_factory=list)
+    prefix: list[int] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.terms or self.prefix)
+
+    def satisfied_by(self, tokens: Sequence[int]) -> bool:
+        """Does ``tokens`` begin with the prefix and contain every term?"""
+        tokens = list(tokens)
+        if tokens[: len(self.prefix)] != self.prefix:
+            return False
+        return all(contains(tokens, term) for term in self.terms)
+
+
+def contains(tokens: Sequence[int], term: Sequence[int]) -> bool:
+    """Is ``term`` a contiguous run of ``tokens``?"""
+    n = len(term)
+    return any(list(tokens[i : i + n]) == list(term) for i in range(len(tokens) - n + 1))
+
+
+def with_forced_tokens(candidates: Candidates, forced: Sequence[Forced]) -> Candidates:
+    """``candidates`` with each sentence's term and prefix tokens added to its own set (and to the
+    union, which stays sorted, so the specials keep positions 0..3)."""
+    extra = [sorted({t for term in f.terms for t in term} | set(f.prefix)) for f in forced]
+    everything = [t for tokens in extra for t in tokens]
+    if not everything:
+        return candidates
+    ids = torch.unique(torch.cat([candidates.ids.cpu(), torch.tensor(everything)]))
+    where = torch.searchsorted(ids, candidates.ids.cpu())
+    allowed = torch.zeros(len(forced), ids.numel(), dtype=torch.bool)
+    allowed[:, where] = candidates.allowed.cpu()
+    for row, tokens in enumerate(extra):
+        if tokens:
+            allowed[row, torch.searchsorted(ids, torch.tensor(tokens))] = True
+    device = candidates.ids.device
+    return Candidates(ids.to(device), allowed.to(device))
+
+
+def _pad(rows: list[list[int]], width: int) -> torch.Tensor:
+    out = torch.full((len(rows), max(width, 1)), PAD, dtype=torch.long)
+    for i, row in enumerate(rows):
+        out[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+    return out
+
+
+@torch.no_grad()
+def constrained_beam_search(
+    model,
+    src: torch.Tensor,
+    src_lengths: torch.Tensor,
+    forced: Sequence[Forced],
+    *,
+    beam_size: int = 5,
+    alpha: float = 0.6,
+    max_len_ratio: float = 1.5,
+    max_len_const: int = 10,
+    min_len: int = 1,
+    nbest: int = 1,
+    attention: bool = False,
+    vocab: Candidates | None = None,
+) -> list[list[Hypothesis]]:
+    """The ``nbest`` best hypotheses per sentence that satisfy its ``forced`` (module doc), best
+    first; an empty list for a sentence whose terms did not fit within its length cap. The cap is
+    raised where the prefix and terms need more room."""
+    device = src.device
+    b, k = src.size(0), beam_size
+    neg_inf = float("-inf")
+    terms = [f.terms for f in forced]
+    m = max(1, max(len(t) for t in terms))
+    width = max([1] + [len(term) for t in terms for term in t])
+    cons = torch.full((b, m, width), PAD, dtype=torch.long)
+    cons_len = torch.zeros(b, m, dtype=torch.long)
+    for i, sentence_terms in enumerate(terms):
+        for j, term in enumerate(sentence_terms):
+            cons[i, j, : len(term)] = torch.tensor(term, dtype=torch.long)
+            cons_len[i, j] = len(term)
+    cons, cons_len = cons.to(device), cons_len.to(device)
+    total = cons_len.sum(dim=1)  # (B,) term tokens to place
+    prefix = _pad([f.prefix for f in forced], max(len(f.prefix) for f in forced)).to(device)
+    prefix_len = torch.tensor([len(f.prefix) for f in forced], device=device)
+    limit = max_lengths(src_lengths, max_len_ratio, max_len_const).to(device)
+    limit = torch.maximum(limit, prefix_len + total + 1)
+    steps = int(limit.max())
+
+    if vocab is not None:
+        vocab = with_forced_tokens(vocab, forced)
+        ids = vocab.ids
+        position = torch.full((int(ids.max()) + 1,), 0, dtype=torch.long, device=device)
+        position[ids] = torch.arange(ids.numel(), device=device)
+        flat = torch.arange(b, device=device).repeat_interleave(k)
+        columns = Columns(ids, vocab.allowed.index_select(0, flat))
+    else:
+        ids, position, columns = None, None, None
+
+    def column_of(tokens: torch.Tensor) -> torch.Tensor:
+        return tokens if position is None else position[tokens]
+
+    def token_of(cols: torch.Tensor) -> torch.Tensor:
+        return cols if ids is None else ids[cols]
+
+    state, memory = model.encode(src, src_lengths)
+    state = state.select(torch.arange(b, device=device).repeat_interleave(k))
+    memory = memory.shared_by(k)
+    s_len = src.size(1)
+    rank = torch.arange(k, device=device)
+    sentence = torch.arange(b, device=device)
+    best_possible_lp = length_penalty(limit, alpha)
+    lp_of_length = length_penalty(torch.arange(steps + 1, device=device), alpha)
+
+    alive_seq = torch.zeros(b, k, 0, dtype=torch.long, device=device)
+    alive_logp = torch.full((b, k), neg_inf, device=device)
+    alive_logp[:, 0] = 0.0
+    alive_attn = torch.zeros(b, k, 0, s_len, device=device) if attention else None
+    met = (cons_len == 0).unsqueeze(1).expand(b, k, m).clone()  # (B, K, M)
+    progress_term = torch.full((b, k), -1, dtype=torch.long, device=device)  # -1: none
+    progress_done = torch.zeros(b, k, dtype=torch.long, device=device)  # its tokens so far
+    fin_seq = torch.full((b, k, steps), PAD, dtype=torch.long, device=device)
+    fin_norm = torch.full((b, k), neg_inf, device=device)
+    fin_logp = torch.full((b, k), neg_inf, device=device)
+    fin_attn = torch.zeros(b, k, steps, s_len, device=device) if attention else None
+    done = torch.zeros(b, dtype=torch.bool, device=device)
+    prev = torch.full((b * k,), BOS, dtype=torch.long, device=device)
+
+    for t in range(steps):
+        logp, state, weights = model.step(prev, state, memory, columns)
+        at_limit = (limit - 1 <= t).repeat_interleave(k)
+        logp = _restrict(logp, at_limit, t < min_len)
+        v = logp.size(-1)
+        logp = logp.view(b, k, v)
+        bank = (met * cons_len.unsqueeze(1)).sum(-1) + progress_done  # (B, K)
+        logp[..., EOS] = logp[..., EOS].masked_fill(bank < total.unsqueeze(1), neg_inf)
+        in_prefix = t < prefix_len  # (B,)
+        if bool(in_prefix.any()):
+            col = column_of(prefix[:, min(t, prefix.size(1) - 1)])
+            kept = logp.gather(2, col.view(b, 1, 1).expand(b, k, 1))
+            logp.masked_fill_(in_prefix.view(b, 1, 1), neg_inf)
+            logp.scatter_(2, col.view(b, 1, 1).expand(b, k, 1), kept)
+        scores = alive_logp.unsqueeze(-1) + logp  # (B, K, V)
+
+        # the candidates: the K best overall, each hypothesis's best, each term's next token
+        top_score, top_idx = scores.view(b, k * v).topk(k, dim=-1)
+        own_score, own_col = scores.max(dim=-1)
+        taking = torch.where(progress_term.unsqueeze(-1) == torch.arange(m, device=device), 1, 0)
+        next_at = (progress_done.unsqueeze(-1) * taking).clamp(max=width - 1)  # (B, K, M)
+        next_tok = cons.unsqueeze(1).expand(b, k, m, width).gather(3, next_at.unsqueeze(-1))
+        next_tok = next_tok.squeeze(-1)
+        may_take = (taking == 1) | ((progress_term.unsqueeze(-1) < 0) & ~met)
+        term_col = column_of(next_tok)
+        term_score = scores.gather(2, term_col).masked_fill(~may_take, neg_inf)
+        cand_beam = torch.cat(
+            [top_idx // v, rank.expand(b, k), rank.view(1, k, 1).expand(b, k, m).reshape(b, -1)],
+            dim=1,
+        )
+        cand_col = torch.cat([top_idx % v, own_col, term_col.view(b, -1)], dim=1)
+        cand_score = torch.cat([top_score, own_score, term_score.view(b, -1)], dim=1)
+        # the same continuation proposed twice counts once
+        key = cand_beam * v + cand_col
+        order = key.argsort(dim=1, stable=True)
+        sorted_key = key.gather(1, order)
+        repeat = torch.zeros_like(sorted_key, dtype=torch.bool)
+        repeat[:, 1:] = sorted_key[:, 1:] == sorted_key[:, :-1]
+        cand_score = cand_score.masked_fill(repeat.scatter(1, order, repeat), neg_inf)
+        cand_tok = token_of(cand_col)
+
+        # each candidate's term state
+        c = cand_beam.size(1)
+        p_met = met.gather(1, cand_beam.unsqueeze(-1).expand(b, c, m))
+        p_term = progress_term.gather(1, cand_beam)
+        p_done = progress_done.gather(1, cand_beam)
+        expected = cons.view(b, m * width).gather(
+            1, (p_term.clamp(min=0) * width + p_done.clamp(max=width - 1))
+        )
+        goes_on = (p_term >= 0) & (cand_tok == expected)
+        p_len = cons_len.gather(1, p_term.clamp(min=0))
+        completes = goes_on & (p_done + 1 == p_len)
+        starts = (cons[:, :, 0].unsqueeze(1) == cand_tok.unsqueeze(-1)) & ~p_met
+        starts &= (cons_len > 0).unsqueeze(1) & ~goes_on.unsqueeze(-1)
+        starting = starts.any(-1)
+        first = starts.to(torch.int8).argmax(-1)
+        first_len = cons_len.gather(1, first)
+        new_met = p_met.clone()
+        new_met |= completes.unsqueeze(-1) & (
+            torch.arange(m, device=device) == p_term.unsqueeze(-1)
+        )
+        single = starting & (first_len == 1)
+        new_met |= single.unsqueeze(-1) & (torch.arange(m, device=device) == first.unsqueeze(-1))
+        new_term = torch.where(goes_on & ~completes, p_term, -1)
+        new_term = torch.where(starting & ~single, first, new_term)
+        new_done = torch.where(goes_on & ~completes, p_done + 1, 0)
+        new_done = torch.where(starting & ~single, 1, new_done)
+        new_bank = (new_met * cons_len.unsqueeze(1)).sum(-1) + new_done  # (B, C)
+
+        valid = cand_score > neg_inf
+        is_eos = (cand_tok == EOS) & valid
+        parent_seq = alive_seq.gather(1, cand_beam.unsqueeze(-1).expand(b, c, t))
+        cand_seq = torch.cat([parent_seq, cand_tok.unsqueeze(-1)], dim=-1)  # (B, C, t+1)
+        if attention:
+            step_attn = torch.cat([alive_attn, weights.view(b, k, 1, -1)], dim=2)
+            cand_attn = step_attn.gather(1, cand_beam[..., None, None].expand(b, c, t + 1, s_len))
+
+        # finished: EOS candidates (every term met), merged with the ones before
+        new_norm = torch.where(is_eos, cand_score / lp_of_length[t + 1], neg_inf)
+        new_norm = new_norm.masked_fill(done.unsqueeze(1), neg_inf)
+        fin_norm, pick = torch.cat([fin_norm, new_norm], dim=1).topk(k, dim=-1)
+        padded = torch.cat([cand_seq, cand_seq.new_full((b, c, steps - t - 1), PAD)], dim=-1)
+        fin_seq = torch.cat([fin_seq, padded], dim=1).gather(
+            1, pick.unsqueeze(-1).expand(b, k, steps)
+        )
+        fin_logp = torch.cat([fin_logp, cand_score], dim=1).gather(1, pick)
+        if attention:
+            padded_attn = torch.cat([cand_attn, cand_attn.new_zeros(b, c, steps - t - 1, s_len)], 2)
+            fin_attn = torch.cat([fin_attn, padded_attn], dim=1).gather(
+                1, pick[..., None, None].expand(b, k, steps, s_len)
+            )
+
+        # alive: K slots round-robin over the banks, the highest bank first at each round
+        open_ = valid & ~is_eos
+        by_score = cand_score.masked_fill(~open_, neg_inf).argsort(dim=1, descending=True)
+        lowest = int(total.max()) + 2
+        banked = torch.where(open_, new_bank, lowest).gather(1, by_score)
+        by_bank = banked.argsort(dim=1, stable=True)
+        order = by_score.gather(1, by_bank)  # by bank, best first within a bank
+        sorted_bank = banked.gather(1, by_bank)
+        position_ = torch.arange(c, device=device).expand(b, c)
+        opens = torch.ones_like(sorted_bank, dtype=torch.bool)
+        opens[:, 1:] = sorted_bank[:, 1:] != sorted_bank[:, :-1]
+        start = torch.where(opens, position_, 0).cummax(dim=1).values
+        round_ = position_ - start
+        slot_key = round_ * lowest + (lowest - 1 - sorted_bank)
+        slot_key = slot_key.masked_fill(sorted_bank == lowest, c * lowest * 2)
+        chosen = order.gather(1, slot_key.topk(k, dim=1, largest=False).indices)  # (B, K)
+        alive_logp = cand_score.masked_fill(~open_, neg_inf).gather(1, chosen)
+        alive_logp = alive_logp.masked_fill(done.unsqueeze(1), neg_inf)
+        alive_seq = cand_seq.gather(1, chosen.unsqueeze(-1).expand(b, k, t + 1))
+        if attention:
+            alive_attn = cand_attn.gather(1, chosen[..., None, None].expand(b, k, t + 1, s_len))
+        met = new_met.gather(1, chosen.unsqueeze(-1).expand(b, k, m))
+        progress_term, progress_done = new_term.gather(1, chosen), new_done.gather(1, chosen)
+        source_beam = cand_beam.gather(1, chosen)
+
+        best_alive = alive_logp.max(dim=1).values
+        done |= fin_norm[:, nbest - 1] > best_alive / best_possible_lp
+        done |= best_alive == neg_inf
+        done |= limit - 1 <= t
+        if t + 1 == steps or bool(done.all()):
+            break
+        alive_logp = alive_logp.masked_fill(done.unsqueeze(1), neg_inf)
+        state = state.select((sentence.unsqueeze(1) * k + source_beam).view(-1))
+        prev = alive_seq[:, :, -1].reshape(-1)
+
+    results: list[list[Hypothesis]] = []
+    seqs, norms, logps = fin_seq.tolist(), fin_norm.tolist(), fin_logp.tolist()
+    for i in range(b):
+        hyps = []
+        for j in range(k):
+            if norms[i][j] == neg_inf:
+                continue
+            seq = _trim(seqs[i][j])
+            a = None
+            if attention:
+                a = fin_attn[i, j, : len(seq) + 1, : int(src_lengths[i])].float().cpu()
+            hyps.append(Hypothesis(seq, logps[i][j], norms[i][j], a))
+        results.append(hyps[:nbest])
+    return results
+
+
+def forced_for_lines(
+    texts: Sequence[str],
+    src_ids: Sequence[Sequence[int]],
+    tokenizer,
+    config,
+    *,
+    glossary=None,
+    prefixes: Sequence[str | None] | None = None,
+    lowercase: bool = False,
+) -> list[Forced] | None:
+    """Each line's Forced from a glossary (its terms found in the normalised line ``texts``) and
+    ``prefixes`` (one per line, None or "" for none); None when nothing is forced. A prefix that
+    does not fit under its line's length cap is an error naming the line."""
+    from nmt_cli.errors import UserError
+    from nmt_cli.glossary import as_glossary, required_terms, term_tokens
+    from nmt_cli.tokenizer import normalize
+
+    glossary = as_glossary(glossary)
+    if prefixes is not None and len(prefixes) != len(texts):
+        raise UserError(f"prefixes: {len(prefixes)} given for {len(texts)} lines")
+    if not glossary and not (prefixes and any(prefixes)):
+        return None
+    tokens = term_tokens(glossary, tokenizer, lowercase) if glossary else {}
+    out = []
+    for i, text in enumerate(texts):
+        terms = required_terms(glossary.targets(text), tokens) if glossary else []
+        prefix: list[int] = []
+        if prefixes and prefixes[i]:
+            prefix = tokenizer.encode_tgt([normalize(prefixes[i], lowercase)])[0]
+            cap = int(max(len(src_ids[i]), 1) * config.max_len_ratio) + config.max_len_const
+            if len(prefix) >= cap:
+                raise UserError(
+                    f"prefix of line {i + 1}: {len(prefix)} pieces, but its translation may "
+                    f"have at most {cap} (decode.max_len_ratio x source + decode.max_len_const)"
+                )
+        out.append(Forced(terms, prefix))
+    return out
+
+
+def forced_decode_ids(
+    model,
+    sources: Sequence[Sequence[int]],
+    forced: Sequence[Forced],
+    config,
+    device,
+    *,
+    shortlist=None,
+    nbest: int = 1,
+    attention: bool = False,
+    plain,
+    warn=None,
+) -> list[list[Hypothesis]]:
+    """``plain`` decoding (translate.decode_ids) for every sentence without a prefix, in the
+    batches it would have without ``forced``; then the constrained search for the sentences
+    with a prefix and for those whose plain translation misses a term, length-sorted in batches
+    of ``config.batch_size`` (or the beam search default). A sentence whose terms do not fit
+    under its length cap keeps its plain translation (``warn`` says which)."""
+    free = [i for i, f in enumerate(forced) if not f.prefix]
+    results: list[list[Hypothesis]] = [[] for _ in sources]
+    if free:
+        for i, hyps in zip(free, plain([sources[i] for i in free])):
+            results[i] = hyps
+    todo = [
+        i
+        for i, f in enumerate(forced)
+        if f.prefix or (f.terms and not (results[i] and f.satisfied_by(results[i][0].tokens)))
+    ]
+    todo.sort(key=lambda i: -len(sources[i]))
+    size = config.batch_size if config.batch_size > 0 else 32
+    use_shortlist = shortlist if config.shortlist else None
+    for start in range(0, len(todo), size):
+        batch = todo[start : start + size]
+        lengths = [max(len(sources[i]), 1) for i in batch]
+        src = torch.zeros(len(batch), max(lengths), dtype=torch.long)
+        for row, i in enumerate(batch):
+            src[row, : len(sources[i])] = torch.as_tensor(sources[i], dtype=torch.long)
+        src_lengths = torch.tensor(lengths)
+        vocab = None
+        if use_shortlist is not None:
+            vocab = use_shortlist.candidates(
+                src, src_lengths, config.shortlist_per_source, config.shortlist_frequent
+            ).to(device)
+        hyps = constrained_beam_search(
+            model,
+            src.to(device),
+            src_lengths,
+            [forced[i] for i in batch],
+            beam_size=max(config.beam_size, 2),
+            alpha=config.length_penalty,
+            max_len_ratio=config.max_len_ratio,
+            max_len_const=config.max_len_const,
+            min_len=config.min_len,
+            nbest=min(nbest, max(config.beam_size, 2)),
+            attention=attention,
+            vocab=vocab,
+        )
+        for i, h in zip(batch, hyps):
+            if h:
+                results[i] = h
+            elif warn is not None:
+                warn(f"warning: sentence {i + 1}: the forced terms did not fit; left unforced")
+    return results

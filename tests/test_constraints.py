@@ -1,0 +1,112 @@
+import math
+
+import torch
+
+from nmt_cli.constraints import (
+    Forced,
+    constrained_beam_search,
+    contains,
+    with_forced_tokens,
+)
+from nmt_cli.search import beam_search
+from nmt_cli.shortlist import Candidates
+from tests.test_search import model, ragged_batch, sequence_logprob
+
+
+def unlikely_tokens(m, src, lengths, n, k=4):
+    """For each sentence, n tokens its unconstrained beam output does not use."""
+    free = beam_search(m, src, lengths, beam_size=k, max_len_const=4)
+    out = []
+    for hyps in free:
+        used = set(hyps[0].tokens)
+        out.append([t for t in range(4, 30) if t not in used][:n])
+    return free, out
+
+
+def test_every_hypothesis_carries_its_terms_and_prefix_and_its_true_score():
+    m = model(3)
+    _, src, lengths = ragged_batch(8, 5)
+    free, unlikely = unlikely_tokens(m, src, lengths, 4)
+    forced = [
+        Forced([[unlikely[0][0]]]),
+        Forced([[unlikely[1][0], unlikely[1][1]]]),
+        Forced([[unlikely[2][0]], [unlikely[2][1], unlikely[2][2], unlikely[2][3]]]),
+        Forced([], [unlikely[3][0], unlikely[3][1]]),
+        Forced([[unlikely[4][2]]], [unlikely[4][0]]),
+        Forced(),
+        Forced([[unlikely[6][0]], [unlikely[6][1]], [unlikely[6][2]]]),
+        Forced([[unlikely[7][0], unlikely[7][0]]]),
+    ]
+    out = constrained_beam_search(m, src, lengths, forced, beam_size=4, nbest=3, max_len_const=4)
+    for i, (f, hyps) in enumerate(zip(forced, out)):
+        assert hyps, i
+        for h in hyps:
+            assert f.satisfied_by(h.tokens), (i, f, h.tokens)
+            true = sequence_logprob(m, src[i : i + 1], lengths[i : i + 1], h.tokens)
+            assert math.isclose(h.score, true, rel_tol=1e-4, abs_tol=1e-4)
+        for a, b in zip(hyps, hyps[1:]):
+            assert a.norm_score >= b.norm_score
+        if f:
+            assert not f.satisfied_by(free[i][0].tokens)  # the model would not choose them
+
+
+def test_a_sentence_without_terms_keeps_its_plain_translation_in_a_mixed_batch():
+    m = model(4)
+    _, src, lengths = ragged_batch(6, 9)
+    sources = [src[i, : lengths[i]].tolist() for i in range(6)]
+    free, unlikely = unlikely_tokens(m, src, lengths, 2)
+    forced = [Forced([[u[0]]]) if i % 2 else Forced() for i, u in enumerate(unlikely)]
+    from nmt_cli.config import DecodeConfig
+    from nmt_cli.translate import decode_ids
+
+    config = DecodeConfig(beam_size=4, max_len_const=4, workers=1, batch_size=3)
+    plain = decode_ids(m, sources, config)
+    mixed = decode_ids(m, sources, config, forced=forced)
+    for i in range(6):
+        if i % 2:
+            assert contains(mixed[i][0].tokens, [unlikely[i][0]])
+            assert mixed[i][0].tokens != plain[i][0].tokens
+        else:
+            assert mixed[i][0].tokens == plain[i][0].tokens
+            assert mixed[i][0].score == plain[i][0].score
+
+
+def test_a_prefix_is_forced_then_the_beam_continues_as_the_model_scores_it():
+    m = model(5)
+    _, src, lengths = ragged_batch(4, 2)
+    free, unlikely = unlikely_tokens(m, src, lengths, 2)
+    forced = [Forced([], u) for u in unlikely]
+    out = constrained_beam_search(m, src, lengths, forced, beam_size=4, max_len_const=4)
+    for f, hyps, plain in zip(forced, out, free):
+        assert hyps[0].tokens[: len(f.prefix)] == f.prefix
+        assert hyps[0].tokens != plain[0].tokens
+    # the model's own first tokens as the prefix give back its own translation
+    own = [Forced([], h[0].tokens[:2]) for h in free]
+    again = constrained_beam_search(m, src, lengths, own, beam_size=4, max_len_const=4)
+    agree = sum(a[0].tokens == h[0].tokens for a, h in zip(again, free))
+    assert agree >= 3
+
+
+def test_shortlist_sets_gain_the_forced_tokens():
+    cands = Candidates(
+        torch.tensor([0, 1, 2, 3, 7, 9]),
+        torch.tensor([[1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 0, 1]], dtype=torch.bool),
+    )
+    out = with_forced_tokens(cands, [Forced([[12, 5]]), Forced([], [9])])
+    assert out.ids.tolist() == [0, 1, 2, 3, 5, 7, 9, 12]
+    assert out.allowed.tolist() == [
+        [True, True, True, True, True, True, False, True],
+        [True, True, True, True, False, False, True, False],
+    ]
+
+
+def test_constrained_search_over_a_shortlist_places_a_term_outside_it():
+    m = model(6)
+    _, src, lengths = ragged_batch(3, 4)
+    ids = torch.arange(0, 20)
+    cands = Candidates(ids, torch.ones(3, 20, dtype=torch.bool))
+    out = constrained_beam_search(
+        m, src, lengths, [Forced([[25]]), Forced([[26, 27]]), Forced()], beam_size=3, vocab=cands
+    )
+    assert 25 in out[0][0].tokens and contains(out[1][0].tokens, [26, 27])
+    assert all(t < 20 for t in out[2][0].tokens)
