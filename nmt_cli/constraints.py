@@ -48,6 +48,9 @@ class Forced:
 
     terms: list[list[int]] = field(default_factory=list)
     prefix: list[int] = field(default_factory=list)
+    # (V,) the target pieces that go on with the word before them (no leading "▁", a letter or
+    # digit first), barred right after a term, so that a term stays a whole word; None: none
+    continuations: torch.Tensor | None = field(default=None, repr=False, compare=False)
 
     def __bool__(self) -> bool:
         return bool(self.terms or self.prefix)
@@ -57,13 +60,29 @@ class Forced:
         tokens = list(tokens)
         if tokens[: len(self.prefix)] != self.prefix:
             return False
-        return all(contains(tokens, term) for term in self.terms)
+        ends = None if self.continuations is None else self.continuations.tolist()
+        return all(contains(tokens, term, ends) for term in self.terms)
 
 
-def contains(tokens: Sequence[int], term: Sequence[int]) -> bool:
-    """Is ``term`` a contiguous run of ``tokens``?"""
-    n = len(term)
-    return any(list(tokens[i : i + n]) == list(term) for i in range(len(tokens) - n + 1))
+def contains(
+    tokens: Sequence[int], term: Sequence[int], continuations: Sequence[bool] | None = None
+) -> bool:
+    """Is ``term`` a contiguous run of ``tokens`` (not followed by a piece that
+    ``continuations`` marks, where given)?"""
+    n, term = len(term), list(term)
+    for i in range(len(tokens) - n + 1):
+        if list(tokens[i : i + n]) != term:
+            continue
+        after = tokens[i + n] if i + n < len(tokens) else None
+        if continuations is None or after is None or not continuations[after]:
+            return True
+    return False
+
+
+def continuation_pieces(tokenizer) -> torch.Tensor:
+    """(V,) which target pieces go on with the word before them (Forced.continuations)."""
+    pieces = tokenizer.tgt_pieces(list(range(tokenizer.tgt_vocab_size)))
+    return torch.tensor([bool(p) and p[0] != "\u2581" and p[0].isalnum() for p in pieces])
 
 
 def with_forced_tokens(candidates: Candidates, forced: Sequence[Forced]) -> Candidates:
@@ -140,6 +159,11 @@ def constrained_beam_search(
     else:
         ids, position, columns = None, None, None
 
+    continuations = next((f.continuations for f in forced if f.continuations is not None), None)
+    if continuations is not None:
+        continuations = continuations.to(device)
+        continuations = continuations if ids is None else continuations[ids]
+
     def column_of(tokens: torch.Tensor) -> torch.Tensor:
         return tokens if position is None else position[tokens]
 
@@ -162,6 +186,7 @@ def constrained_beam_search(
     met = (cons_len == 0).unsqueeze(1).expand(b, k, m).clone()  # (B, K, M)
     progress_term = torch.full((b, k), -1, dtype=torch.long, device=device)  # -1: none
     progress_done = torch.zeros(b, k, dtype=torch.long, device=device)  # its tokens so far
+    just_met = torch.zeros(b, k, dtype=torch.bool, device=device)  # a term ended at the last token
     fin_seq = torch.full((b, k, steps), PAD, dtype=torch.long, device=device)
     fin_norm = torch.full((b, k), neg_inf, device=device)
     fin_logp = torch.full((b, k), neg_inf, device=device)
@@ -177,6 +202,8 @@ def constrained_beam_search(
         logp = logp.view(b, k, v)
         bank = (met * cons_len.unsqueeze(1)).sum(-1) + progress_done  # (B, K)
         logp[..., EOS] = logp[..., EOS].masked_fill(bank < total.unsqueeze(1), neg_inf)
+        if continuations is not None:
+            logp.masked_fill_(just_met.unsqueeze(-1) & continuations.view(1, 1, v), neg_inf)
         in_prefix = t < prefix_len  # (B,)
         if bool(in_prefix.any()):
             col = column_of(prefix[:, min(t, prefix.size(1) - 1)])
@@ -237,6 +264,7 @@ def constrained_beam_search(
         new_done = torch.where(goes_on & ~completes, p_done + 1, 0)
         new_done = torch.where(starting & ~single, 1, new_done)
         new_bank = (new_met * cons_len.unsqueeze(1)).sum(-1) + new_done  # (B, C)
+        ended = completes | single
 
         valid = cand_score > neg_inf
         is_eos = (cand_tok == EOS) & valid
@@ -284,6 +312,7 @@ def constrained_beam_search(
             alive_attn = cand_attn.gather(1, chosen[..., None, None].expand(b, k, t + 1, s_len))
         met = new_met.gather(1, chosen.unsqueeze(-1).expand(b, k, m))
         progress_term, progress_done = new_term.gather(1, chosen), new_done.gather(1, chosen)
+        just_met = ended.gather(1, chosen)
         source_beam = cand_beam.gather(1, chosen)
 
         best_alive = alive_logp.max(dim=1).values
@@ -335,6 +364,7 @@ def forced_for_lines(
     if not glossary and not (prefixes and any(prefixes)):
         return None
     tokens = term_tokens(glossary, tokenizer, lowercase) if glossary else {}
+    continuations = continuation_pieces(tokenizer) if glossary else None
     out = []
     for i, text in enumerate(texts):
         terms = required_terms(glossary.targets(text), tokens) if glossary else []
@@ -347,7 +377,7 @@ def forced_for_lines(
                     f"prefix of line {i + 1}: {len(prefix)} pieces, but its translation may "
                     f"have at most {cap} (decode.max_len_ratio x source + decode.max_len_const)"
                 )
-        out.append(Forced(terms, prefix))
+        out.append(Forced(terms, prefix, continuations))
     return out
 
 
