@@ -78,3 +78,113 @@ def controlled_translator(
     return ControlledTranslator(
         translator, glossary=terms, prefix_tab=prefix_tab, sampling=sampling
     )
+
+
+# ---------------------------------------------------------------------- nmt serve
+
+
+def attach_glossaries(models, specs: Sequence[str]) -> None:
+    """`nmt serve --glossary [ID=]FILE`: each served model forces its glossary in every request
+    (FILE alone: every model's). Terms are checked against each model's vocabulary now."""
+    from nmt_cli.glossary import merged, read_glossary, term_tokens
+
+    ids = {m.id for m in models}
+    for spec in specs:
+        target, eq, path = spec.partition("=")
+        if not eq or target not in ids:
+            target, path = None, spec
+        glossary = read_glossary(path)
+        for m in models:
+            if target is None or m.id == target:
+                term_tokens(glossary, m.translator.tokenizer, m.translator.lowercase)
+                m.translator.glossary = merged(m.translator.glossary, glossary)
+
+
+def request_translator(translator, body: dict, sentences: Sequence[str]):
+    """The translator for one /v1/translate request: ``translator`` itself, or, with a
+    ``glossary`` (term pairs, or a source-to-target object) or ``prefix`` (one per sentence,
+    null for none) in the body, one that forces them. Bad terms or prefixes: a 400."""
+    from nmt_cli.constraints import forced_for_lines
+    from nmt_cli.glossary import as_glossary, merged
+    from nmt_cli.request_body import RequestError
+    from nmt_cli.tokenizer import normalize
+
+    glossary, prefix = body.get("glossary"), body.get("prefix")
+    if glossary is None and prefix is None:
+        return translator
+    try:
+        if isinstance(glossary, str):
+            raise UserError("glossary: give term pairs or an object, not a string")
+        glossary = as_glossary(glossary, "glossary")
+        if prefix is not None and (
+            not isinstance(prefix, list)
+            or len(prefix) != len(sentences)
+            or not all(p is None or isinstance(p, str) for p in prefix)
+        ):
+            raise UserError(
+                f"prefix: expected a list of {len(sentences)} strings or nulls, one per sentence"
+            )
+        todo = [i for i, line in enumerate(sentences) if line.strip()]
+        prefixes = None if prefix is None else [prefix[i] for i in todo]
+        cleaned = [normalize(sentences[i], translator.lowercase) for i in todo]
+        forced_for_lines(  # checked here: an error in the decoding thread would be a 500
+            cleaned,
+            translator.tokenizer.encode_src(cleaned),
+            translator.tokenizer,
+            translator.config,
+            glossary=merged(translator.glossary, glossary),
+            prefixes=prefixes,
+            lowercase=translator.lowercase,
+        )
+    except UserError as exc:
+        raise RequestError(400, str(exc)) from None
+    return RequestTranslator(translator, glossary, prefixes)
+
+
+class RequestTranslator:
+    """One request's glossary and prefixes (its non-empty sentences', in order) over a
+    Translator, for the service's batcher, which decodes it on its own."""
+
+    def __init__(self, translator, glossary, prefixes):
+        self.translator, self.glossary, self.prefixes = translator, glossary, prefixes
+        self.tokenizer, self.config = translator.tokenizer, translator.config
+
+    def translate(self, lines, **kwargs):
+        return self.translator.translate(
+            lines, glossary=self.glossary, prefixes=self.prefixes, **kwargs
+        )
+
+
+def hold_back(results: list, lines: Sequence[str], threshold: float) -> tuple[list, list[bool]]:
+    """`nmt serve --min-confidence`: each translation below ``threshold`` replaced by its source
+    line (no alternatives); which lines were."""
+    from dataclasses import replace
+
+    held = [
+        bool(r is not None and r.confidence is not None and r.confidence < threshold)
+        for r in results
+    ]
+    out = [
+        replace(r, text=line, alternatives=[]) if low else r
+        for r, line, low in zip(results, lines, held)
+    ]
+    return out, held
+
+
+def text_confidences(results: list, held: list[bool], texts: Sequence[str], threshold: float):
+    """The LibreTranslate answer's extra fields, per text (a text's lines' lowest confidence;
+    null for a text with nothing to translate), and with a threshold whether a line was held
+    back."""
+    confidences, low, start = [], [], 0
+    for text in texts:
+        count = text.count("\n") + 1
+        part = [
+            r.confidence for r in results[start : start + count] if r and r.confidence is not None
+        ]
+        confidences.append(round(min(part), 4) if part else None)
+        low.append(any(held[start : start + count]))
+        start += count
+    fields: dict = {"confidence": confidences}
+    if threshold > 0:
+        fields["lowConfidence"] = low
+    return fields

@@ -163,3 +163,13 @@ def required_terms(targets: Sequence[str], tokens: Mapping[str, list[int]]) -> l
     return [
         s for s in seqs if not any(o is not s and len(o) > len(s) and contains(o, s) for o in seqs)
     ]
+
+
+def merged(base: Glossary | None, extra) -> Glossary | None:
+    """``base``'s terms with ``extra``'s (anything ``as_glossary`` reads) over them: where both
+    have a source term, ``extra``'s target term wins."""
+    extra = as_glossary(extra)
+    if base is None or extra is None:
+        return extra if base is None else base
+    overridden = {_key(t.source) for t in extra.terms}
+    return Glossary([t for t in base.terms if _key(t.source) not in overridden] + extra.terms)

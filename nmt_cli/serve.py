@@ -20,11 +20,12 @@ import signal
 import socket
 import sys
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Any
 
 from nmt_cli.batching import Batcher, Job, QueueFull
+from nmt_cli.controlled import attach_glossaries, hold_back, request_translator, text_confidences
 from nmt_cli.errors import UserError
 from nmt_cli.request_body import RequestError, parse_body, read_bool, read_int, read_texts
 from nmt_cli.served_models import ServedModel, load_models
@@ -64,6 +65,8 @@ class ServeSettings:
     timeout_s: float = 30.0  # a request waiting longer for its translation gets 504
     threads: int = 1
     shortlist: bool | None = None  # None: the recipe's decode.shortlist
+    glossaries: tuple[str, ...] = ()  # --glossary [ID=]FILE (nmt_cli/controlled.py)
+    min_confidence: float = 0.0  # the LibreTranslate route holds back translations below it
 
 
 class Service:
@@ -179,6 +182,7 @@ def _translation_json(tr, nbest: int, alignments: bool, attention: bool) -> dict
     out = {
         "text": tr.text,
         "score": round(tr.score, 4),
+        "confidence": None if tr.confidence is None else round(tr.confidence, 4),
         "nbest": [
             {"text": a.text, "score": round(a.score, 4), "norm_score": round(a.norm_score, 4)}
             for a in tr.alternatives[:nbest]
@@ -307,6 +311,8 @@ def build_app(service: Service):
         # A text may hold several lines: each is translated as a sentence and the lines kept.
         lines = [line for text in texts for line in text.split("\n")]
         results = await service.translate(model, lines, beam_size=beam, nbest=alternatives + 1)
+        threshold = service.settings.min_confidence
+        results, held = hold_back(results, lines, threshold)
         translated, alts, start = [], [], 0
         for text in texts:
             part = results[start : start + text.count("\n") + 1]
@@ -325,6 +331,8 @@ def build_app(service: Service):
         out: dict = {"translatedText": translated[0] if single else translated}
         if alternatives:
             out["alternatives"] = alts[0] if single else alts
+        fields = text_confidences(results, held, texts, threshold)
+        out.update({k: v[0] if single else v for k, v in fields.items()})
         return out
 
     @app.post("/v1/translate")
@@ -339,8 +347,9 @@ def build_app(service: Service):
         nbest = read_int(body, "nbest", 1, 1, beam)
         alignments, attention = read_bool(body, "alignments"), read_bool(body, "attention")
         service.check_length(sentences)
+        forcing = replace(model, translator=request_translator(model.translator, body, sentences))
         results = await service.translate(
-            model,
+            forcing,
             sentences,
             beam_size=beam,
             nbest=nbest,
@@ -392,6 +401,7 @@ def serve(model_paths: Sequence[str], settings: ServeSettings, *, device: str = 
 
     torch.set_num_threads(settings.threads)
     models = load_models(model_paths, device=device, shortlist=settings.shortlist)
+    attach_glossaries(models, settings.glossaries)
     service = Service(models, settings)
     app = build_app(service)
     sock = _listen(settings.host, settings.port)

@@ -272,6 +272,7 @@ class Translator:
         self.warn = warn or (lambda msg: print(msg, file=sys.stderr))
         self.warned_truncation = False
         self.recipe, self.checkpoint = recipe, checkpoint
+        self.glossary = None  # terms every call forces, before its own (nmt serve --glossary)
 
     @property
     def precision(self) -> str:
@@ -338,6 +339,10 @@ class Translator:
         ids = [x[: self.max_source_tokens] for x in ids]
         todo = [i for i, x in enumerate(ids) if x]
         forced = None
+        if self.glossary is not None:
+            from nmt_cli.glossary import merged
+
+            glossary = merged(self.glossary, glossary)
         if glossary is not None or prefixes is not None:
             from nmt_cli.constraints import forced_for_lines
 
