@@ -110,3 +110,30 @@ def test_constrained_search_over_a_shortlist_places_a_term_outside_it():
     )
     assert 25 in out[0][0].tokens and contains(out[1][0].tokens, [26, 27])
     assert all(t < 20 for t in out[2][0].tokens)
+
+
+def test_an_ensemble_places_the_terms_too():
+    from nmt_cli.model.ensemble import Ensemble
+
+    members = Ensemble([model(7), model(8)]).eval()
+    _, src, lengths = ragged_batch(4, 6)
+    free, unlikely = unlikely_tokens(members, src, lengths, 2)
+    forced = [Forced([[u[0]], [u[1]]]) for u in unlikely]
+    out = constrained_beam_search(members, src, lengths, forced, beam_size=4, max_len_const=4)
+    for f, hyps, plain in zip(forced, out, free):
+        assert f.satisfied_by(hyps[0].tokens) and not f.satisfied_by(plain[0].tokens)
+
+
+def test_a_term_ends_its_word_when_continuations_are_given():
+    m = model(9)
+    _, src, lengths = ragged_batch(6, 8)
+    free, unlikely = unlikely_tokens(m, src, lengths, 1)
+    continuations = torch.zeros(30, dtype=torch.bool)
+    continuations[4:20] = True  # these would go on with the word before them
+    forced = [Forced([[u[0]]], [], continuations) for u in unlikely]
+    out = constrained_beam_search(m, src, lengths, forced, beam_size=4, max_len_const=4)
+    for f, hyps in zip(forced, out):
+        tokens = hyps[0].tokens
+        assert f.satisfied_by(tokens)
+        at = tokens.index(f.terms[0][0])
+        assert at + 1 == len(tokens) or not continuations[tokens[at + 1]]

@@ -1,0 +1,74 @@
+import pytest
+
+from nmt_cli.controlled import hold_back, text_confidences
+from nmt_cli.translate import Translation
+from tests.test_serve import Server, run_dir  # noqa: F401 (the fixture)
+
+
+@pytest.fixture(scope="module")
+def controlled_server(run_dir, tmp_path_factory):  # noqa: F811
+    terms = tmp_path_factory.mktemp("glossary") / "terms.tsv"
+    terms.write_text("bike\tbateau\n", encoding="utf-8")
+    s = Server(run_dir, "--glossary", str(terms), "--min-confidence", "0.99")
+    yield s
+    assert s.stop() == 0
+
+
+def test_native_route_forces_glossaries_and_prefixes_and_gives_confidence(controlled_server):
+    s = controlled_server
+    src = ["A man is riding a bike.", "People.", "Two dogs play in the snow.", "A little girl."]
+    status, plain = s.json("POST", "/v1/translate", {"src": src})
+    assert status == 200
+    texts = [t["text"] for t in plain["translations"]]
+    assert "bateau" in texts[0].split()  # the served model's glossary
+    for t in plain["translations"]:
+        if t["text"]:
+            assert 0 < t["confidence"] <= 1
+    body = {
+        "src": src,
+        "glossary": {"dogs": "maison"},
+        "prefix": [None, None, None, "Une voiture"],
+    }
+    status, forced = s.json("POST", "/v1/translate", body)
+    assert status == 200, forced
+    out = [t["text"] for t in forced["translations"]]
+    assert "maison" in out[2].split() and "bateau" in out[0].split()
+    assert out[3].startswith("Une voiture") and out[1] == texts[1]
+    status, pairs = s.json(
+        "POST", "/v1/translate", {"src": src[2:3], "glossary": [["dogs", "maison"]]}
+    )
+    assert status == 200 and pairs["translations"][0]["text"] == out[2]
+
+
+@pytest.mark.parametrize(
+    "extra, message",
+    [
+        ({"prefix": ["le " * 60]}, "prefix of line 1"),
+        ({"prefix": "Un"}, "prefix: expected a list of 1"),
+        ({"glossary": [["dog"]]}, "glossary[0]: a term pair"),
+        ({"glossary": {"dog": "日本語"}}, "cannot spell the term"),
+    ],
+)
+def test_bad_glossaries_and_prefixes_get_a_one_line_400(controlled_server, extra, message):
+    status, answer = controlled_server.json("POST", "/v1/translate", {"src": ["A dog."], **extra})
+    assert status == 400 and message in answer["error"] and "\n" not in answer["error"]
+
+
+def test_libretranslate_route_gives_the_source_back_below_the_threshold(controlled_server):
+    status, answer = controlled_server.json(
+        "POST", "/translate", {"q": ["A man.", "Two dogs.\nA cat."], "source": "en", "target": "fr"}
+    )
+    assert status == 200
+    assert answer["translatedText"] == ["A man.", "Two dogs.\nA cat."]
+    assert answer["lowConfidence"] == [True, True]
+    assert all(0 < c < 0.99 for c in answer["confidence"])
+
+
+def test_hold_back_keeps_confident_lines_and_reports_per_text():
+    sure = Translation("a", "A", [], [1], confidence=0.9)
+    unsure = Translation("b", "B", [], [1], confidence=0.2)
+    results, held = hold_back([sure, unsure, None], ["a", "b", ""], 0.5)
+    assert [r.text if r else "" for r in results] == ["A", "b", ""] and held == [False, True, False]
+    fields = text_confidences(results, held, ["a\nb", ""], 0.5)
+    assert fields == {"confidence": [0.2, None], "lowConfidence": [True, False]}
+    assert "lowConfidence" not in text_confidences(results, held, ["a\nb", ""], 0.0)
