@@ -10,7 +10,9 @@ source word carries that target word.
 Decodes the split with the run's recipe (its beam and shortlist) without and with the
 glossary, and prints: the sentences with a term and the share that carry every target term (all
 of them, and those whose unconstrained translation missed one), whether the sentences without a
-term are byte-identical, BLEU and chrF of both, and the decoding seconds of both (best of two).
+term are byte-identical, BLEU and chrF of both, and the decoding seconds of both (best of two);
+then with a prefix per sentence (the first half of the reference's words, and of the
+unconstrained translation's): the share of answers that start with their prefix.
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ def dictionary(src: list[str], tgt: list[str], wanted: set[str]) -> dict[str, st
     best: dict[str, tuple[float, str]] = {}
     for (w, x), n in pair.items():
         dice = 2 * n / (src_count[w] + tgt_count[x])
-        if len(x) > 2 and dice > best.get(w, (0.0, ""))[0]:
+        if len(x) > 2 and (dice, x) > best.get(w, (0.0, "")):  # ties: the same pick every run
             best[w] = (dice, x)
     return {w: x for w, (dice, x) in best.items() if dice >= 0.3}
 
@@ -106,22 +108,58 @@ def main() -> None:
     same = sum(plain[i] == forced[i] for i in without)
     bleu_plain = {s.metric: s.score for s in score(plain, refs, ["bleu", "chrf"])}
     bleu_forced = {s.metric: s.score for s in score(forced, refs, ["bleu", "chrf"])}
-    print(f"{args.model} {args.split}: {len(sources)} sentences, {len(terms)} terms "
-          f"(rare: at most {args.rare} training occurrences)")
+    print(
+        f"{args.model} {args.split}: {len(sources)} sentences, {len(terms)} terms "
+        f"(rare: at most {args.rare} training occurrences)"
+    )
     print("| | value |")
     print("|---|---|")
     print(f"| sentences with a term | {len(with_term)} |")
-    print(f"| ... carrying every target term | {len(carried)} "
-          f"({100 * len(carried) / max(len(with_term), 1):.1f}%) |")
+    print(
+        f"| ... carrying every target term | {len(carried)} "
+        f"({100 * len(carried) / max(len(with_term), 1):.1f}%) |"
+    )
     print(f"| ... whose unconstrained translation missed one | {len(missed)} |")
-    print(f"| ... of those, carrying every target term | {len(carried_missed)} "
-          f"({100 * len(carried_missed) / max(len(missed), 1):.1f}%) |")
+    print(
+        f"| ... of those, carrying every target term | {len(carried_missed)} "
+        f"({100 * len(carried_missed) / max(len(missed), 1):.1f}%) |"
+    )
     print(f"| sentences without a term, byte-identical | {same} of {len(without)} |")
     print(f"| BLEU / chrF unconstrained | {bleu_plain['bleu']:.2f} / {bleu_plain['chrf']:.2f} |")
-    print(f"| BLEU / chrF with the glossary | {bleu_forced['bleu']:.2f} / "
-          f"{bleu_forced['chrf']:.2f} |")
-    print(f"| seconds unconstrained / with the glossary | {plain_s:.2f} / {forced_s:.2f} "
-          f"({forced_s / plain_s:.2f}x) |")
+    print(
+        f"| BLEU / chrF with the glossary | {bleu_forced['bleu']:.2f} / {bleu_forced['chrf']:.2f} |"
+    )
+    print(
+        f"| seconds unconstrained / with the glossary | {plain_s:.2f} / {forced_s:.2f} "
+        f"({forced_s / plain_s:.2f}x) |"
+    )
+
+    # prefixes: the reference's first half (in words), and the model's own translation's
+    from nmt_cli.tokenizer import normalize
+
+    def halves(texts):
+        return [" ".join(t.split()[: max(1, len(t.split()) // 2)]) for t in texts]
+
+    for name, prefixes in (
+        ("the reference's", halves(refs)),
+        ("its own translation's", halves(plain)),
+    ):
+        start = time.perf_counter()
+        done = translator.translate(sources, prefixes=prefixes)
+        took = time.perf_counter() - start
+        out = [t.text for t in done]
+        kept = sum(o.startswith(normalize(p)) for o, p in zip(out, prefixes))
+        same = sum(o == p for o, p in zip(out, plain))
+        better = sum(
+            o != p and t.hypotheses[0].norm_score >= n
+            for o, p, t, n in zip(out, plain, done, plain_norm)
+        )
+        print(
+            f"| prefix = first half of {name} words: answers starting with it | {kept} of "
+            f"{len(out)} ({100 * kept / len(out):.1f}%); equal to the unconstrained "
+            f"translation: {same}; different and scored at least as high: {better}; "
+            f"{took:.2f} s |"
+        )
 
 
 if __name__ == "__main__":

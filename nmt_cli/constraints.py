@@ -40,6 +40,9 @@ from nmt_cli.search import Hypothesis, _restrict, _trim, length_penalty, max_len
 from nmt_cli.shortlist import Candidates
 from nmt_cli.tokenizer import BOS, EOS, PAD
 
+# Done sentences leave the batch once they are at least this share of it
+LEAVE_SHARE = 0.25
+
 
 @dataclass
 class Forced:
@@ -155,7 +158,8 @@ def constrained_beam_search(
         position = torch.full((int(ids.max()) + 1,), 0, dtype=torch.long, device=device)
         position[ids] = torch.arange(ids.numel(), device=device)
         flat = torch.arange(b, device=device).repeat_interleave(k)
-        columns = Columns(ids, vocab.allowed.index_select(0, flat))
+        sentence_allowed = vocab.allowed
+        columns = Columns(ids, sentence_allowed.index_select(0, flat))
     else:
         ids, position, columns = None, None, None
 
@@ -192,6 +196,26 @@ def constrained_beam_search(
     fin_logp = torch.full((b, k), neg_inf, device=device)
     fin_attn = torch.zeros(b, k, steps, s_len, device=device) if attention else None
     done = torch.zeros(b, dtype=torch.bool, device=device)
+    rows = torch.arange(b, device=device)  # the original sentence of each batch row
+    src_lengths = src_lengths.tolist()
+    results: list[list[Hypothesis]] = [[] for _ in range(b)]
+
+    def emit(which: list[int]) -> None:
+        seqs, norms, logps = fin_seq[which].tolist(), fin_norm[which].tolist(), fin_logp[which]
+        logps = logps.tolist()
+        for r, row in enumerate(which):
+            i = int(rows[row])
+            hyps = []
+            for j in range(k):
+                if norms[r][j] == neg_inf:
+                    continue
+                seq = _trim(seqs[r][j])
+                a = None
+                if attention:
+                    a = fin_attn[row, j, : len(seq) + 1, : src_lengths[i]].float().cpu()
+                hyps.append(Hypothesis(seq, logps[r][j], norms[r][j], a))
+            results[i] = hyps[:nbest]
+
     prev = torch.full((b * k,), BOS, dtype=torch.long, device=device)
 
     for t in range(steps):
@@ -319,25 +343,34 @@ def constrained_beam_search(
         done |= fin_norm[:, nbest - 1] > best_alive / best_possible_lp
         done |= best_alive == neg_inf
         done |= limit - 1 <= t
-        if t + 1 == steps or bool(done.all()):
+        ended_now = done.nonzero().squeeze(1).tolist()
+        if t + 1 == steps or len(ended_now) == b:
             break
         alive_logp = alive_logp.masked_fill(done.unsqueeze(1), neg_inf)
-        state = state.select((sentence.unsqueeze(1) * k + source_beam).view(-1))
-        prev = alive_seq[:, :, -1].reshape(-1)
-
-    results: list[list[Hypothesis]] = []
-    seqs, norms, logps = fin_seq.tolist(), fin_norm.tolist(), fin_logp.tolist()
-    for i in range(b):
-        hyps = []
-        for j in range(k):
-            if norms[i][j] == neg_inf:
-                continue
-            seq = _trim(seqs[i][j])
-            a = None
+        beam_rows = sentence.unsqueeze(1) * k + source_beam  # (B, K) the parents' rows
+        if len(ended_now) >= LEAVE_SHARE * b:
+            # the done sentences leave the batch: their results now, their rows no more
+            emit(ended_now)
+            live = (~done).nonzero().squeeze(1)
+            b = live.numel()
+            (cons, cons_len, total, prefix, prefix_len, limit, best_possible_lp, rows) = (
+                x[live]
+                for x in (cons, cons_len, total, prefix, prefix_len, limit, best_possible_lp, rows)
+            )
+            alive_seq, alive_logp, met = alive_seq[live], alive_logp[live], met[live]
+            progress_term, progress_done = progress_term[live], progress_done[live]
+            just_met, beam_rows, done = just_met[live], beam_rows[live], done[live]
+            fin_seq, fin_norm, fin_logp = fin_seq[live], fin_norm[live], fin_logp[live]
             if attention:
-                a = fin_attn[i, j, : len(seq) + 1, : int(src_lengths[i])].float().cpu()
-            hyps.append(Hypothesis(seq, logps[i][j], norms[i][j], a))
-        results.append(hyps[:nbest])
+                alive_attn, fin_attn = alive_attn[live], fin_attn[live]
+            memory = memory.select(live)
+            sentence = torch.arange(b, device=device)
+            if columns is not None:
+                sentence_allowed = sentence_allowed[live]
+                columns = Columns(ids, sentence_allowed.repeat_interleave(k, dim=0))
+        state = state.select(beam_rows.view(-1))
+        prev = alive_seq[:, :, -1].reshape(-1)
+    emit(list(range(b)))
     return results
 
 
