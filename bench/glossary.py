@@ -98,6 +98,7 @@ def main() -> None:
         return [t.text for t in out], best
 
     plain, plain_s = timed()
+    plain_norm = [t.hypotheses[0].norm_score for t in translator.translate(sources)]
     forced, forced_s = timed(glossary=glossary)
     needs = [glossary.targets(s) for s in sources]
     with_term = [i for i, n in enumerate(needs) if n]

@@ -20,6 +20,16 @@ finished hypothesis carries every term; finished ones are ranked by the GNMT len
 score, and a sentence is done when its n-th best finished one beats what any alive hypothesis can
 still reach (as in nmt_cli/search.py).
 
+Where a term starts: a hypothesis may start a term (by proposal, or by choosing its first token
+itself) only where its attention points at the term's source words (at least ``ATTENDED`` of its
+weight on them, or its largest weight on one of them), so that the term goes where the model
+translates its source, or anywhere once the room left under the length cap is little more than
+the term tokens still to place. A term ends its word: right after it, no piece that continues a
+word may follow (``Forced.continuations``). A hypothesis whose most probable next token is EOS
+while a term is missing stops there (``DEAD_ENDS``): what it could still add would be an
+appendix after a finished sentence; hypotheses that placed the term within the sentence go on.
+docs/translate.md measures these choices.
+
 A prefix is forced token by token: while a sentence is within its prefix, its only allowed token
 is the prefix's next one; then the beam continues. Prefix tokens count towards the terms too.
 
@@ -42,6 +52,11 @@ from nmt_cli.tokenizer import BOS, EOS, PAD
 
 # Done sentences leave the batch once they are at least this share of it
 LEAVE_SHARE = 0.25
+# A term may start where the attention puts at least this much weight on its source words (or its
+# largest weight on one of them), or anywhere once little more room is left than it needs
+ATTENDED = 0.1
+ROOM = 2
+DEAD_ENDS = True
 
 
 @dataclass
@@ -54,6 +69,9 @@ class Forced:
     # (V,) the target pieces that go on with the word before them (no leading "▁", a letter or
     # digit first), barred right after a term, so that a term stays a whole word; None: none
     continuations: torch.Tensor | None = field(default=None, repr=False, compare=False)
+    # per term, the source positions it translates (empty: anywhere); a term starts where the
+    # attention points at them (module doc)
+    sources: list[list[int]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.terms or self.prefix)
@@ -106,6 +124,15 @@ def with_forced_tokens(candidates: Candidates, forced: Sequence[Forced]) -> Cand
     return Candidates(ids.to(device), allowed.to(device))
 
 
+def _attending(weights: torch.Tensor, attends: torch.Tensor, anywhere: torch.Tensor):
+    """(B, K, M): does each hypothesis's attention (B, K, S) point at each term's source words
+    (at least ATTENDED of its weight on them, or its largest weight on one of them)?"""
+    mass = torch.einsum("bks,bms->bkm", weights, attends.to(weights.dtype))
+    peak = weights.argmax(-1)  # (B, K)
+    on_peak = attends.gather(2, peak.unsqueeze(1).expand(-1, attends.size(1), -1))  # (B, M, K)
+    return (mass >= ATTENDED) | on_peak.transpose(1, 2) | anywhere.unsqueeze(1)
+
+
 def _pad(rows: list[list[int]], width: int) -> torch.Tensor:
     out = torch.full((len(rows), max(width, 1)), PAD, dtype=torch.long)
     for i, row in enumerate(rows):
@@ -145,6 +172,13 @@ def constrained_beam_search(
             cons[i, j, : len(term)] = torch.tensor(term, dtype=torch.long)
             cons_len[i, j] = len(term)
     cons, cons_len = cons.to(device), cons_len.to(device)
+    s_len = src.size(1)
+    attends = torch.zeros(b, m, s_len, dtype=torch.bool)  # (B, M, S) each term's source words
+    for i, f in enumerate(forced):
+        for j, positions in enumerate(f.sources[: len(f.terms)]):
+            attends[i, j, [p for p in positions if p < s_len]] = True
+    anywhere = ~attends.any(-1)  # (B, M) terms without source words
+    attends, anywhere = attends.to(device), anywhere.to(device)
     total = cons_len.sum(dim=1)  # (B,) term tokens to place
     prefix = _pad([f.prefix for f in forced], max(len(f.prefix) for f in forced)).to(device)
     prefix_len = torch.tensor([len(f.prefix) for f in forced], device=device)
@@ -177,7 +211,6 @@ def constrained_beam_search(
     state, memory = model.encode(src, src_lengths)
     state = state.select(torch.arange(b, device=device).repeat_interleave(k))
     memory = memory.shared_by(k)
-    s_len = src.size(1)
     rank = torch.arange(k, device=device)
     sentence = torch.arange(b, device=device)
     best_possible_lp = length_penalty(limit, alpha)
@@ -225,7 +258,15 @@ def constrained_beam_search(
         v = logp.size(-1)
         logp = logp.view(b, k, v)
         bank = (met * cons_len.unsqueeze(1)).sum(-1) + progress_done  # (B, K)
-        logp[..., EOS] = logp[..., EOS].masked_fill(bank < total.unsqueeze(1), neg_inf)
+        short = bank < total.unsqueeze(1)
+        if DEAD_ENDS:
+            # the model would end here with a term still missing: what followed would be an
+            # appendix, so the hypothesis stops (others placed the term within the sentence)
+            ends = logp.argmax(-1) == EOS
+            logp.masked_fill_(
+                (ends & short & (t >= prefix_len).unsqueeze(1)).unsqueeze(-1), neg_inf
+            )
+        logp[..., EOS] = logp[..., EOS].masked_fill(short, neg_inf)
         if continuations is not None:
             logp.masked_fill_(just_met.unsqueeze(-1) & continuations.view(1, 1, v), neg_inf)
         in_prefix = t < prefix_len  # (B,)
@@ -243,7 +284,13 @@ def constrained_beam_search(
         next_at = (progress_done.unsqueeze(-1) * taking).clamp(max=width - 1)  # (B, K, M)
         next_tok = cons.unsqueeze(1).expand(b, k, m, width).gather(3, next_at.unsqueeze(-1))
         next_tok = next_tok.squeeze(-1)
-        may_take = (taking == 1) | ((progress_term.unsqueeze(-1) < 0) & ~met)
+        gate = torch.ones(b, k, m, dtype=torch.bool, device=device)  # (B, K, M) may start
+        if weights is not None:
+            room = (limit - 1 - t).unsqueeze(1) <= (total.unsqueeze(1) - bank) + ROOM
+            gate = _attending(weights.view(b, k, -1).float(), attends, anywhere)
+            gate |= room.unsqueeze(-1)
+        may_start = (progress_term.unsqueeze(-1) < 0) & ~met & gate
+        may_take = (taking == 1) | may_start
         term_col = column_of(next_tok)
         term_score = scores.gather(2, term_col).masked_fill(~may_take, neg_inf)
         cand_beam = torch.cat(
@@ -274,6 +321,7 @@ def constrained_beam_search(
         completes = goes_on & (p_done + 1 == p_len)
         starts = (cons[:, :, 0].unsqueeze(1) == cand_tok.unsqueeze(-1)) & ~p_met
         starts &= (cons_len > 0).unsqueeze(1) & ~goes_on.unsqueeze(-1)
+        starts &= gate.gather(1, cand_beam.unsqueeze(-1).expand(b, c, m))
         starting = starts.any(-1)
         first = starts.to(torch.int8).argmax(-1)
         first_len = cons_len.gather(1, first)
@@ -357,6 +405,7 @@ def constrained_beam_search(
                 x[live]
                 for x in (cons, cons_len, total, prefix, prefix_len, limit, best_possible_lp, rows)
             )
+            attends, anywhere = attends[live], anywhere[live]
             alive_seq, alive_logp, met = alive_seq[live], alive_logp[live], met[live]
             progress_term, progress_done = progress_term[live], progress_done[live]
             just_met, beam_rows, done = just_met[live], beam_rows[live], done[live]
@@ -400,7 +449,12 @@ def forced_for_lines(
     continuations = continuation_pieces(tokenizer) if glossary else None
     out = []
     for i, text in enumerate(texts):
-        terms = required_terms(glossary.targets(text), tokens) if glossary else []
+        terms, sources = [], []
+        if glossary:
+            where = _term_sources(glossary.matches(text), text, tokenizer.src_pieces(src_ids[i]))
+            for target in required_terms(list(where), tokens):
+                terms.append(tokens[target])
+                sources.append(sorted(where[target]))
         prefix: list[int] = []
         if prefixes and prefixes[i]:
             prefix = tokenizer.encode_tgt([normalize(prefixes[i], lowercase)])[0]
@@ -410,8 +464,24 @@ def forced_for_lines(
                     f"prefix of line {i + 1}: {len(prefix)} pieces, but its translation may "
                     f"have at most {cap} (decode.max_len_ratio x source + decode.max_len_const)"
                 )
-        out.append(Forced(terms, prefix, continuations))
+        out.append(Forced(terms, prefix, continuations, sources))
     return out
+
+
+def _term_sources(matches, text: str, pieces: Sequence[str]) -> dict[str, set[int]]:
+    """Each required target term's source positions: the pieces of the words its source term
+    matched (a piece belongs to the word its last "▁" began)."""
+    word_of, word = [], -1
+    for piece in pieces:
+        word += piece.startswith("\u2581") or word < 0
+        word_of.append(word)
+    where: dict[str, set[int]] = {}
+    for start, end, term in matches:
+        first = len(text[:start].split())
+        last = first + len(text[start:end].split())
+        spots = {p for p, w in enumerate(word_of) if first <= w < last}
+        where.setdefault(term.target, set()).update(spots)
+    return where
 
 
 def forced_decode_ids(

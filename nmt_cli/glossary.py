@@ -150,18 +150,22 @@ def term_tokens(glossary: Glossary, tokenizer, lowercase: bool = False) -> dict[
     return out
 
 
-def required_terms(targets: Sequence[str], tokens: Mapping[str, list[int]]) -> list[list[int]]:
-    """The token sequences to force for these target terms: each once, without those that are
-    part of another one."""
+def required_terms(targets: Sequence[str], tokens: Mapping[str, list[int]]) -> list[str]:
+    """The target terms to force among ``targets``: each spelling once, without those whose
+    pieces are part of another one's."""
     from nmt_cli.constraints import contains
 
-    seqs: list[list[int]] = []
+    kept: list[str] = []
     for target in targets:
-        ids = tokens[target]
-        if ids not in seqs:
-            seqs.append(ids)
+        if all(tokens[target] != tokens[other] for other in kept):
+            kept.append(target)
     return [
-        s for s in seqs if not any(o is not s and len(o) > len(s) and contains(o, s) for o in seqs)
+        t
+        for t in kept
+        if not any(
+            o != t and len(tokens[o]) > len(tokens[t]) and contains(tokens[o], tokens[t])
+            for o in kept
+        )
     ]
 
 

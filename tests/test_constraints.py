@@ -155,3 +155,33 @@ def test_sentences_leaving_the_batch_change_no_result(monkeypatch):
     staying = constrained_beam_search(m, src, lengths, forced, beam_size=3, max_len_const=6)
     assert [h[0].tokens for h in leaving] == [h[0].tokens for h in staying]
     assert [h[0].score for h in leaving] == pytest.approx([h[0].score for h in staying], abs=1e-5)
+
+
+def test_a_term_starts_where_the_attention_points_at_its_source_words(monkeypatch):
+    from nmt_cli import constraints
+
+    m = model(11)
+    _, src, lengths = ragged_batch(6, 13, width=14)
+    lengths = torch.full((6,), 14)
+    src[src == 0] = 5
+    _, unlikely = unlikely_tokens(m, src, lengths, 1)
+    forced = [Forced([[u[0]]], [], None, [[3 + i]]) for i, u in enumerate(unlikely)]
+    cap = int(14 * 1.5) + 4
+    threshold = 0.07  # this random model's attention is nearly flat, about 1/14 everywhere
+
+    def starts(gate: float):
+        monkeypatch.setattr(constraints, "ATTENDED", gate)
+        out = constrained_beam_search(
+            m, src, lengths, forced, beam_size=4, max_len_const=4, attention=True
+        )
+        found = []
+        for i, (f, hyps) in enumerate(zip(forced, out)):
+            h = hyps[0]
+            at = h.tokens.index(f.terms[0][0])
+            row = h.attention[at]
+            pointed = float(row[3 + i]) >= threshold or int(row.argmax()) == 3 + i
+            found.append(pointed or at >= cap - 2 - constraints.ROOM)
+        return found
+
+    assert all(starts(threshold))
+    assert not all(starts(-1.0))  # without the gate some term starts elsewhere
