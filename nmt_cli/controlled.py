@@ -104,7 +104,7 @@ def request_translator(translator, body: dict, sentences: Sequence[str]):
     """The translator for one /v1/translate request: ``translator`` itself, or, with a
     ``glossary`` (term pairs, or a source-to-target object) or ``prefix`` (one per sentence,
     null for none) in the body, one that forces them. Bad terms or prefixes: a 400."""
-    from nmt_cli.constraints import forced_for_lines
+    from nmt_cli.forced_decoding import forced_for_lines
     from nmt_cli.glossary import as_glossary, merged
     from nmt_cli.request_body import RequestError
     from nmt_cli.tokenizer import normalize

@@ -149,7 +149,7 @@ def decode_ids(
 
         return sample_ids(model, sources, config, device, sampling, shortlist=shortlist)
     if forced is not None and any(forced):
-        from nmt_cli.constraints import forced_decode_ids
+        from nmt_cli.forced_decoding import forced_decode_ids
 
         def plain(subset):
             return decode_ids(
@@ -344,7 +344,7 @@ class Translator:
 
             glossary = merged(self.glossary, glossary)
         if glossary is not None or prefixes is not None:
-            from nmt_cli.constraints import forced_for_lines
+            from nmt_cli.forced_decoding import forced_for_lines
 
             forced = forced_for_lines(
                 cleaned,

@@ -185,3 +185,28 @@ def test_a_term_starts_where_the_attention_points_at_its_source_words(monkeypatc
 
     assert all(starts(threshold))
     assert not all(starts(-1.0))  # without the gate some term starts elsewhere
+
+
+def test_terms_that_find_no_place_under_the_attention_rule_are_placed_without_it(monkeypatch):
+    from nmt_cli import constraints
+    from nmt_cli.config import DecodeConfig
+    from nmt_cli.forced_decoding import forced_decode_ids
+    from nmt_cli.translate import decode_ids
+
+    m = model(12)
+    _, src, lengths = ragged_batch(4, 14)
+    sources = [src[i, : lengths[i]].tolist() for i in range(4)]
+    _, unlikely = unlikely_tokens(m, src, lengths, 1)
+    forced = [Forced([[u[0]]], [], None, [[0]]) for u in unlikely]
+    never = lambda weights, attends, anywhere: torch.zeros(  # noqa: E731
+        weights.size(0), weights.size(1), attends.size(1), dtype=torch.bool
+    )
+    monkeypatch.setattr(constraints, "_attending", never)  # the attention never points there
+    monkeypatch.setattr(constraints, "ROOM", -100)  # and the room never runs short
+    config = DecodeConfig(beam_size=3, max_len_const=4, workers=1)
+    first = constrained_beam_search(m, src, lengths, forced, beam_size=3, max_len_const=4)
+    assert all(not h for h in first)
+    out = forced_decode_ids(
+        m, sources, forced, config, "cpu", plain=lambda s: decode_ids(m, s, config)
+    )
+    assert all(f.satisfied_by(h[0].tokens) for f, h in zip(forced, out))
