@@ -11,8 +11,10 @@ Decodes the split with the run's recipe (its beam and shortlist) without and wit
 glossary, and prints: the sentences with a term and the share that carry every target term (all
 of them, and those whose unconstrained translation missed one), whether the sentences without a
 term are byte-identical, BLEU and chrF of both, and the decoding seconds of both (best of two);
-then with a prefix per sentence (the first half of the reference's words, and of the
-unconstrained translation's): the share of answers that start with their prefix.
+then with unrelated terms (each source term given another term's target word: words the model
+would never choose there), and with a prefix per sentence (the first half of the reference's
+words, and of the unconstrained translation's): the share of answers that start with their
+prefix.
 """
 
 from __future__ import annotations
@@ -133,6 +135,22 @@ def main() -> None:
     print(
         f"| seconds unconstrained / with the glossary | {plain_s:.2f} / {forced_s:.2f} "
         f"({forced_s / plain_s:.2f}x) |"
+    )
+
+    # terms the model would never choose: each source term given another term's target word
+    targets = [t.target for t in terms]
+    shuffled = Glossary(
+        Term(t.source, targets[(i + len(targets) // 2) % len(targets)], t.where)
+        for i, t in enumerate(terms)
+    )
+    odd = translator.translate(sources, glossary=shuffled)
+    odd_needs = [shuffled.targets(s) for s in sources]
+    odd_with = [i for i, n in enumerate(odd_needs) if n]
+    odd_carried = sum(all(has_word(odd[i].text, x) for x in odd_needs[i]) for i in odd_with)
+    print(
+        f"| unrelated terms (each source term given another's target word): carrying every "
+        f"target term | {odd_carried} of {len(odd_with)} "
+        f"({100 * odd_carried / max(len(odd_with), 1):.1f}%) |"
     )
 
     # prefixes: the reference's first half (in words), and the model's own translation's
