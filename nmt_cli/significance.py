@@ -72,15 +72,16 @@ def paired_tests(
                 "system": system,
                 "baseline_score": round(base.score, 2),
                 "score": round(result.score, 2),
-                "p_value": result.p_value,
+                "p_value": float(result.p_value),
                 "signature": str(signatures[metric]),
             }
             if result.mean is not None:
-                entry["mean"], entry["ci"] = round(result.mean, 2), round(result.ci, 2)
-                entry["baseline_mean"], entry["baseline_ci"] = (
-                    round(base.mean, 2),
-                    round(base.ci, 2),
+                entry["mean"], entry["ci"] = (
+                    round(float(result.mean), 2),
+                    round(float(result.ci), 2),
                 )
+                entry["baseline_mean"] = round(float(base.mean), 2)
+                entry["baseline_ci"] = round(float(base.ci), 2)
             out.append(entry)
     return out
 
