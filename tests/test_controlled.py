@@ -72,3 +72,42 @@ def test_hold_back_keeps_confident_lines_and_reports_per_text():
     fields = text_confidences(results, held, ["a\nb", ""], 0.5)
     assert fields == {"confidence": [0.2, None], "lowConfidence": [True, False]}
     assert "lowConfidence" not in text_confidences(results, held, ["a\nb", ""], 0.0)
+
+
+@pytest.mark.slow
+def test_page_shows_confidence_and_retranslates_after_an_edited_beginning(controlled_server):
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    from tests.test_serve import chromium_driver
+
+    s = controlled_server
+    driver = chromium_driver()
+    try:
+        driver.get(s.url + "/")
+        wait = WebDriverWait(driver, 30)
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#model option"))
+        driver.find_element(By.ID, "source").send_keys("Two dogs play in the snow.")
+        driver.find_element(By.ID, "translate").click()
+        wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, "#segments .segment-confidence"))
+        answer = s.json("POST", "/v1/translate", {"src": ["Two dogs play in the snow."]})[1]
+        shown = driver.find_element(By.CSS_SELECTOR, "#segments .segment-confidence").text
+        assert shown == f"{round(100 * answer['translations'][0]['confidence'])}%"
+        box = driver.find_element(By.ID, "prefix")
+        assert box.get_attribute("value") == answer["translations"][0]["text"]
+        box.clear()
+        box.send_keys("Une voiture", Keys.ENTER)
+        wait.until(
+            lambda d: d.find_element(By.CSS_SELECTOR, "#segments .segment-text").text.startswith(
+                "Une voiture"
+            )
+        )
+        forced = s.json(
+            "POST",
+            "/v1/translate",
+            {"src": ["Two dogs play in the snow."], "prefix": ["Une voiture"]},
+        )[1]["translations"][0]["text"]
+        assert driver.find_element(By.CSS_SELECTOR, "#segments .segment-text").text == forced
+    finally:
+        driver.quit()
