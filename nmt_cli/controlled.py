@@ -172,9 +172,12 @@ def hold_back(results: list, lines: Sequence[str], threshold: float) -> tuple[li
 
 
 def text_confidences(results: list, held: list[bool], texts: Sequence[str], threshold: float):
-    """The LibreTranslate answer's extra fields, per text (a text's lines' lowest confidence;
-    null for a text with nothing to translate), and with a threshold whether a line was held
-    back."""
+    """With a threshold (`nmt serve --min-confidence`), the LibreTranslate answer's two extra
+    fields, per text: ``confidence``, its lines' lowest (null for a text with nothing to
+    translate), and ``lowConfidence``, whether a line was held back. Without one, none: the
+    answer stays LibreTranslate's own."""
+    if threshold <= 0:
+        return {}
     confidences, low, start = [], [], 0
     for text in texts:
         count = text.count("\n") + 1
@@ -184,7 +187,4 @@ def text_confidences(results: list, held: list[bool], texts: Sequence[str], thre
         confidences.append(round(min(part), 4) if part else None)
         low.append(any(held[start : start + count]))
         start += count
-    fields: dict = {"confidence": confidences}
-    if threshold > 0:
-        fields["lowConfidence"] = low
-    return fields
+    return {"confidence": confidences, "lowConfidence": low}

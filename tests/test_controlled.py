@@ -71,7 +71,7 @@ def test_hold_back_keeps_confident_lines_and_reports_per_text():
     assert [r.text if r else "" for r in results] == ["A", "b", ""] and held == [False, True, False]
     fields = text_confidences(results, held, ["a\nb", ""], 0.5)
     assert fields == {"confidence": [0.2, None], "lowConfidence": [True, False]}
-    assert "lowConfidence" not in text_confidences(results, held, ["a\nb", ""], 0.0)
+    assert text_confidences(results, held, ["a\nb", ""], 0.0) == {}
 
 
 @pytest.mark.slow
