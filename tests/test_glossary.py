@@ -63,8 +63,8 @@ def plain_and_unused_word(tr, lines):
 
 
 def test_a_glossary_forces_its_term_and_leaves_other_sentences_byte_identical(trained):  # noqa: F811
-    for beam in (1, 3):
-        tr = translator(trained, beam_size=beam)
+    for beam, shortlist in ((1, False), (3, False), (3, True)):
+        tr = translator(trained, beam_size=beam, shortlist=shortlist, shortlist_frequent=20)
         plain, word = plain_and_unused_word(tr, LINES)
         terms = Glossary([Term("dogs", word, "test"), Term("girl", "la fille", "test")])
         out = tr.translate(LINES, glossary=terms)
