@@ -4,6 +4,7 @@ streaming (nmt_cli/lines.py) translates as usual."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 from nmt_cli.errors import UserError
@@ -37,10 +38,19 @@ class ControlledTranslator:
                 sources.append(source)
                 prefixes.append(prefix)
             lines = sources
+        before = self.lines_before
         self.lines_before += len(lines)
-        return self.translator.translate(
-            lines, glossary=self.glossary, prefixes=prefixes, sampling=self.sampling, **kwargs
-        )
+        try:
+            return self.translator.translate(
+                lines, glossary=self.glossary, prefixes=prefixes, sampling=self.sampling, **kwargs
+            )
+        except UserError as exc:  # name the input line, not the line of this chunk
+            message = re.sub(
+                r"^prefix of line (\d+)",
+                lambda m: f"--prefix-tab: input line {int(m[1]) + before}",
+                str(exc),
+            )
+            raise UserError(message) from None
 
 
 def controlled_translator(

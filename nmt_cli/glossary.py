@@ -49,9 +49,9 @@ class Glossary:
                 )
             by_key.setdefault(key, term)
         self.terms = list(by_key.values())
+        self._by_key = by_key
         # longest first, so that at one position the longer source term wins
         ordered = sorted(self.terms, key=lambda t: -len(_key(t.source)))
-        self._targets = {_key(t.source): t.target for t in ordered}
         alternatives = "|".join(_pattern(t.source) for t in ordered)
         self._regex = (
             re.compile(rf"(?<!\w)(?:{alternatives})(?!\w)", re.IGNORECASE) if ordered else None
@@ -67,8 +67,7 @@ class Glossary:
             return []
         found = []
         for hit in self._regex.finditer(sentence):
-            term = next(t for t in self.terms if _key(t.source) == _key(hit.group(0)))
-            found.append((hit.start(), hit.end(), term))
+            found.append((hit.start(), hit.end(), self._by_key[_key(hit.group(0))]))
         return found
 
     def targets(self, sentence: str) -> list[str]:
