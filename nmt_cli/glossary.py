@@ -67,7 +67,9 @@ class Glossary:
             return []
         found = []
         for hit in self._regex.finditer(sentence):
-            found.append((hit.start(), hit.end(), self._by_key[_key(hit.group(0))]))
+            term = self._by_key.get(_key(hit.group(0)))
+            if term is not None:  # None: a match only the regex's case rules make
+                found.append((hit.start(), hit.end(), term))
         return found
 
     def targets(self, sentence: str) -> list[str]:
