@@ -290,7 +290,7 @@ def constrained_beam_search(
         if weights is not None and placement:
             room = (limit - 1 - t).unsqueeze(1) <= (total.unsqueeze(1) - bank) + ROOM
             gate = _attending(weights.view(b, k, -1).float(), attends, anywhere)
-            gate |= room.unsqueeze(-1)
+            gate |= room.unsqueeze(-1) | (t < prefix_len).view(b, 1, 1)  # a prefix's own terms
         may_start = (progress_term.unsqueeze(-1) < 0) & ~met & gate
         may_take = (taking == 1) | may_start
         term_col = column_of(next_tok)

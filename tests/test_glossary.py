@@ -143,3 +143,11 @@ def test_cli_glossary_prefix_tab_and_sample(trained, tmp_path):  # noqa: F811
     args = ("translate", "-m", run, "--sample", "--seed", "5", "--sampling-topk", "10")
     one, two = nmt(*args, stdin="A dog.\nA cat.\n"), nmt(*args, stdin="A dog.\nA cat.\n")
     assert one.returncode == 0 and one.stdout == two.stdout and one.stdout.count("\n") == 2
+
+
+def test_a_term_inside_the_prefix_counts_and_is_not_repeated(trained):  # noqa: F811
+    tr = translator(trained, beam_size=3)
+    out = tr.translate(
+        ["Two dogs play in the snow."], glossary={"dogs": "maison"}, prefixes=["Une maison"]
+    )
+    assert out[0].text.startswith("Une maison") and out[0].text.split().count("maison") == 1
