@@ -124,6 +124,28 @@ def with_forced_tokens(candidates: Candidates, forced: Sequence[Forced]) -> Cand
     return Candidates(ids.to(device), allowed.to(device))
 
 
+def _hand_over(cons, cons_len, p_met, p_term, p_done, goes_on, token):
+    """Terms that begin alike: where ``token`` breaks off the term in progress, another unmet
+    term with the same first tokens takes them over, met if they are all of it, going on if
+    ``token`` is its next one ((B, C) candidates; returns their met terms, term in progress and
+    whether it goes on)."""
+    b, m, width = cons.shape
+    c = p_term.size(1)
+    current = cons.gather(1, p_term.clamp(min=0).unsqueeze(-1).expand(b, c, width))  # (B, C, W)
+    within = torch.arange(width, device=cons.device) < p_done.unsqueeze(-1)
+    agree = ((cons.unsqueeze(1) == current.unsqueeze(2)) | ~within.unsqueeze(2)).all(-1)
+    broke = (p_term >= 0) & ~goes_on
+    open_ = broke.unsqueeze(-1) & agree & ~p_met & (cons_len > 0).unsqueeze(1)  # (B, C, M)
+    whole = open_ & (cons_len.unsqueeze(1) == p_done.unsqueeze(-1))
+    at = p_done.clamp(max=width - 1)[..., None, None].expand(b, c, m, 1)
+    following = cons.unsqueeze(1).expand(b, c, m, width).gather(3, at).squeeze(-1)
+    takes = open_ & (cons_len.unsqueeze(1) > p_done.unsqueeze(-1))
+    takes &= following == token.unsqueeze(-1)
+    switched = takes.any(-1)
+    p_term = torch.where(switched, takes.to(torch.int8).argmax(-1), p_term)
+    return p_met | whole, p_term, goes_on | switched
+
+
 def _attending(weights: torch.Tensor, attends: torch.Tensor, anywhere: torch.Tensor):
     """(B, K, M): does each hypothesis's attention (B, K, S) point at each term's source words
     (at least ATTENDED of its weight on them, or its largest weight on one of them)?"""
@@ -301,9 +323,10 @@ def constrained_beam_search(
         )
         cand_col = torch.cat([top_idx % v, own_col, term_col.view(b, -1)], dim=1)
         cand_score = torch.cat([top_score, own_score, term_score.view(b, -1)], dim=1)
-        # the same continuation proposed twice counts once
+        # the same continuation proposed twice counts once (the copy kept is a valid one)
         key = cand_beam * v + cand_col
-        order = key.argsort(dim=1, stable=True)
+        by_score = cand_score.argsort(dim=1, descending=True, stable=True)
+        order = by_score.gather(1, key.gather(1, by_score).argsort(dim=1, stable=True))
         sorted_key = key.gather(1, order)
         repeat = torch.zeros_like(sorted_key, dtype=torch.bool)
         repeat[:, 1:] = sorted_key[:, 1:] == sorted_key[:, :-1]
@@ -319,13 +342,19 @@ def constrained_beam_search(
             1, (p_term.clamp(min=0) * width + p_done.clamp(max=width - 1))
         )
         goes_on = (p_term >= 0) & (cand_tok == expected)
+        if m > 1:
+            p_met, p_term, goes_on = _hand_over(
+                cons, cons_len, p_met, p_term, p_done, goes_on, cand_tok
+            )
         p_len = cons_len.gather(1, p_term.clamp(min=0))
         completes = goes_on & (p_done + 1 == p_len)
         starts = (cons[:, :, 0].unsqueeze(1) == cand_tok.unsqueeze(-1)) & ~p_met
         starts &= (cons_len > 0).unsqueeze(1) & ~goes_on.unsqueeze(-1)
         starts &= gate.gather(1, cand_beam.unsqueeze(-1).expand(b, c, m))
         starting = starts.any(-1)
-        first = starts.to(torch.int8).argmax(-1)
+        # of several terms that start here, the longest: a shorter one it breaks off into is
+        # handed the tokens (_hand_over)
+        first = torch.where(starts, cons_len.unsqueeze(1), -1).argmax(-1)
         first_len = cons_len.gather(1, first)
         new_met = p_met.clone()
         new_met |= completes.unsqueeze(-1) & (

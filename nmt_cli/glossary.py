@@ -152,10 +152,8 @@ def term_tokens(glossary: Glossary, tokenizer, lowercase: bool = False) -> dict[
 
 
 def required_terms(targets: Sequence[str], tokens: Mapping[str, list[int]]) -> list[str]:
-    """The target terms to force among ``targets``: each spelling once, without those whose
-    pieces are part of another one's."""
-    from nmt_cli.constraints import contains
-
+    """The target terms to force among ``targets``: each spelling once, without those that are
+    whole words of another one ("bleue" within "chemise bleue", not "avion" within "avions")."""
     kept: list[str] = []
     for target in targets:
         if all(tokens[target] != tokens[other] for other in kept):
@@ -164,8 +162,7 @@ def required_terms(targets: Sequence[str], tokens: Mapping[str, list[int]]) -> l
         t
         for t in kept
         if not any(
-            o != t and len(tokens[o]) > len(tokens[t]) and contains(tokens[o], tokens[t])
-            for o in kept
+            o != t and re.search(rf"(?<!\w){re.escape(t)}(?!\w)", o) is not None for o in kept
         )
     ]
 

@@ -210,3 +210,12 @@ def test_terms_that_find_no_place_under_the_attention_rule_are_placed_without_it
         m, sources, forced, config, "cpu", plain=lambda s: decode_ids(m, s, config)
     )
     assert all(f.satisfied_by(h[0].tokens) for f, h in zip(forced, out))
+
+
+def test_terms_that_begin_alike_are_all_placed():
+    m = model(1)
+    _, src, lengths = ragged_batch(3, 3)
+    for terms in ([[7, 8, 9], [7, 8, 10]], [[7, 8], [7, 9]], [[7], [7, 8]], [[7, 8], [7]]):
+        f = Forced(terms)
+        out = constrained_beam_search(m, src, lengths, [f] * 3, beam_size=5, max_len_const=6)
+        assert all(h and f.satisfied_by(h[0].tokens) for h in out), terms
