@@ -11,7 +11,7 @@ starting with ``#`` are skipped. Terms may be several words. The rules (docs/tra
 - The same source term with two different target terms is an error naming both lines; the same
   pair twice is kept once.
 - A target term is required once per sentence, however often its source term occurs; a target
-  term that is part of another required one in the same sentence is covered by it.
+  term that is whole words of another required one in the same sentence is covered by it.
 - A target term with characters the target vocabulary cannot spell is an error naming it.
 """
 
