@@ -17,6 +17,7 @@ import torch
 
 from nmt_cli.constraints import Forced, constrained_beam_search, continuation_pieces
 from nmt_cli.search import Hypothesis
+from nmt_cli.translate import BEAM_BATCH
 
 
 def forced_for_lines(
@@ -96,8 +97,8 @@ def forced_decode_ids(
     """``plain`` decoding (translate.decode_ids) for every sentence without a prefix, in the
     batches it would have without ``forced``; then the constrained search for the sentences
     with a prefix and for those whose plain translation misses a term, length-sorted in batches
-    of ``config.batch_size`` (or the beam search default). A sentence whose terms do not fit
-    under its length cap keeps its plain translation (``warn`` says which)."""
+    of ``config.batch_size`` (or beam search's default). A sentence whose terms do not fit under
+    its length cap keeps its plain translation (``warn`` says how many)."""
     free = [i for i, f in enumerate(forced) if not f.prefix]
     results: list[list[Hypothesis]] = [[] for _ in sources]
     if free:
@@ -109,7 +110,7 @@ def forced_decode_ids(
         if f.prefix or (f.terms and not (results[i] and f.satisfied_by(results[i][0].tokens)))
     ]
     todo.sort(key=lambda i: -len(sources[i]))
-    size = config.batch_size if config.batch_size > 0 else 32
+    size = config.batch_size if config.batch_size > 0 else BEAM_BATCH
     use_shortlist = shortlist if config.shortlist else None
     for placement in (True, False):
         for start in range(0, len(todo), size):
@@ -135,9 +136,11 @@ def forced_decode_ids(
         ]
         if not todo:
             break
-    for i in todo:
-        if warn is not None:
-            warn(f"warning: sentence {i + 1}: the forced terms did not fit; left unforced")
+    if todo and warn is not None:
+        warn(
+            f"warning: {len(todo)} sentence(s) could not fit their forced terms under the length "
+            "cap and keep their unforced translation"
+        )
     return results
 
 

@@ -124,13 +124,14 @@ def decode_ids(
     attention: bool = False,
     forced: Sequence[Forced] | None = None,
     sampling: Sampling | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> list[list[Hypothesis]]:
     """Decode token-id sources (non-empty) in length-sorted batches; results in input order.
     ``shortlist``: the model's vocabulary shortlist, used when ``config.shortlist`` is on;
     ``nbest``: hypotheses per sentence; ``attention``: keep each hypothesis's attention weights;
     ``forced``: each sentence's terms and prefix (nmt_cli/constraints.py); ``sampling``: sample
-    instead of searching (nmt_cli/sampling.py). ``config.workers`` 0 means one worker per torch
-    CPU thread."""
+    instead of searching (nmt_cli/sampling.py); ``warn`` hears of forced terms that found no
+    place. ``config.workers`` 0 means one worker per torch CPU thread."""
     if unprepared(model):  # prepared for this call only (validation: the weights move on)
         with prepared_for_decoding(model):
             return decode_ids(
@@ -143,6 +144,7 @@ def decode_ids(
                 attention=attention,
                 forced=forced,
                 sampling=sampling,
+                warn=warn,
             )
     if sampling is not None:
         from nmt_cli.sampling import sample_ids
@@ -166,6 +168,7 @@ def decode_ids(
             nbest=nbest,
             attention=attention,
             plain=plain,
+            warn=warn,
         )
     shortlist = shortlist if config.shortlist else None
     lengths = [len(s) for s in sources]
@@ -366,6 +369,7 @@ class Translator:
                 attention=weights or alignments or attention,
                 forced=None if forced is None else [forced[i] for i in todo],
                 sampling=sampling,
+                warn=self.warn,
             )
             if todo
             else []
