@@ -283,23 +283,24 @@ def constrained_beam_search(
         logp = logp.view(b, k, v)
         bank = (met * cons_len.unsqueeze(1)).sum(-1) + progress_done  # (B, K)
         short = bank < total.unsqueeze(1)
+        growing = alive_logp
         if DEAD_ENDS and placement:
             # the model would end here with a term still missing: what followed would be an
             # appendix, so the hypothesis stops (others placed the term within the sentence)
             ends = logp.argmax(-1) == EOS
-            logp.masked_fill_(
-                (ends & short & (t >= prefix_len).unsqueeze(1)).unsqueeze(-1), neg_inf
-            )
+            growing = alive_logp.masked_fill(ends & short & (t >= prefix_len).unsqueeze(1), neg_inf)
         logp[..., EOS] = logp[..., EOS].masked_fill(short, neg_inf)
-        if continuations is not None:
-            logp.masked_fill_(just_met.unsqueeze(-1) & continuations.view(1, 1, v), neg_inf)
+        if continuations is not None and bool(just_met.any()):
+            rows_met = just_met.view(-1).nonzero().squeeze(1)
+            flat_logp = logp.view(b * k, v)
+            flat_logp[rows_met] = flat_logp[rows_met].masked_fill(continuations, neg_inf)
         in_prefix = t < prefix_len  # (B,)
         if bool(in_prefix.any()):
             col = column_of(prefix[:, min(t, prefix.size(1) - 1)])
             kept = logp.gather(2, col.view(b, 1, 1).expand(b, k, 1))
             logp.masked_fill_(in_prefix.view(b, 1, 1), neg_inf)
             logp.scatter_(2, col.view(b, 1, 1).expand(b, k, 1), kept)
-        scores = alive_logp.unsqueeze(-1) + logp  # (B, K, V)
+        scores = growing.unsqueeze(-1) + logp  # (B, K, V)
 
         # the candidates: the K best overall, each hypothesis's best, each term's next token
         top_score, top_idx = scores.view(b, k * v).topk(k, dim=-1)

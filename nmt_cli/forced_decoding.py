@@ -17,7 +17,10 @@ import torch
 
 from nmt_cli.constraints import Forced, constrained_beam_search, continuation_pieces
 from nmt_cli.search import Hypothesis
-from nmt_cli.translate import BEAM_BATCH
+
+# Sentences a constrained batch when decode.batch_size is 0: its candidates and term states grow
+# with the batch, so it takes fewer than plain beam search's batches
+FORCED_BATCH = 32
 
 
 def forced_for_lines(
@@ -97,7 +100,7 @@ def forced_decode_ids(
     """``plain`` decoding (translate.decode_ids) for every sentence without a prefix, in the
     batches it would have without ``forced``; then the constrained search for the sentences
     with a prefix and for those whose plain translation misses a term, length-sorted in batches
-    of ``config.batch_size`` (or beam search's default). A sentence whose terms do not fit under
+    of ``config.batch_size`` (or FORCED_BATCH). A sentence whose terms do not fit under
     its length cap keeps its plain translation (``warn`` says how many)."""
     free = [i for i, f in enumerate(forced) if not f.prefix]
     results: list[list[Hypothesis]] = [[] for _ in sources]
@@ -110,7 +113,7 @@ def forced_decode_ids(
         if f.prefix or (f.terms and not (results[i] and f.satisfied_by(results[i][0].tokens)))
     ]
     todo.sort(key=lambda i: -len(sources[i]))
-    size = config.batch_size if config.batch_size > 0 else BEAM_BATCH
+    size = config.batch_size if config.batch_size > 0 else FORCED_BATCH
     use_shortlist = shortlist if config.shortlist else None
     for placement in (True, False):
         for start in range(0, len(todo), size):
