@@ -18,6 +18,7 @@ from urllib.parse import quote
 from pydantic import BaseModel, Field
 
 from nmt_cli import pivot
+from nmt_cli.controlled import hold_back, text_confidences
 from nmt_cli.language_id import LanguageIdentifier
 from nmt_cli.request_body import RequestError
 from nmt_cli.served_documents import plan_texts, translate_plan
@@ -194,9 +195,9 @@ class LibreTranslate:
         return routes[source, target], detected
 
     async def translate(self, route, texts: list[str], alternatives: int, fmt: str):
-        """(translations, alternatives per text, which texts had a sentence cut) of
-        LibreTranslate's texts: plain text or HTML through the document layer, the segments of
-        all texts decoded together; a whitespace-only text gives ""."""
+        """(translations, alternatives per text, which texts had a sentence cut, each text's
+        confidence) of LibreTranslate's texts: plain text or HTML through the document layer,
+        the segments of all texts decoded together; a whitespace-only text gives ""."""
         beam = max(route.last.translator.config.beam_size, alternatives + 1)
         plan = plan_texts(route, texts, fmt)
         results = await translate_plan(
@@ -213,7 +214,8 @@ class LibreTranslate:
             unique([v[i] for v in versions[1:]], translated[i]) if fmt == "text" else []
             for i in range(len(texts))
         ]
-        return translated, alts, plan.cut(results)
+        confidences = text_confidences(plan, results, len(texts))
+        return translated, alts, plan.cut(results), confidences
 
 
 def add_routes(app, service, read) -> None:
@@ -243,12 +245,19 @@ def add_routes(app, service, read) -> None:
         route, detected = lt.route(source, target, texts)
         service.charge(request, body["api_key"], sum(len(t) for t in texts))
         request.state.log_texts = texts
-        translated, alts, _cut = await lt.translate(route, texts, alternatives, fmt)
+        translated, alts, _cut, confidences = await lt.translate(route, texts, alternatives, fmt)
+        threshold = service.settings.min_confidence
+        if threshold > 0:
+            translated, low = hold_back(texts, translated, confidences, threshold)
+            alts = [[] if held else a for a, held in zip(alts, low)]
         out: dict[str, Any] = {"translatedText": translated if batch else translated[0]}
         if detected is not None:
             out["detectedLanguage"] = [detected] * len(texts) if batch else detected
         if alternatives:
             out["alternatives"] = alts if batch else alts[0]
+        if threshold > 0:  # the answer stays LibreTranslate's own without the option
+            out["confidence"] = confidences if batch else confidences[0]
+            out["lowConfidence"] = low if batch else low[0]
         return out
 
     @app.post(

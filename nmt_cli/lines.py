@@ -109,6 +109,7 @@ def format_translation(
     best = tr.hypotheses[0] if tr.hypotheses else None
     if out.scores:
         fields.append(f"{best.score:.4f}" if best else "0.0000")
+        fields.append(f"{tr.confidence:.4f}" if tr.confidence is not None else "0.0000")
     if out.alignments:
         if best is None:
             fields.append("")

@@ -18,12 +18,13 @@ import asyncio
 import contextlib
 import hmac
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from typing import Any
 
 from nmt_cli import pivot
 from nmt_cli.batching import Batcher, Job, QueueFull
+from nmt_cli.controlled import request_translator
 from nmt_cli.pivot import Route
 from nmt_cli.request_body import (
     RequestError,
@@ -59,6 +60,8 @@ class ServeSettings:
     chars_per_minute: int = 0
     access_log: bool = False  # one line per request on stderr
     log_texts: bool = False  # the access log shows the texts too
+    glossaries: tuple[str, ...] = ()  # --glossary [ID=]FILE (nmt_cli/controlled.py)
+    min_confidence: float = 0.0  # the LibreTranslate route holds back translations below it
 
 
 class Service:
@@ -220,6 +223,7 @@ def _translation_json(tr, nbest: int, alignments: bool, attention: bool) -> dict
     out = {
         "text": tr.text,
         "score": round(tr.score, 4),
+        "confidence": None if tr.confidence is None else round(tr.confidence, 4),
         "nbest": [
             {"text": a.text, "score": round(a.score, 4), "norm_score": round(a.norm_score, 4)}
             for a in tr.alternatives[:nbest]
@@ -390,7 +394,18 @@ def build_app(service: Service):
         fmt = body.get("format", "text")
         if fmt not in ("text", "html"):
             raise RequestError(400, f'format: "text" or "html", got {json.dumps(fmt)[:40]}')
-        plan = plan_texts(route, sentences, fmt)
+        prefixed = body.get("prefix") is not None
+        if route.pivot is not None and (prefixed or body.get("glossary") is not None):
+            raise RequestError(
+                400, f"glossary, prefix: not given for a pair pivoted through {route.pivot}"
+            )
+        # A prefix belongs to its sentence as sent: those are translated whole, one segment each.
+        plan = plan_texts(route, sentences, fmt, split_sentences=not prefixed)
+        if prefixed and len(plan.segments) != len(sentences):
+            raise RequestError(400, "prefix: give it for non-empty sentences of one line each")
+        forcing = request_translator(route.first.translator, body, plan.segments)
+        if forcing is not route.first.translator:
+            route = Route((replace(route.first, translator=forcing),))
         results = await translate_plan(
             service,
             route,
@@ -399,7 +414,7 @@ def build_app(service: Service):
             nbest=nbest,
             alignments=alignments or plan.needs_alignment,
             attention=attention,
-            second_pass=not (alignments or attention),
+            second_pass=not (alignments or attention or prefixed),
         )
         out = {
             "model": model.id,

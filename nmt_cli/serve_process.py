@@ -6,6 +6,7 @@ import socket
 import sys
 from collections.abc import Sequence
 
+from nmt_cli.controlled import attach_glossaries
 from nmt_cli.errors import UserError
 from nmt_cli.serve import ServeSettings, Service, build_app
 from nmt_cli.served_models import load_models
@@ -45,6 +46,7 @@ def serve(model_paths: Sequence[str], settings: ServeSettings, *, device: str = 
 
     torch.set_num_threads(settings.threads)
     models = load_models(model_paths, device=device, shortlist=settings.shortlist)
+    attach_glossaries(models, settings.glossaries)
     service = Service(models, settings)
     app = build_app(service)
     sock = _listen(settings.host, settings.port)

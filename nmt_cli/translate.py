@@ -16,10 +16,11 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
+from nmt_cli.confidence import confidence_of
 from nmt_cli.config import DecodeConfig, Recipe, override
 from nmt_cli.memory import bound_primitive_cache
 from nmt_cli.model.fast_decoding import (
@@ -31,6 +32,10 @@ from nmt_cli.model.fast_decoding import (
 from nmt_cli.search import Hypothesis, search
 from nmt_cli.shortlist import Shortlist
 from nmt_cli.tokenizer import Tokenizer, normalize
+
+if TYPE_CHECKING:
+    from nmt_cli.constraints import Forced
+    from nmt_cli.sampling import Sampling
 from nmt_cli.words import WordAttention, alignment_pairs, word_attention
 
 MAX_SOURCE_TOKENS = 250
@@ -117,11 +122,16 @@ def decode_ids(
     shortlist: Shortlist | None = None,
     nbest: int = 1,
     attention: bool = False,
+    forced: Sequence[Forced] | None = None,
+    sampling: Sampling | None = None,
+    warn: Callable[[str], None] | None = None,
 ) -> list[list[Hypothesis]]:
     """Decode token-id sources (non-empty) in length-sorted batches; results in input order.
     ``shortlist``: the model's vocabulary shortlist, used when ``config.shortlist`` is on;
-    ``nbest``: hypotheses per sentence; ``attention``: keep each hypothesis's attention weights.
-    ``config.workers`` 0 means one worker per torch CPU thread."""
+    ``nbest``: hypotheses per sentence; ``attention``: keep each hypothesis's attention weights;
+    ``forced``: each sentence's terms and prefix (nmt_cli/constraints.py); ``sampling``: sample
+    instead of searching (nmt_cli/sampling.py); ``warn`` hears of forced terms that found no
+    place. ``config.workers`` 0 means one worker per torch CPU thread."""
     if unprepared(model):  # prepared for this call only (validation: the weights move on)
         with prepared_for_decoding(model):
             return decode_ids(
@@ -132,7 +142,34 @@ def decode_ids(
                 shortlist=shortlist,
                 nbest=nbest,
                 attention=attention,
+                forced=forced,
+                sampling=sampling,
+                warn=warn,
             )
+    if sampling is not None:
+        from nmt_cli.sampling import sample_ids
+
+        return sample_ids(model, sources, config, device, sampling, shortlist=shortlist)
+    if forced is not None and any(forced):
+        from nmt_cli.forced_decoding import forced_decode_ids
+
+        def plain(subset):
+            return decode_ids(
+                model, subset, config, device, shortlist=shortlist, nbest=nbest, attention=attention
+            )
+
+        return forced_decode_ids(
+            model,
+            sources,
+            forced,
+            config,
+            device,
+            shortlist=shortlist,
+            nbest=nbest,
+            attention=attention,
+            plain=plain,
+            warn=warn,
+        )
     shortlist = shortlist if config.shortlist else None
     lengths = [len(s) for s in sources]
     order = sorted(range(len(sources)), key=lambda i: -lengths[i])
@@ -206,6 +243,7 @@ class Translation:
     source_lang: str | None = None
     target_lang: str | None = None
     zero_shot: bool | None = None
+    confidence: float | None = None  # in [0, 1], nmt_cli/confidence.py; None for an empty line
 
     @property
     def score(self) -> float:
@@ -270,6 +308,7 @@ class Translator:
     @property
     def multilingual(self) -> bool:
         return self.routing.multilingual
+        self.glossary = None  # terms every call forces, before its own (nmt serve --glossary)
 
     @property
     def precision(self) -> str:
@@ -311,11 +350,17 @@ class Translator:
         weights: bool = False,
         target: str | None = None,
         source: str | None = None,
+        glossary=None,
+        prefixes: Sequence[str | None] | None = None,
+        sampling: Sampling | None = None,
     ) -> list[Translation]:
         """One Translation per line, in order, with ``nbest`` alternatives each; ``beam_size``:
         this call's instead of the configured one; ``alignments``, ``attention``: fill those
         fields; ``weights``: keep each hypothesis's attention weights (implied by the two);
-        ``target``, ``source``: the languages, for a multilingual model (``directions``)."""
+        ``target``, ``source``: the languages, for a multilingual model (``directions``);
+        ``glossary``: terms to force (nmt_cli/glossary.py: a Glossary, a file, a mapping or
+        pairs); ``prefixes``: per line, a target prefix to force (None or "": none);
+        ``sampling``: sample the translations (nmt_cli/sampling.py) instead of searching."""
         config = override(self.config, {"beam_size": beam_size})
         if nbest > config.beam_size or nbest < 1:
             from nmt_cli.errors import UserError
@@ -336,6 +381,23 @@ class Translator:
             )
         ids = [x[: self.max_source_tokens] for x in ids]
         todo = [i for i, x in enumerate(ids) if x]
+        forced = None
+        if self.glossary is not None:
+            from nmt_cli.glossary import merged
+
+            glossary = merged(self.glossary, glossary)
+        if glossary is not None or prefixes is not None:
+            from nmt_cli.forced_decoding import forced_for_lines
+
+            forced = forced_for_lines(
+                cleaned,
+                ids,
+                self.tokenizer,
+                config,
+                glossary=glossary,
+                prefixes=prefixes,
+                lowercase=self.lowercase,
+            )
         hyps = (
             decode_ids(
                 self.model,
@@ -345,6 +407,9 @@ class Translator:
                 shortlist=self.shortlist,
                 nbest=nbest,
                 attention=weights or alignments or attention,
+                forced=None if forced is None else [forced[i] for i in todo],
+                sampling=sampling,
+                warn=self.warn,
             )
             if todo
             else []
@@ -368,6 +433,7 @@ class Translator:
             tr.hypotheses = sentence
             tr.alternatives = [Alternative(next(texts), h.score, h.norm_score) for h in sentence]
             tr.text = tr.alternatives[0].text if sentence else ""
+            tr.confidence = confidence_of(sentence, len(tr.src_ids))
             if (alignments or attention) and sentence and sentence[0].attention is not None:
                 src_p = self.tokenizer.src_pieces(tr.src_ids)
                 tgt_p = self.tokenizer.tgt_pieces(sentence[0].tokens)

@@ -172,8 +172,8 @@ def test_scores_and_nbest_formats(trained):
     assert len(out) == 6
     assert out[0].startswith("0 ||| ") and out[3].startswith("1 ||| ")
     scored = run_stream(translator(trained), b"A man.\n", scores=True)
-    text, score = scored[0].split("\t")
-    assert float(score) < 0
+    text, score, confidence = scored[0].split("\t")
+    assert float(score) < 0 and 0 < float(confidence) <= 1
 
 
 def test_alignments_from_greedy_and_beam(trained):

@@ -78,6 +78,37 @@ WorkersOption = Annotated[
     ),
 ]
 
+# Control of the output (nmt translate; docs/translate.md)
+GlossaryOption = Annotated[
+    str | None,
+    typer.Option(
+        metavar="TSV",
+        help="Force terms: a file of 'source term<TAB>target term' lines; wherever a source term "
+        "occurs, the translation carries its target term.",
+    ),
+]
+PrefixTabOption = Annotated[
+    bool,
+    typer.Option(
+        "--prefix-tab",
+        help="Input lines are 'source<TAB>target prefix': each translation begins with its "
+        "prefix, the rest decoded by the beam.",
+    ),
+]
+SampleOption = Annotated[
+    bool,
+    typer.Option("--sample", help="Sample each translation from the model (back-translation)."),
+]
+SamplingTopkOption = Annotated[
+    int, typer.Option(min=0, help="With --sample: draw from the K most probable tokens; 0 = all.")
+]
+TemperatureOption = Annotated[
+    float, typer.Option(help="With --sample: divide the log-probabilities by T before drawing.")
+]
+SeedOption = Annotated[
+    int, typer.Option(help="With --sample: the seed; the same seed, the same draws.")
+]
+
 
 def _decode_changes(ctx: typer.Context) -> dict:
     """The command's options named after decode.* keys that were given, for load_translator to lay

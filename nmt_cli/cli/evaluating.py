@@ -28,7 +28,10 @@ from nmt_cli.errors import UserError
 )
 def evaluate(
     ctx: typer.Context,
-    hyp: Annotated[Path | None, typer.Option(help="Hypotheses, one per line.")] = None,
+    hyp: Annotated[
+        list[Path] | None,
+        typer.Option(help="Hypotheses, one per line; repeat to compare two systems."),
+    ] = None,
     ref: Annotated[
         Path | None, typer.Option(help="References, one per line (plain or .gz).")
     ] = None,
@@ -71,6 +74,29 @@ def evaluate(
         typer.Option(help="With --by-length: save the BLEU-by-length chart here (plot extra)."),
     ] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print results as JSON.")] = False,
+    paired_bs: Annotated[
+        bool,
+        typer.Option(
+            "--paired-bs",
+            help="Two systems: sacreBLEU's paired bootstrap test of the second against the "
+            "first, a p-value per metric.",
+        ),
+    ] = False,
+    paired_ar: Annotated[
+        bool,
+        typer.Option(
+            "--paired-ar",
+            help="Two systems: sacreBLEU's approximate randomization test, a p-value per metric.",
+        ),
+    ] = False,
+    sentence: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            help="Write each sentence's BLEU and chrF here as JSON lines (line, system, bleu, "
+            "chrf).",
+        ),
+    ] = None,
     threads: ThreadsOption = None,
     device: DeviceOption = "auto",
     split_sentences: Annotated[
@@ -131,8 +157,9 @@ def evaluate(
                     systems[m] = [t.text for t in done]
                 else:
                     systems[m] = [t.text for t in translator.translate(sources)]
-    elif hyp is not None:
-        systems[str(hyp)] = _read(hyp)
+    elif hyp:
+        for path in hyp:
+            systems[str(path)] = _read(path)
     else:
         raise UserError("give --hyp FILE, or -m RUN with --src FILE")
     report = {}
@@ -141,12 +168,20 @@ def evaluate(
         if by_length:
             entry["by_length"] = scoring.bleu_by_length(sources, hyps, refs, lc_tok)
         report[name] = entry
+    if sentence is not None and not sentence.parent.is_dir():
+        raise UserError(f"--sentence {sentence}: the folder {sentence.parent} does not exist")
+    from nmt_cli.significance import compare_systems, significance_lines
+
+    tests = compare_systems(systems, refs, names, lc_tok, paired_bs, paired_ar, sentence)
     if plot is not None and by_length:
         from nmt_cli.plots import bleu_by_length_chart
 
         bleu_by_length_chart(report, plot)
     if json_out:
-        typer.echo(json.dumps(report if len(report) > 1 else next(iter(report.values())), indent=1))
+        payload = report if len(report) > 1 else next(iter(report.values()))
+        if tests:
+            payload = {**payload, "significance": tests}
+        typer.echo(json.dumps(payload, indent=1))
         return
     for name, entry in report.items():
         if len(report) > 1:
@@ -157,6 +192,8 @@ def evaluate(
             )
         if s and entry["scores"]:
             typer.echo(f"signature: {entry['scores'][0]['signature']}")
+    for line in significance_lines(tests):
+        typer.echo(line)
     if by_length:
         typer.echo("BLEU by source length (words):")
         header = "bucket   sents  " + "  ".join(f"{n[-24:]:>24}" for n in report)

@@ -127,6 +127,23 @@ def serve(
         bool, typer.Option("--log-texts", help="The access log shows the texts too.")
     ] = False,
     device: DeviceOption = "auto",
+    glossary: Annotated[
+        list[str] | None,
+        typer.Option(
+            metavar="[ID=]FILE",
+            help="Force these terms in every request to model ID (FILE alone: every model); a "
+            "file of 'source term<TAB>target term' lines; repeat for several.",
+        ),
+    ] = None,
+    min_confidence: Annotated[
+        float,
+        typer.Option(
+            min=0.0,
+            max=1.0,
+            help="LibreTranslate route: a translation whose confidence is below this comes back "
+            "as its source text, with lowConfidence true (docs/serve.md).",
+        ),
+    ] = 0.0,
 ) -> None:
     """Serve models over HTTP: a LibreTranslate-compatible API, a native one, and a web page at /.
 
@@ -158,6 +175,8 @@ def serve(
             chars_per_minute=char_rate_limit,
             access_log=access_log,
             log_texts=log_texts,
+            glossaries=tuple(glossary or ()),
+            min_confidence=min_confidence,
         ),
         device=device,
     )

@@ -16,13 +16,19 @@ from nmt_cli.cli.decode_options import (
     BatchTokensOption,
     BeamSizeOption,
     DeviceOption,
+    GlossaryOption,
     LengthPenaltyOption,
     PrecisionOption,
+    PrefixTabOption,
+    SampleOption,
+    SamplingTopkOption,
+    SeedOption,
     ShortlistFrequentOption,
     ShortlistOption,
     ShortlistPerSourceOption,
     SourceOption,
     TargetOption,
+    TemperatureOption,
     WorkersOption,
     _decode_changes,
     _option_name,
@@ -57,7 +63,11 @@ def translate(
         ),
     ] = 1,
     scores: Annotated[
-        bool, typer.Option("--scores", help="Append the log-probability after a tab.")
+        bool,
+        typer.Option(
+            "--scores",
+            help="Append the log-probability and the confidence (0 to 1) after tabs.",
+        ),
     ] = False,
     alignments: Annotated[
         bool,
@@ -121,6 +131,12 @@ def translate(
             "translation; 'rank' takes I/N from torchrun's RANK/WORLD_SIZE."
         ),
     ] = None,
+    glossary: GlossaryOption = None,
+    prefix_tab: PrefixTabOption = False,
+    sample: SampleOption = False,
+    sampling_topk: SamplingTopkOption = 0,
+    temperature: TemperatureOption = 1.0,
+    seed: SeedOption = 0,
 ) -> None:
     """Translate lines from stdin (or -i) to stdout (or -o): one output line per input line, in
     order; each line is a paragraph, cut into sentences that are translated and put back with
@@ -146,7 +162,7 @@ def translate(
         fmt,
         split_sentences,
         protect,
-        nbest > 1 or scores or alignments,
+        nbest > 1 or scores or alignments or prefix_tab,
         attention_plot is not None or show_attention,
     )
     translator = load_translator(
@@ -161,6 +177,11 @@ def translate(
             f"note: {route.source}-{route.target} is zero-shot: the model was not trained on it",
             err=True,
         )
+    from nmt_cli.controlled import controlled_translator
+
+    translator = controlled_translator(
+        translator, glossary, prefix_tab, sample, sampling_topk, temperature, seed, nbest
+    )
     out_opts = OutputOptions(
         scores=scores,
         alignments=alignments,
@@ -230,7 +251,9 @@ def _document_options(fmt, split_sentences, protect, per_line: bool, pictures: b
     if fmt not in FORMATS:
         raise UserError(f"--format: '{fmt}' is not one of {', '.join(FORMATS)}")
     if per_line or pictures:
-        given = "--nbest, --scores, --alignments" if per_line else "the attention options"
+        given = (
+            "--nbest, --scores, --alignments, --prefix-tab" if per_line else "the attention options"
+        )
         if fmt == "html" or split_sentences or protect:
             asked = (
                 "--format html"

@@ -100,6 +100,11 @@ function renderSegments() {
     if (r) {
       item.appendChild(el("span", "segment-text", r.text));
       item.appendChild(el("span", "segment-score", r.score.toFixed(2)));
+      if (r.confidence !== null && r.confidence !== undefined) {
+        const c = el("span", "segment-score segment-confidence", `${Math.round(100 * r.confidence)}%`);
+        c.title = "confidence: the geometric mean of the tokens' probabilities";
+        item.appendChild(c);
+      }
       item.addEventListener("click", () => select(i));
     }
     item.dataset.index = i;
@@ -148,6 +153,7 @@ function select(i) {
   document.querySelectorAll(".segment").forEach((n) => n.classList.toggle("selected", Number(n.dataset.index) === i));
   const r = state.results[i];
   $("detail").hidden = false;
+  $("prefix").value = r.text;
   const att = r.attention;
   const table = $("heatmap");
   table.textContent = "";
@@ -191,6 +197,34 @@ function select(i) {
   });
 }
 
+// Prefix completion: the translation's beginning as edited is kept, the rest translated again.
+async function complete() {
+  const i = state.selected;
+  const r = state.results[i];
+  if (!r) return;
+  const m = currentModel();
+  const beam = Math.max(1, parseInt($("beam").value, 10) || m.beam_size);
+  const nbest = Math.min(beam, Math.max(1, parseInt($("nbest").value, 10) || 1));
+  const body = { model: m.id, src: [r.source], prefix: [$("prefix").value], beam_size: beam,
+                 nbest, alignments: true, attention: true };
+  if (state.keyRequired) body.api_key = $("api-key").value;
+  $("complete").disabled = true;
+  try {
+    const response = await fetch("/v1/translate", { method: "POST", headers: { "Content-Type": "application/json" },
+                                                    body: JSON.stringify(body) });
+    const answer = await response.json();
+    if (!response.ok) { setStatus(answer.error || `HTTP ${response.status}`, true); return; }
+    state.results[i] = { source: r.source, ...answer.translations[0] };
+    setStatus("");
+    renderSegments();
+    select(i);
+  } catch (e) {
+    setStatus(`The server did not answer (${e.message}).`, true);
+  } finally {
+    $("complete").disabled = false;
+  }
+}
+
 function updateChars() {
   const n = $("source").value.length;
   $("chars").textContent = n ? `${n} characters` : "";
@@ -199,6 +233,10 @@ function updateChars() {
 document.addEventListener("DOMContentLoaded", () => {
   $("translate").addEventListener("click", translate);
   $("model").addEventListener("change", showModel);
+  $("complete").addEventListener("click", complete);
+  $("prefix").addEventListener("keydown", (e) => {
+    if (e.key === "Enter") { e.preventDefault(); complete(); }
+  });
   $("source").addEventListener("input", updateChars);
   $("source").addEventListener("keydown", (e) => {
     if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); translate(); }
