@@ -10,6 +10,7 @@ nmt_cli/lines.py.
 
 from __future__ import annotations
 
+import functools
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -285,15 +286,14 @@ class Translator:
         # The direction translate() asks for when a call names none (``nmt translate --target``).
         self.target: str | None = None
         self.source: str | None = None
+        self.glossary = None  # terms every call forces, before its own (nmt serve --glossary)
 
-    @property
+    @functools.cached_property
     def routing(self):
         """The model's directions and how a request picks one (nmt_cli/routing.py)."""
         from nmt_cli.routing import Routing
 
-        if getattr(self, "_routing", None) is None:
-            self._routing = Routing(self.recipe)
-        return self._routing
+        return Routing(self.recipe)
 
     @property
     def directions(self) -> list[str]:
@@ -308,7 +308,6 @@ class Translator:
     @property
     def multilingual(self) -> bool:
         return self.routing.multilingual
-        self.glossary = None  # terms every call forces, before its own (nmt serve --glossary)
 
     @property
     def precision(self) -> str:
