@@ -335,7 +335,10 @@ def add_routes(app, service, read) -> None:
         service.check_length([text])
         route, _detected = lt.route(source, target, [text])
         service.charge(request, key, len(text))
-        (translated,), _alts, _cut = await lt.translate(route, [text], 0, FILE_FORMATS[extension])
+        texts, _alts, _cut, _confidences = await lt.translate(
+            route, [text], 0, FILE_FORMATS[extension]
+        )
+        translated = texts[0]
         stored = f"{uuid.uuid4()}.{filename}"
         service.files[stored] = (filename, translated.encode("utf-8"))
         while len(service.files) > KEPT_FILES:
