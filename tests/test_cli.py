@@ -536,6 +536,13 @@ def test_translate_paragraphs_html_and_document_errors(tiny_run, tmp_path):
         nmt("translate", "-m", run, "--scores", "--split-sentences", input=b"x\n"),
         "--split-sentences",
     )
+    src, ref = tmp_path / "src.en", tmp_path / "ref.fr"
+    src.write_text(" ".join(sentences[:2]) + "\n" + sentences[2] + "\n", encoding="utf-8")
+    ref.write_text("Un chien.\nUn chat.\n", encoding="utf-8")
+    scored = nmt(
+        "eval", "-m", run, "--src", src, "--ref", ref, "--metrics", "bleu", "--split-sentences"
+    )
+    assert scored.returncode == 0 and scored.stdout.startswith(b"BLEU"), scored.stderr.decode()
     big = tmp_path / "big.html"
     big.write_bytes(b"<p>x</p>" * (3 << 20))
     one_line_error(nmt("translate", "-m", run, "--format", "html", "-i", big), "MiB")
