@@ -7,11 +7,12 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from nmt_cli.batched_decoding import _batches
 from nmt_cli.checkpoint import load_model
 from nmt_cli.config import DecodeConfig
 from nmt_cli.lines import OutputOptions, count_lines, shade_rows, translate_stream
 from nmt_cli.search import Hypothesis
-from nmt_cli.translate import Translator, _batches, force_decode
+from nmt_cli.translate import Translator, force_decode
 from nmt_cli.words import alignment_pairs
 from tests.conftest import trained_copy
 
@@ -477,7 +478,7 @@ def test_batches_taper_at_the_end_when_workers_decode_side_by_side():
 def test_default_batch_size_follows_search_and_precision():
     """Greedy search batches more sentences when the model decodes in bf16 on the CPU, whose
     products gain more from rows; a batch size given is used as it is."""
-    from nmt_cli.translate import auto_batch_size
+    from nmt_cli.batched_decoding import auto_batch_size
 
     assert auto_batch_size(decoding(beam_size=1)) == 128
     assert auto_batch_size(decoding(beam_size=1), bf16=True) == 192
