@@ -291,7 +291,7 @@ def translate_documents(
     translations = translator.translate(
         plan.segments, nbest=nbest, beam_size=beam_size, alignments=plan.needs_alignment
     )
-    translations = _retry_short(translator, plan, translations, beam_size)
+    translations = retry_short(translator, plan, translations, beam_size)
     outputs = plan.assemble(translations, alternative)
     cut = plan.cut(translations)
     return [
@@ -306,7 +306,7 @@ MIN_WORD_RATIO = 0.5
 MIN_RETRY_WORDS = 6  # shorter segments are left as they are
 
 
-def _retry_short(translator, plan: DocumentPlan, translations, beam_size) -> list[Translation]:
+def retry_short(translator, plan: DocumentPlan, translations, beam_size) -> list[Translation]:
     """Plain-text segments of at least MIN_RETRY_WORDS words whose translation kept fewer than
     MIN_WORD_RATIO of them, translated again in parts of at most half their words, cut at
     clause boundaries (else at spaces); the parts' translations, joined with a space, replace

@@ -9,7 +9,7 @@ import asyncio
 from collections.abc import Sequence
 from functools import lru_cache
 
-from nmt_cli.document import _retry_short, build_protector, plan_documents, segment_counter
+from nmt_cli.document import build_protector, plan_documents, retry_short, segment_counter
 from nmt_cli.request_body import RequestError
 
 
@@ -81,7 +81,7 @@ async def translate_plan(
     if not second_pass:
         return results
     helper = _ThroughTheService(service, route, asyncio.get_running_loop())
-    return await asyncio.to_thread(_retry_short, helper, plan, results, beam_size)
+    return await asyncio.to_thread(retry_short, helper, plan, results, beam_size)
 
 
 def _kth(tr, k: int):
