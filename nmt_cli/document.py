@@ -238,15 +238,17 @@ class DocumentTranslation:
     cut: bool = False
 
 
-def build_protector(patterns: Sequence[str] | None, vocabulary=None) -> Protector | None:
+def build_protector(
+    patterns: Sequence[str] | None, vocabulary=None, lowercase: bool = False
+) -> Protector | None:
     """The Protector of the built-in patterns (placeholders, URLs, e-mail addresses), the
-    user's ``patterns`` and the characters ``vocabulary`` (the model's Tokenizer) lacks; None
-    when ``patterns`` is None (protection turned off)."""
+    user's ``patterns`` and the characters ``vocabulary`` (the model's Tokenizer) lacks, read
+    lowercased for a ``lowercase`` model; None when ``patterns`` is None (protection off)."""
     if patterns is None:
         return None
     from nmt_cli.protect import Protector
 
-    return Protector(list(patterns), vocabulary=vocabulary)
+    return Protector(list(patterns), vocabulary=vocabulary, lowercase=lowercase)
 
 
 def segment_counter(translator) -> Callable[[str], int]:
@@ -284,7 +286,7 @@ def translate_documents(
         fmt=fmt,
         language=language or (recipe.src if recipe is not None else DEFAULT_LANGUAGE),
         split_sentences=split_sentences,
-        protector=build_protector(protect, translator.tokenizer),
+        protector=build_protector(protect, translator.tokenizer, translator.lowercase),
         max_tokens=limit,
         count_tokens=_long_only(segment_counter(translator), limit),
     )

@@ -47,11 +47,17 @@ class Protector:
     """Finds the spans to keep verbatim: the built-in rules (:data:`BUILT_IN`), then ``patterns``
     (regular expressions, Python syntax; a bad one is a UserError naming it), then, with a
     ``vocabulary`` (a SentencePiece processor or an nmt Tokenizer, whose source side is used),
-    every run of characters that vocabulary encodes only as unknown. ``builtin=False`` keeps
+    every run of characters that vocabulary encodes only as unknown (``lowercase``: as the model
+    reads them, lowercased, for a model trained with data.lowercase). ``builtin=False`` keeps
     only the user's patterns and the vocabulary's gaps."""
 
     def __init__(
-        self, patterns: Sequence[str] = (), *, vocabulary=None, builtin: bool = True
+        self,
+        patterns: Sequence[str] = (),
+        *,
+        vocabulary=None,
+        builtin: bool = True,
+        lowercase: bool = False,
     ) -> None:
         if isinstance(patterns, str):
             patterns = [patterns]
@@ -59,6 +65,7 @@ class Protector:
         self.rules = (rules if builtin else []) + [_compile(p, "protect pattern") for p in patterns]
         self.patterns = list(patterns)
         self.vocabulary = getattr(vocabulary, "src", vocabulary)
+        self.lowercase = lowercase
         self._known: dict[str, bool] = {}
 
     def _unknown(self, char: str) -> bool:
@@ -67,7 +74,8 @@ class Protector:
         if known is None:
             sp = self.vocabulary
             unk = sp.unk_id()
-            known = char.isspace() or unk not in sp.encode(char)
+            read = char.lower() if self.lowercase else char
+            known = char.isspace() or unk not in sp.encode(read)
             self._known[char] = known
         return not known
 

@@ -17,7 +17,7 @@ from nmt_cli.request_body import RequestError
 def _protector(translator):
     """The built-in protected spans and the characters ``translator``'s vocabulary lacks: made
     once per served model, not per request."""
-    return build_protector((), translator.tokenizer)
+    return build_protector((), translator.tokenizer, translator.lowercase)
 
 
 @lru_cache(maxsize=64)

@@ -472,11 +472,12 @@ def test_api_key_queue_limit_and_time_limit(run_dir):
         too_many = {"src": ["A dog."] * 101, "api_key": "s3cret"}
         assert s.json("POST", "/v1/translate", too_many)[0] == 413
 
-        # many long lines: their decoding outlasts the 0.5 s limit on a fast, quiet machine too;
-        # the document layer cuts each into pieces the model handles well: nearly 100 in all
+        # many long lines at the widest beam: their decoding outlasts the 0.5 s limit on a fast,
+        # quiet machine too; the document layer cuts each into pieces the model handles well:
+        # nearly 100 in all
         one = {"src": [long_line], "api_key": "s3cret"}
         pieces = s.json("POST", "/v1/translate", one)[1]["translations"][0]["segments"]
-        slow = {"src": [long_line] * (100 // pieces), "beam_size": 4, "api_key": "s3cret"}
+        slow = {"src": [long_line] * (100 // pieces), "beam_size": 32, "api_key": "s3cret"}
         with ThreadPoolExecutor(1) as pool:
             first = pool.submit(s.json, "POST", "/v1/translate", slow)
             deadline = time.monotonic() + 30
