@@ -83,10 +83,15 @@ def tiny_run(tmp_path_factory):
 
 
 def trained_copy(
-    tiny_run, tmp_path_factory, name: str, progress_bar: bool | None = None, **train_values
+    tiny_run,
+    tmp_path_factory,
+    name: str,
+    progress_bar: bool | None = None,
+    decode: dict | None = None,
+    **train_values,
 ) -> Path:
-    """A copy of the tiny preprocessed run, trained with ``train_values`` over the recipe's train.*;
-    returns its run dir."""
+    """A copy of the tiny preprocessed run, trained with ``train_values`` over the recipe's train.*
+    (and ``decode`` over its decode.*); returns its run dir."""
     import shutil
 
     from nmt_cli.recipes import recipe_from_dict
@@ -97,5 +102,6 @@ def trained_copy(
     shutil.copytree(run_dir, copy)
     raw = recipe.to_dict()
     raw["train"].update(train_values)
+    raw["decode"].update(decode or {})
     train(recipe_from_dict(raw), copy, device="cpu", progress_bar=progress_bar)
     return copy

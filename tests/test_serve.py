@@ -438,10 +438,20 @@ def test_bad_input_gets_a_one_line_json_error_and_the_server_stays_up(
 
 
 @pytest.mark.slow
-def test_api_key_queue_limit_and_time_limit(run_dir):
+def test_api_key_queue_limit_and_time_limit(tiny_run, tmp_path_factory):
+    # A model that reads long sentences whole (decode.max_segment_tokens 0), so that a request of
+    # long lines keeps the decoder busy past the time limit on a fast, quiet machine too.
+    whole = trained_copy(
+        tiny_run,
+        tmp_path_factory,
+        "whole",
+        decode={"max_segment_tokens": 0},
+        max_steps=40,
+        checkpoint_every=40,
+    )
     long_line = " ".join(["a man with a big red hat rides a small horse"] * 12)
     s = Server(
-        run_dir,
+        whole,
         "--api-key",
         "s3cret",
         "--max-queue",
@@ -472,12 +482,14 @@ def test_api_key_queue_limit_and_time_limit(run_dir):
         too_many = {"src": ["A dog."] * 101, "api_key": "s3cret"}
         assert s.json("POST", "/v1/translate", too_many)[0] == 413
 
-        # many long lines at the widest beam: their decoding outlasts the 0.5 s limit on a fast,
-        # quiet machine too; the document layer cuts each into pieces the model handles well:
-        # nearly 100 in all
-        one = {"src": [long_line], "api_key": "s3cret"}
-        pieces = s.json("POST", "/v1/translate", one)[1]["translations"][0]["segments"]
-        slow = {"src": [long_line] * (100 // pieces), "beam_size": 32, "api_key": "s3cret"}
+        # 20 long lines, each one segment, with their alignments: their decoding outlasts the
+        # 0.5 s limit many times over
+        slow = {
+            "src": [long_line] * 20,
+            "beam_size": 4,
+            "alignments": True,  # no second pass: the sentences decoded are the ones counted
+            "api_key": "s3cret",
+        }
         with ThreadPoolExecutor(1) as pool:
             first = pool.submit(s.json, "POST", "/v1/translate", slow)
             deadline = time.monotonic() + 30
