@@ -429,6 +429,8 @@ def build_app(service: Service):
         }
         if route.pivot is not None:
             out.update(models=[m.id for m in route.steps], pivot=route.pivot)
+        if any(m.zero_shot for m in route.steps):  # a multilingual model's untrained direction
+            out["zero_shot"] = True
         return out
 
     return app

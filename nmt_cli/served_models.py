@@ -1,5 +1,6 @@
-"""The models `nmt serve` answers with: one per -m, each with its recipe's decoding settings, and
-the facts a client is shown about it (language pair, training step, validation BLEU)."""
+"""The models `nmt serve` answers with: one per -m (one per direction of a multilingual model),
+each with its recipe's decoding settings, and the facts a client is shown about it (language
+pair, training step, validation BLEU, whether the direction is zero-shot)."""
 
 import contextlib
 import json
@@ -21,12 +22,14 @@ class ServedModel:
     checkpoint: str  # the file name only: the server never shows its paths
     step: int | None
     valid_bleu: float | None
+    zero_shot: bool = False  # a direction of a multilingual model it was not trained on
 
     def describe(self) -> dict:
         return {
             "id": self.id,
             "source": self.source,
             "target": self.target,
+            "zero_shot": self.zero_shot,
             "recipe": self.recipe,
             "checkpoint": self.checkpoint,
             "step": self.step,
@@ -82,20 +85,55 @@ def load_models(
         translator = Translator.load(path, device=device, workers=1, shortlist=shortlist)
         recipe = translator.recipe
         step, bleu = checkpoint_facts(translator.checkpoint)
-        served.append(
-            ServedModel(
-                recipe.name,
-                translator,
-                recipe.src,
-                recipe.tgt,
-                recipe.name,
-                Path(translator.checkpoint).name,
-                step,
-                bleu,
+        checkpoint = Path(translator.checkpoint).name
+        if not translator.multilingual:
+            served.append(
+                ServedModel(
+                    recipe.name,
+                    translator,
+                    recipe.src,
+                    recipe.tgt,
+                    recipe.name,
+                    checkpoint,
+                    step,
+                    bleu,
+                )
             )
-        )
+            continue
+        for direction in translator.directions + translator.zero_shot_directions:
+            source, target = direction.split("-")
+            served.append(
+                ServedModel(
+                    f"{recipe.name}-{direction}",
+                    OneDirection(translator, source, target),
+                    source,
+                    target,
+                    recipe.name,
+                    checkpoint,
+                    step,
+                    bleu,
+                    zero_shot=direction not in translator.directions,
+                )
+            )
     names = [m.id for m in served]
     for i, m in enumerate(served):
         if names.count(m.id) > 1:
             m.id = f"{m.id}-{names[: i + 1].count(m.id)}"
     return served
+
+
+class OneDirection:
+    """One direction of a multilingual Translator as the service serves it: every call names
+    its languages, so the batcher, which batches calls to one translator together, never mixes
+    two directions' sentences. Everything else is the Translator's."""
+
+    def __init__(self, translator, source: str, target: str):
+        self.translator, self.source_language, self.target_language = translator, source, target
+
+    def translate(self, lines, **options):
+        return self.translator.translate(
+            lines, source=self.source_language, target=self.target_language, **options
+        )
+
+    def __getattr__(self, name: str):
+        return getattr(self.translator, name)

@@ -295,3 +295,31 @@ def test_back_translated_pairs_carry_their_token_and_mix_at_the_ratio(tmp_path):
     assert "groups" not in meta or "valid" not in meta["groups"]  # held-out: a plain pair's
     mix = EpochMix.of(recipe, groups)
     assert mix.counts == [groups[0].size, 2 * groups[0].size]
+
+
+def test_serve_lists_and_serves_every_direction_zero_shot_ones_said_so(multi_run):
+    from tests.test_serve import Server
+
+    _, run_dir, _ = multi_run
+    s = Server(run_dir, "--threads", "1")
+    try:
+        status, languages = s.json("GET", "/languages")
+        assert status == 200
+        targets = {entry["code"]: sorted(entry["targets"]) for entry in languages}
+        assert targets == {"de": ["en", "fr"], "en": ["de", "fr"], "fr": ["de", "en"]}
+        status, answer = s.json(
+            "POST", "/translate", {"q": "a dog runs .", "source": "en", "target": "de"}
+        )
+        assert status == 200 and isinstance(answer["translatedText"], str)
+        trained = {"src": ["a dog runs ."], "source": "en", "target": "de"}
+        status, native = s.json("POST", "/v1/translate", trained)
+        assert status == 200 and "zero_shot" not in native
+        assert native["translations"][0]["text"] == answer["translatedText"]
+        zero = {"src": ["un chien court ."], "source": "fr", "target": "de"}
+        status, native = s.json("POST", "/v1/translate", zero)
+        assert status == 200 and native["zero_shot"] is True and "pivot" not in native
+        status, models = s.json("GET", "/v1/models")
+        shown = {(m["source"], m["target"]): m["zero_shot"] for m in models["models"]}
+        assert shown[("fr", "de")] is True and shown[("en", "de")] is False
+    finally:
+        assert s.stop() == 0
