@@ -93,6 +93,18 @@ def _single_threaded_pool(workers: int):
         torch.set_num_threads(before)
 
 
+def padded_sources(
+    sources: Sequence[Sequence[int]], batch: Sequence[int]
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The sentences ``batch`` of ``sources`` as one zero-padded (sentences, longest) tensor, and
+    their lengths (at least 1: an empty source still has a row to attend to)."""
+    lengths = [max(len(sources[i]), 1) for i in batch]
+    src = torch.zeros(len(batch), max(lengths), dtype=torch.long)
+    for row, i in enumerate(batch):
+        src[row, : len(sources[i])] = torch.as_tensor(sources[i], dtype=torch.long)
+    return src, torch.tensor(lengths)
+
+
 def decode_ids(
     model,
     sources: Sequence[Sequence[int]],
@@ -156,11 +168,7 @@ def decode_ids(
     results: list[list[Hypothesis] | None] = [None] * len(sources)
 
     def run(batch: list[int]) -> tuple[list[int], list[list[Hypothesis]]]:
-        width = max(max(lengths[i] for i in batch), 1)
-        src = torch.zeros(len(batch), width, dtype=torch.long)
-        for row, i in enumerate(batch):
-            src[row, : lengths[i]] = torch.as_tensor(sources[i], dtype=torch.long)
-        src_lengths = torch.tensor([max(lengths[i], 1) for i in batch])
+        src, src_lengths = padded_sources(sources, batch)
         return batch, search(
             model,
             src.to(device),

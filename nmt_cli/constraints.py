@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 import torch
 
 from nmt_cli.model.output_layer import Columns
-from nmt_cli.search import Hypothesis, _restrict, _trim, length_penalty, max_lengths
+from nmt_cli.search import Hypothesis, length_penalty, max_lengths, restrict_steps, trimmed
 from nmt_cli.shortlist import Candidates
 from nmt_cli.tokenizer import BOS, EOS, PAD
 
@@ -266,7 +266,7 @@ def constrained_beam_search(
             for j in range(k):
                 if norms[r][j] == neg_inf:
                     continue
-                seq = _trim(seqs[r][j])
+                seq = trimmed(seqs[r][j])
                 a = None
                 if attention:
                     a = fin_attn[row, j, : len(seq) + 1, : src_lengths[i]].float().cpu()
@@ -278,7 +278,7 @@ def constrained_beam_search(
     for t in range(steps):
         logp, state, weights = model.step(prev, state, memory, columns)
         at_limit = (limit - 1 <= t).repeat_interleave(k)
-        logp = _restrict(logp, at_limit, t < min_len)
+        logp = restrict_steps(logp, at_limit, t < min_len)
         v = logp.size(-1)
         logp = logp.view(b, k, v)
         bank = (met * cons_len.unsqueeze(1)).sum(-1) + progress_done  # (B, K)

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import torch
-
+from nmt_cli.batched_decoding import padded_sources
 from nmt_cli.constraints import Forced, constrained_beam_search, continuation_pieces
 from nmt_cli.search import Hypothesis
 
@@ -151,11 +150,7 @@ def _constrained_batch(
     model, sources, forced, batch, config, device, shortlist, nbest, attention, placement
 ):
     """constrained_beam_search over the sentences ``batch`` of ``sources``."""
-    lengths = [max(len(sources[i]), 1) for i in batch]
-    src = torch.zeros(len(batch), max(lengths), dtype=torch.long)
-    for row, i in enumerate(batch):
-        src[row, : len(sources[i])] = torch.as_tensor(sources[i], dtype=torch.long)
-    src_lengths = torch.tensor(lengths)
+    src, src_lengths = padded_sources(sources, batch)
     vocab = None
     if shortlist is not None:
         vocab = shortlist.candidates(

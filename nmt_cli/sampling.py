@@ -16,7 +16,8 @@ from dataclasses import dataclass
 
 import torch
 
-from nmt_cli.search import Hypothesis, _restrict, _trim, max_lengths
+from nmt_cli.batched_decoding import padded_sources
+from nmt_cli.search import Hypothesis, max_lengths, restrict_steps, trimmed
 from nmt_cli.tokenizer import BOS, EOS, PAD
 
 
@@ -64,7 +65,7 @@ def sample(
     prev = torch.full((b,), BOS, dtype=torch.long, device=device)
     for t in range(steps):
         logp, state, _ = model.step(prev, state, memory, columns)
-        logp = _restrict(logp, limit - 1 <= t, t < min_len)
+        logp = restrict_steps(logp, limit - 1 <= t, t < min_len)
         tempered = logp / how.temperature
         if 0 < how.topk < tempered.size(-1):
             kth = tempered.topk(how.topk, dim=-1).values[:, -1:]
@@ -83,7 +84,7 @@ def sample(
     out = []
     for i, row in enumerate(tokens.tolist()):
         s = float(scores[i])
-        out.append([Hypothesis(_trim(row), s, s)])
+        out.append([Hypothesis(trimmed(row), s, s)])
     return out
 
 
@@ -104,11 +105,7 @@ def sample_ids(
     use_shortlist = shortlist if config.shortlist else None
     for start in range(0, len(order), size):
         batch = order[start : start + size]
-        lengths = [max(len(sources[i]), 1) for i in batch]
-        src = torch.zeros(len(batch), max(lengths), dtype=torch.long)
-        for row, i in enumerate(batch):
-            src[row, : len(sources[i])] = torch.as_tensor(sources[i], dtype=torch.long)
-        src_lengths = torch.tensor(lengths)
+        src, src_lengths = padded_sources(sources, batch)
         vocab = None
         if use_shortlist is not None:
             vocab = use_shortlist.vocabulary(

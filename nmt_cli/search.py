@@ -64,7 +64,9 @@ def max_lengths(src_lengths: torch.Tensor, ratio: float, const: int) -> torch.Te
     return (src_lengths.float() * ratio).long() + const + 1  # +1: room for EOS
 
 
-def _restrict(logp: torch.Tensor, at_limit: torch.Tensor | None, too_short: bool) -> torch.Tensor:
+def restrict_steps(
+    logp: torch.Tensor, at_limit: torch.Tensor | None, too_short: bool
+) -> torch.Tensor:
     """Never emit PAD or BOS, nor EOS while too short; at the length cap only EOS may follow, with
     its real log-probability (the cap wins over ``min_len``). ``at_limit`` None: no row is at its
     cap yet (the search knows the earliest cap). Works in place."""
@@ -141,7 +143,7 @@ def _round_up(live: torch.Tensor, finished: torch.Tensor, multiple: int) -> torc
     return torch.cat([live, finished.nonzero().squeeze(1)[:extra]]).sort().values
 
 
-def _trim(row: list[int]) -> list[int]:
+def trimmed(row: list[int]) -> list[int]:
     out = []
     for t in row:
         if t in (EOS, PAD):
@@ -193,7 +195,7 @@ def greedy(
     prev = torch.full((b,), BOS, dtype=torch.long, device=device)
     for t in range(steps):
         logp, state, weights = model.step(prev, state, memory, columns)
-        logp = _restrict(logp, limit - 1 <= t if t >= first_cap else None, t < min_len)
+        logp = restrict_steps(logp, limit - 1 <= t if t >= first_cap else None, t < min_len)
         if max_repeats:
             _ban_repeats(logp, tokens[rows, :t], columns, max_repeats, watched[rows])
         best, token = logp.max(dim=-1)
@@ -223,7 +225,7 @@ def greedy(
     token_rows = tokens.tolist()
     out = []
     for i in range(b):
-        seq = _trim(token_rows[i])
+        seq = trimmed(token_rows[i])
         a = None if attn is None else attn[i, : len(seq) + 1, : int(src_lengths[i])].float().cpu()
         s = float(scores[i])
         out.append([Hypothesis(seq, s, s, a)])
@@ -320,7 +322,7 @@ def beam_search(
             for j in range(k):
                 if norms[r][j] == neg_inf:
                     continue
-                seq = _trim(seqs[r][j])
+                seq = trimmed(seqs[r][j])
                 a = (
                     None
                     if attn is None
@@ -333,7 +335,7 @@ def beam_search(
         n = rows.size(0)
         v = logp.size(-1)
         at_limit = (limit - 1 <= t).repeat_interleave(k) if t >= first_cap else None
-        logp = _restrict(logp, at_limit, t < min_len)
+        logp = restrict_steps(logp, at_limit, t < min_len)
         if max_repeats:
             rows_watched = watched[rows].repeat_interleave(k)
             _ban_repeats(logp, alive_seq.reshape(n * k, t), columns, max_repeats, rows_watched)

@@ -30,7 +30,9 @@ def evaluate(
     ctx: typer.Context,
     hyp: Annotated[
         list[Path] | None,
-        typer.Option(help="Hypotheses, one per line; repeat to compare two systems."),
+        typer.Option(
+            metavar="FILE", help="Hypotheses, one per line; repeat to compare two systems."
+        ),
     ] = None,
     ref: Annotated[
         Path | None, typer.Option(help="References, one per line (plain or .gz).")
