@@ -88,7 +88,7 @@ def report(name, sources, outputs, references) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-m", "--model", required=True)
-    ap.add_argument("--data", default=os.environ.get("NMT_DATA_MIRROR", "/work/shared/data"))
+    ap.add_argument("--data", default=os.environ.get("NMT_DATA_MIRROR", "../shared/data"))
     ap.add_argument("--words", type=int, default=100)
     ap.add_argument("--parts", default="20,30,40", help="subword limits of a part ('': none)")
     ap.add_argument("--beam-size", type=int, default=None)

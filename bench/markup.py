@@ -9,7 +9,7 @@ and phrases and protected spans put between random words, translated through the
 - every placeholder, URL, e-mail address and unknown character verbatim, exactly once, in HTML
   and in plain text.
 
-    python bench/markup.py -m /work/base/en-fr --split test_2017_flickr --threads 1
+    python bench/markup.py -m runs/en-fr --split test_2017_flickr --threads 1
 
 docs/markup.md#measured records the figures.
 """

@@ -72,7 +72,7 @@ def best_times(runs, repeats: int) -> list[float]:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-m", "--model", required=True)
-    ap.add_argument("--data", default=os.environ.get("NMT_DATA_MIRROR", "/work/shared/data"))
+    ap.add_argument("--data", default=os.environ.get("NMT_DATA_MIRROR", "../shared/data"))
     ap.add_argument("--join", type=int, default=3)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--speed-only", action="store_true", help="skip the paragraphs")

@@ -115,7 +115,7 @@ def score(split, paras: list[tuple[str, set[int]]]) -> dict:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", default=os.environ.get("NMT_DATA_MIRROR", "/work/shared/data"))
+    ap.add_argument("--data", default=os.environ.get("NMT_DATA_MIRROR", "../shared/data"))
     ap.add_argument("--lines", type=int, default=1000, help="lines per corpus and language")
     ap.add_argument("--join", type=int, default=3, help="lines per paragraph")
     args = ap.parse_args()

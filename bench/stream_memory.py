@@ -53,7 +53,7 @@ def rss_mib(pid: int) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("-m", "--model", required=True)
-    ap.add_argument("--data", default=os.environ.get("NMT_DATA_MIRROR", "/work/shared/data"))
+    ap.add_argument("--data", default=os.environ.get("NMT_DATA_MIRROR", "../shared/data"))
     ap.add_argument("--gigabytes", type=float, default=1.0)
     ap.add_argument("--seconds", type=float, default=300)
     ap.add_argument("--every", type=float, default=10)
