@@ -81,9 +81,8 @@ class Batcher:
         self._cond = threading.Condition()
         self._pending = 0  # sentences queued or being decoded
         self._decoding = 0  # threads decoding now
-        # A batch that ends while others are queued expects its clients' next sentences soon
-        # after their answers: the queued ones wait for them until _refill_until (_take). With
-        # nothing queued the next arrival starts at once, as a lone client's must.
+        # What a finished batch expects back: its clients send their next sentences soon after
+        # their answers, and those queued meanwhile wait for them, until _refill_until (_take).
         self._refill = 0
         self._refill_until = 0.0
         self._closing = False
@@ -228,7 +227,7 @@ class Batcher:
             with self._cond:
                 self._pending -= sum(len(job.sentences) for job in batch)
                 self._decoding -= 1
-                if self._decoding == 0 and self._queue:
+                if self._decoding == 0:
                     queued = sum(len(j.sentences) for j in self._queue)
                     self._refill = queued + sum(len(job.sentences) for job in live)
                     self._refill_until = time.monotonic() + self.max_wait
