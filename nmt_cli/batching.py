@@ -81,10 +81,6 @@ class Batcher:
         self._cond = threading.Condition()
         self._pending = 0  # sentences queued or being decoded
         self._decoding = 0  # threads decoding now
-        # What a finished batch expects back: its clients send their next sentences soon after
-        # their answers, and those queued meanwhile wait for them, until _refill_until (_take).
-        self._refill = 0
-        self._refill_until = 0.0
         self._closing = False
         self.batches = 0  # decoded so far, for /health
         self.sentences = 0
@@ -154,18 +150,6 @@ class Batcher:
                     self._cond.wait(left)
                 if not self._queue:  # another thread took it meanwhile
                     return []
-            elif self.batching and self._refill:
-                # Just after a batch: its clients' next sentences are on their way; wait for them
-                # (at most max_wait) rather than start a batch of the ones queued meanwhile alone,
-                # which would split steady load into two half-size batches for good.
-                while (
-                    not self._closing
-                    and sum(len(j.sentences) for j in self._queue) < self._refill
-                    and sum(j.tokens for j in self._queue) < self.max_batch_tokens
-                    and (left := self._refill_until - time.monotonic()) > 0
-                ):
-                    self._cond.wait(left)
-                self._refill = 0
             first = self._queue.popleft()
             batch, tokens, sentences = [first], first.tokens, len(first.sentences)
             if self.batching:
@@ -227,7 +211,3 @@ class Batcher:
             with self._cond:
                 self._pending -= sum(len(job.sentences) for job in batch)
                 self._decoding -= 1
-                if self._decoding == 0:
-                    queued = sum(len(j.sentences) for j in self._queue)
-                    self._refill = queued + sum(len(job.sentences) for job in live)
-                    self._refill_until = time.monotonic() + self.max_wait

@@ -116,33 +116,3 @@ def test_the_server_bounds_native_caches_and_hands_back_freed_heap(monkeypatch):
     b.close()
     assert len(tr.batches) == 7
     assert len(trims) == 2  # after the third and the sixth batch
-
-
-def test_after_a_batch_its_clients_next_sentences_join_those_queued_meanwhile():
-    """Steady load from clients that each wait for their answer: the batch after one that ends
-    waits (up to max_wait) for its clients' next sentences instead of leaving with the ones
-    queued meanwhile alone, so the load does not split into two half-size batches for good."""
-    tr = RecordingTranslator()
-    tr.release.clear()
-    b = Batcher(max_batch_tokens=100, max_wait_ms=5000, capacity=100, threads=1)
-    b.start()
-    first = b.submit(job(tr, ["a1", "a2"]))  # decoding, held
-    time.sleep(0.05)
-    queued = b.submit(job(tr, ["b1", "b2"]))  # arrives while the first batch decodes
-    tr.release.set()
-    first.result(10)
-    time.sleep(0.1)  # the first batch's client answers, then sends again
-    again = b.submit(job(tr, ["a3", "a4"]))
-    assert [r.text for r in again.result(10)] == ["A3", "A4"]
-    assert [r.text for r in queued.result(10)] == ["B1", "B2"]
-    assert tr.batches == [["a1", "a2"], ["b1", "b2", "a3", "a4"]]
-    b.close()
-
-
-def test_a_lone_client_is_not_kept_waiting_by_the_refill():
-    tr = RecordingTranslator()
-    b = Batcher(max_batch_tokens=100, max_wait_ms=5000, capacity=100, threads=1)
-    b.start()
-    for i in range(3):  # each answer is back long before max_wait: the target is its one sentence
-        assert b.submit(job(tr, [f"s{i}"])).result(2)[0].text == f"S{i}"
-    b.close()
