@@ -90,3 +90,12 @@ def test_nmt_eval_compares_two_hyp_files_and_writes_sentence_scores(tmp_path):
     )
     assert one.returncode == 2 and "compares two systems" in one.stderr
     assert one.stderr.strip().count("\n") == 0
+
+
+def test_a_system_given_twice_is_still_two_systems():
+    from nmt_cli.cli.evaluating import _unique
+
+    systems: dict = {"out.fr": []}
+    assert _unique(systems, "out.fr") == "out.fr (2)"
+    systems["out.fr (2)"] = []
+    assert _unique(systems, "out.fr") == "out.fr (3)" and _unique(systems, "b.fr") == "b.fr"

@@ -156,12 +156,12 @@ def evaluate(
             with task(f"stopped while translating {src} with {m}; nothing was scored"):
                 if split_sentences:
                     done = translator.translate_texts(sources)
-                    systems[m] = [t.text for t in done]
+                    systems[_unique(systems, m)] = [t.text for t in done]
                 else:
-                    systems[m] = [t.text for t in translator.translate(sources)]
+                    systems[_unique(systems, m)] = [t.text for t in translator.translate(sources)]
     elif hyp:
         for path in hyp:
-            systems[str(path)] = _read(path)
+            systems[_unique(systems, str(path))] = _read(path)
     else:
         raise UserError("give --hyp FILE, or -m RUN with --src FILE")
     report = {}
@@ -207,3 +207,13 @@ def evaluate(
                 for e in report.values()
             )
             typer.echo(f"{row['bucket']:<8} {row['sentences']:>5}  {cells}")
+
+
+def _unique(systems: dict, name: str) -> str:
+    """``name``, or ``name (2)``, ``name (3)``... where a system of that name is already in: the
+    same file or run given twice is still two systems."""
+    k, unique = 1, name
+    while unique in systems:
+        k += 1
+        unique = f"{name} ({k})"
+    return unique
