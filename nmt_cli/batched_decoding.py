@@ -11,9 +11,10 @@ from typing import TYPE_CHECKING
 import torch
 
 from nmt_cli.config import DecodeConfig
+from nmt_cli.language_vocabulary import restricted
 from nmt_cli.model.fast_decoding import prepared_for_decoding, setup_of, unprepared
 from nmt_cli.search import Hypothesis, search
-from nmt_cli.shortlist import Shortlist
+from nmt_cli.shortlist import Candidates, Shortlist
 
 if TYPE_CHECKING:
     from nmt_cli.constraints import Forced
@@ -117,13 +118,16 @@ def decode_ids(
     forced: Sequence[Forced] | None = None,
     sampling: Sampling | None = None,
     warn: Callable[[str], None] | None = None,
+    language: torch.Tensor | None = None,
 ) -> list[list[Hypothesis]]:
     """Decode token-id sources (non-empty) in length-sorted batches; results in input order.
     ``shortlist``: the model's vocabulary shortlist, used when ``config.shortlist`` is on;
     ``nbest``: hypotheses per sentence; ``attention``: keep each hypothesis's attention weights;
     ``forced``: each sentence's terms and prefix (nmt_cli/constraints.py); ``sampling``: sample
     instead of searching (nmt_cli/sampling.py); ``warn`` hears of forced terms that found no
-    place. ``config.workers`` 0 means one worker per torch CPU thread."""
+    place; ``language``: the target language's pieces, the only ones written
+    (nmt_cli/language_vocabulary.py). ``config.workers`` 0 means one worker per torch CPU
+    thread."""
     if unprepared(model):  # prepared for this call only (validation: the weights move on)
         with prepared_for_decoding(model):
             return decode_ids(
@@ -137,17 +141,27 @@ def decode_ids(
                 forced=forced,
                 sampling=sampling,
                 warn=warn,
+                language=language,
             )
     if sampling is not None:
         from nmt_cli.sampling import sample_ids
 
-        return sample_ids(model, sources, config, device, sampling, shortlist=shortlist)
+        return sample_ids(
+            model, sources, config, device, sampling, shortlist=shortlist, language=language
+        )
     if forced is not None and any(forced):
         from nmt_cli.forced_decoding import forced_decode_ids
 
         def plain(subset):
             return decode_ids(
-                model, subset, config, device, shortlist=shortlist, nbest=nbest, attention=attention
+                model,
+                subset,
+                config,
+                device,
+                shortlist=shortlist,
+                nbest=nbest,
+                attention=attention,
+                language=language,
             )
 
         return forced_decode_ids(
@@ -161,6 +175,7 @@ def decode_ids(
             attention=attention,
             plain=plain,
             warn=warn,
+            language=language,
         )
     shortlist = shortlist if config.shortlist else None
     lengths = [len(s) for s in sources]
@@ -181,11 +196,7 @@ def decode_ids(
             nbest=nbest,
             attention=attention,
             max_repeats=config.max_repeats,
-            vocab=None
-            if shortlist is None
-            else shortlist.candidates(
-                src, src_lengths, config.shortlist_per_source, config.shortlist_frequent
-            ).to(device),
+            vocab=output_vocabulary(shortlist, language, src, src_lengths, config, device),
         )
 
     on_cpu = torch.device(device).type == "cpu"
@@ -202,3 +213,25 @@ def decode_ids(
         for i, h in zip(batch, hyps):
             results[i] = h
     return results  # type: ignore[return-value]
+
+
+def output_vocabulary(
+    shortlist: Shortlist | None,
+    language: torch.Tensor | None,
+    src: torch.Tensor,
+    src_lengths: torch.Tensor,
+    config: DecodeConfig,
+    device,
+) -> Candidates | None:
+    """What each sentence of a batch may produce: its shortlist set (None: every piece), cut to
+    the target language's pieces where ``language`` is given."""
+    vocab = (
+        None
+        if shortlist is None
+        else shortlist.candidates(
+            src, src_lengths, config.shortlist_per_source, config.shortlist_frequent
+        )
+    )
+    if language is not None:
+        vocab = restricted(vocab, language, src.size(0))
+    return None if vocab is None else vocab.to(device)

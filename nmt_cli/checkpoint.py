@@ -24,6 +24,7 @@ import torch
 
 from nmt_cli.config import Recipe
 from nmt_cli.errors import CheckpointError
+from nmt_cli.language_vocabulary import LanguageVocabularies
 from nmt_cli.output_file import atomic_write, fsync_dir, temporary_name
 from nmt_cli.recipes import recipe_from_dict
 from nmt_cli.shortlist import Shortlist
@@ -196,6 +197,7 @@ class LoadedModel:
     tokenizer: Tokenizer
     path: Path
     shortlist: Shortlist | None = None
+    languages: LanguageVocabularies | None = None  # a multilingual model's, by target language
 
 
 def load_model(
@@ -236,7 +238,27 @@ def load_model(
             fits = False
         if not fits:
             raise CheckpointError(f"{path}: its vocabulary shortlist does not fit the vocabulary")
-    return LoadedModel(model.to(device).eval(), recipe, tokenizer, path, shortlist)
+    languages = languages_of(payload, path, recipe)
+    return LoadedModel(model.to(device).eval(), recipe, tokenizer, path, shortlist, languages)
+
+
+def languages_of(payload: dict, path: Path, recipe: Recipe) -> LanguageVocabularies | None:
+    """A multilingual model's target-language vocabularies: the checkpoint's, or for one saved
+    before they existed, counted from its run dir's stored training split where that is there."""
+    from nmt_cli.directions import is_multilingual
+
+    if "languages" in payload:
+        try:
+            return LanguageVocabularies.from_payload(payload["languages"])
+        except (AttributeError, TypeError):
+            raise CheckpointError(f"{path}: its language vocabularies are malformed") from None
+    data_dir = path.parent.parent / "data"
+    if not is_multilingual(recipe) or not (data_dir / "train.tgt.ids.npy").is_file():
+        return None
+    from nmt_cli.language_vocabulary import count_languages
+    from nmt_cli.store import load_meta
+
+    return count_languages(data_dir, load_meta(path.parent.parent))
 
 
 def average(paths: list[Path], output: Path) -> Path:
@@ -281,6 +303,7 @@ def averaged_payload(paths: list[Path]) -> dict:
         "tokenizer": first["tokenizer"],
         "averaged_from": [str(p) for p in paths],
     }
-    if "shortlist" in first:
-        out["shortlist"] = first["shortlist"]
+    for key in ("shortlist", "languages"):
+        if key in first:
+            out[key] = first[key]
     return out

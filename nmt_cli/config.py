@@ -320,6 +320,12 @@ class DecodeConfig(Section):
     shortlist_frequent: int = _opt(
         300, lo=0, help="most common target pieces the shortlist adds (0 = all it learned, 2,000)"
     )
+    language_vocabulary: bool = _opt(
+        True,
+        help="multilingual model: write the requested language with the pieces its training "
+        "targets use only, so that no translation drifts into another language "
+        "(docs/recipes.md#the-requested-language); no effect on a one-pair model",
+    )
     workers: int = _opt(
         0,
         lo=0,

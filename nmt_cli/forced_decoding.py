@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from nmt_cli.batched_decoding import padded_sources
+from nmt_cli.batched_decoding import output_vocabulary, padded_sources
 from nmt_cli.constraints import Forced, constrained_beam_search, continuation_pieces
 from nmt_cli.search import Hypothesis
 
@@ -95,6 +95,7 @@ def forced_decode_ids(
     attention: bool = False,
     plain,
     warn=None,
+    language=None,
 ) -> list[list[Hypothesis]]:
     """``plain`` decoding (translate.decode_ids) for every sentence without a prefix, in the
     batches it would have without ``forced``; then the constrained search for the sentences
@@ -128,6 +129,7 @@ def forced_decode_ids(
                 nbest,
                 attention,
                 placement,
+                language,
             )
             for i, h in zip(batch, hyps):
                 if h:
@@ -147,15 +149,11 @@ def forced_decode_ids(
 
 
 def _constrained_batch(
-    model, sources, forced, batch, config, device, shortlist, nbest, attention, placement
+    model, sources, forced, batch, config, device, shortlist, nbest, attention, placement, language
 ):
     """constrained_beam_search over the sentences ``batch`` of ``sources``."""
     src, src_lengths = padded_sources(sources, batch)
-    vocab = None
-    if shortlist is not None:
-        vocab = shortlist.candidates(
-            src, src_lengths, config.shortlist_per_source, config.shortlist_frequent
-        ).to(device)
+    vocab = output_vocabulary(shortlist, language, src, src_lengths, config, device)
     return constrained_beam_search(
         model,
         src.to(device),

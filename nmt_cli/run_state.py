@@ -22,6 +22,7 @@ from nmt_cli.checkpoint_policy import CheckpointPolicy
 from nmt_cli.config import Recipe, TrainConfig
 from nmt_cli.ema import WeightAverage
 from nmt_cli.errors import CheckpointError, DataError
+from nmt_cli.language_vocabulary import LanguageVocabularies
 from nmt_cli.recipes import recipe_differences
 from nmt_cli.schedule import LearningRate
 from nmt_cli.shortlist import Shortlist
@@ -62,6 +63,7 @@ def checkpoint_payload(
     tokenizer: Tokenizer,
     shortlist: Shortlist,
     ema: WeightAverage | None,
+    languages: LanguageVocabularies | None = None,
 ) -> dict:
     """Everything a checkpoint holds; with EMA, "model" is the average and "raw_model" the
     weights."""
@@ -79,6 +81,8 @@ def checkpoint_payload(
         "tokenizer": ckpt.tokenizer_payload(tokenizer),
         "shortlist": shortlist.to_payload(),
     }
+    if languages is not None:
+        payload["languages"] = languages.to_payload()
     if ema is not None:
         payload["raw_model"] = payload["model"]
         payload["model"] = ema.state_dict()

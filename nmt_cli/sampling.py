@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import torch
 
 from nmt_cli.batched_decoding import padded_sources
+from nmt_cli.language_vocabulary import restricted_ids
 from nmt_cli.search import Hypothesis, max_lengths, restrict_steps, trimmed
 from nmt_cli.tokenizer import BOS, EOS, PAD
 
@@ -96,9 +97,11 @@ def sample_ids(
     how: Sampling,
     *,
     shortlist=None,
+    language=None,
 ) -> list[list[Hypothesis]]:
     """Sampled translations of token-id sources (non-empty), in input order; batches of
-    ``config.batch_size`` sentences (128 when 0), length-sorted, each with its own generator."""
+    ``config.batch_size`` sentences (128 when 0), length-sorted, each with its own generator;
+    ``language``: the target language's pieces, the only ones drawn."""
     order = sorted(range(len(sources)), key=lambda i: (-len(sources[i]), i))
     size = config.batch_size if config.batch_size > 0 else 128
     results: list[list[Hypothesis]] = [[] for _ in sources]
@@ -110,7 +113,9 @@ def sample_ids(
         if use_shortlist is not None:
             vocab = use_shortlist.vocabulary(
                 src, config.shortlist_per_source, config.shortlist_frequent
-            ).to(device)
+            )
+        vocab = restricted_ids(vocab, language)
+        vocab = None if vocab is None else vocab.to(device)
         generator = torch.Generator().manual_seed(how.seed * 1_000_003 + batch[0])
         hyps = sample(
             model,

@@ -33,6 +33,7 @@ from nmt_cli.directions import EpochMix, groups_of
 from nmt_cli.ema import WeightAverage
 from nmt_cli.errors import TrainingInterrupted, UserError
 from nmt_cli.interrupts import Interrupted
+from nmt_cli.language_vocabulary import count_languages
 from nmt_cli.memory import HeapTrimmer, bound_primitive_cache, release_free_heap
 from nmt_cli.model import build_model
 from nmt_cli.run_state import Progress, TrainingBatches, checkpoint_payload, start_run
@@ -114,6 +115,7 @@ class Trainer:
             self.shortlist = learn_split_shortlist(self.run_dir / "data", self.tokenizer)
             if self.main:
                 save_shortlist(self.run_dir / "data", self.shortlist)
+        self.languages = count_languages(self.run_dir / "data", self.meta)
         torch.manual_seed(self.cfg.seed)
         self.model = build_model(
             recipe.model, self.tokenizer.src_vocab_size, self.tokenizer.tgt_vocab_size
@@ -175,6 +177,7 @@ class Trainer:
             self.tokenizer,
             self.shortlist,
             self.ema,
+            self.languages,
         )
 
     def save_checkpoint(self, best: bool = False) -> Path | None:

@@ -22,6 +22,7 @@ import torch
 from nmt_cli.batched_decoding import decode_ids
 from nmt_cli.confidence import confidence_of
 from nmt_cli.config import DecodeConfig, Recipe, override
+from nmt_cli.language_vocabulary import LanguageVocabularies
 from nmt_cli.memory import bound_primitive_cache
 from nmt_cli.model.fast_decoding import prepare_for_decoding
 from nmt_cli.search import Hypothesis
@@ -76,7 +77,8 @@ class Translator:
     The Python API: ``Translator.load("runs/en-fr").translate(["A dog runs."])`` gives one
     :class:`Translation` per line with the recipe's decoding settings, as `nmt translate` writes
     it. ``config`` is the decoding configuration, ``shortlist`` the model's vocabulary shortlist
-    (None: the model has none), ``recipe`` and ``checkpoint`` where the model came from.
+    (None: the model has none), ``languages`` a multilingual model's pieces per target language
+    (nmt_cli/language_vocabulary.py), ``recipe`` and ``checkpoint`` where the model came from.
     """
 
     def __init__(
@@ -87,6 +89,7 @@ class Translator:
         device="cpu",
         *,
         shortlist: Shortlist | None = None,
+        languages: LanguageVocabularies | None = None,
         max_source_tokens: int = MAX_SOURCE_TOKENS,
         warn: Callable[[str], None] | None = None,
         lowercase: bool = False,
@@ -96,6 +99,7 @@ class Translator:
         self.model, self.tokenizer, self.device = model, tokenizer, device
         self.config = config if config is not None else DecodeConfig()
         self.shortlist = shortlist
+        self.languages = languages  # a multilingual model's pieces per target language
         self.lowercase = lowercase  # the model was trained on lowercased text (data.lowercase)
         self.max_source_tokens = max_source_tokens
         self.warn = warn or (lambda msg: print(msg, file=sys.stderr))
@@ -126,6 +130,13 @@ class Translator:
     @property
     def multilingual(self) -> bool:
         return self.routing.multilingual
+
+    def language_pieces(self, route, config: DecodeConfig):
+        """The pieces a translation along ``route`` may use (decode.language_vocabulary), or
+        None: every piece."""
+        if route is None or self.languages is None or not config.language_vocabulary:
+            return None
+        return self.languages.of(route.target)
 
     @property
     def precision(self) -> str:
@@ -227,6 +238,7 @@ class Translator:
                 forced=None if forced is None else [forced[i] for i in todo],
                 sampling=sampling,
                 warn=self.warn,
+                language=self.language_pieces(route, config),
             )
             if todo
             else []
@@ -379,12 +391,14 @@ def load_translator(
     if resolve_decode_precision(config.precision, dev, quantize) == "bf16":
         models_ = [m.to(torch.bfloat16) for m in models_]
     if len(loaded) == 1:
-        model, shortlist = models_[0], first.shortlist
+        model, shortlist, languages = models_[0], first.shortlist, first.languages
     else:
+        from nmt_cli.language_vocabulary import LanguageVocabularies
         from nmt_cli.shortlist import merge_shortlists
 
         model = Ensemble(models_).eval()
         shortlist = merge_shortlists([x.shortlist for x in loaded])
+        languages = LanguageVocabularies.union(x.languages for x in loaded)
     bound_primitive_cache()  # before the first bf16 product; see nmt_cli/memory.py
     prepare_for_decoding(model)
     if changes.get("shortlist") and shortlist is None:
@@ -398,6 +412,7 @@ def load_translator(
         config,
         dev,
         shortlist=shortlist,
+        languages=languages,
         lowercase=first.recipe.data.lowercase,
         recipe=first.recipe,
         checkpoint=first.path,

@@ -323,3 +323,85 @@ def test_serve_lists_and_serves_every_direction_zero_shot_ones_said_so(multi_run
         assert shown[("fr", "de")] is True and shown[("en", "de")] is False
     finally:
         assert s.stop() == 0
+
+
+def stored_target_pieces(run_dir) -> dict[str, set[int]]:
+    """Each target language's pieces as the stored training split holds them."""
+    meta = load_meta(run_dir)
+    stored = load_split(run_dir, "train")
+    pieces: dict[str, set[int]] = {}
+    for g in groups_of(meta, "train"):
+        into = pieces.setdefault(g.direction.split("-")[1], set())
+        for i in range(g.start, g.end):
+            into.update(int(t) for t in stored.tgt.get(i))
+    return pieces
+
+
+def test_each_target_language_has_the_pieces_of_its_training_targets(multi_run):
+    import torch
+
+    from nmt_cli.checkpoint import load_model, resolve
+    from nmt_cli.shortlist import SPECIALS
+
+    _, run_dir, _ = multi_run
+    payload = torch.load(resolve(run_dir), map_location="cpu", weights_only=False)
+    assert set(payload["languages"]) == {"en", "fr", "de"}
+    languages = load_model(run_dir).languages
+    expected = stored_target_pieces(run_dir)
+    for lang, ids in languages.pieces.items():
+        assert ids.tolist() == sorted(expected[lang] | set(SPECIALS))
+    assert languages.pieces["fr"].tolist() != languages.pieces["de"].tolist()
+    # a checkpoint saved before the vocabularies existed: counted from the run's stored data
+    del payload["languages"]
+    old = run_dir / "checkpoints" / "old.pt"
+    torch.save(payload, old)
+    again = load_model(old).languages
+    assert {k: v.tolist() for k, v in again.pieces.items()} == {
+        k: v.tolist() for k, v in languages.pieces.items()
+    }
+
+
+@pytest.mark.parametrize("decode", [{"beam_size": 1}, {"beam_size": 3, "shortlist": True}])
+def test_translations_use_only_their_target_languages_pieces(multi_run, decode):
+    from nmt_cli.sampling import Sampling
+    from nmt_cli.translate import Translator
+
+    _, run_dir, _ = multi_run
+    tr = Translator.load(run_dir, device="cpu", **decode)
+    lines = multi30k_lines("val", "fr", 12)
+    for source, target in (("fr", "en"), ("fr", "de"), ("en", "fr")):  # fr-de is zero-shot
+        allowed = set(tr.languages.pieces[target].tolist())
+        src_lines = lines if source == "fr" else multi30k_lines("val", "en", 12)
+        runs = [
+            tr.translate(src_lines, target=target, source=source),
+            tr.translate(src_lines, target=target, source=source, sampling=Sampling(seed=3)),
+        ]
+        for translations in runs:
+            for t in translations:
+                assert set(t.hypotheses[0].tokens) <= allowed
+    # switched off, the same decoder may write any piece; one-pair models are unaffected
+    free = Translator.load(run_dir, device="cpu", language_vocabulary=False, **decode)
+    assert free.language_pieces(free.routing.route("de", "fr"), free.config) is None
+
+
+def test_restricting_a_shortlist_keeps_each_rows_set_and_the_specials_first():
+    import torch
+
+    from nmt_cli.language_vocabulary import restricted, restricted_ids
+    from nmt_cli.shortlist import Candidates
+
+    shortlist = Candidates(
+        torch.tensor([0, 1, 2, 3, 7, 9, 12]),
+        torch.tensor(
+            [[1, 1, 1, 1, 1, 0, 1], [1, 1, 1, 1, 0, 1, 1]],
+            dtype=torch.bool,
+        ),
+    )
+    language = torch.tensor([0, 1, 2, 3, 9, 12, 40])
+    cut = restricted(shortlist, language, 2)
+    assert cut.ids.tolist() == [0, 1, 2, 3, 9, 12]
+    assert cut.allowed.tolist() == [[True] * 4 + [False, True], [True] * 6]
+    whole = restricted(None, language, 2)
+    assert whole.ids.tolist() == language.tolist() and bool(whole.allowed.all())
+    assert restricted_ids(torch.tensor([0, 1, 2, 3, 7, 40]), language).tolist() == [0, 1, 2, 3, 40]
+    assert restricted_ids(None, None) is None

@@ -69,6 +69,14 @@ ShortlistOption = Annotated[
         "recipe's decode.shortlist).",
     ),
 ]
+LanguageVocabularyOption = Annotated[
+    bool | None,
+    typer.Option(
+        "--language-vocabulary/--no-language-vocabulary",
+        help="Multilingual model: write the requested language with its own pieces only "
+        "(default: the recipe's decode.language_vocabulary).",
+    ),
+]
 WorkersOption = Annotated[
     int | None,
     typer.Option(
