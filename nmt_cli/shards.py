@@ -1,13 +1,17 @@
 """One shard of an input file for `nmt translate --shard I/N`: the lines of the I-th of N equal,
 contiguous parts, so that the shards' outputs concatenated in shard order are the whole file's
 translation in input order (``cat out.0 out.1 ... > out``). ``--shard rank`` takes I and N
-from torchrun's RANK and WORLD_SIZE, so one command line serves every process of a job."""
+from torchrun's RANK and WORLD_SIZE, so one command line serves every process of a job; ``-o``
+then names each process's own file with ``{shard}`` (``-o bt.en.{shard}``)."""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 from nmt_cli.errors import UserError
+
+SHARD_FIELD = "{shard}"
 
 
 def parse_shard(text: str) -> tuple[int, int]:
@@ -49,3 +53,19 @@ class ShardReader:
 
     def close(self) -> None:
         self.stream.close()
+
+
+def shard_output(output: Path | None, index: int, count: int, from_rank: bool) -> Path | None:
+    """The file shard ``index`` writes: ``output`` with ``{shard}`` replaced by the index. Under
+    ``--shard rank`` every process gets the same command line, so an ``-o`` without the field
+    would have them all write one file: that is refused."""
+    if output is None:
+        return None
+    if SHARD_FIELD in str(output):
+        return Path(str(output).replace(SHARD_FIELD, str(index)))
+    if from_rank and count > 1:
+        raise UserError(
+            f"-o {output}: under --shard rank every process would write this one file; put "
+            f"{SHARD_FIELD} in the name (-o {output}.{SHARD_FIELD}) for one file per shard"
+        )
+    return output

@@ -2,6 +2,7 @@
 zero-shot selection, back-translated corpora, and translating a file in shards."""
 
 import json
+import os
 import subprocess
 import sys
 
@@ -145,10 +146,11 @@ def test_one_pair_model_refuses_another_target(tiny_run, tmp_path_factory):
         tr.translate(["a dog ."], target="de")
 
 
-def nmt(*args, input=None):
+def nmt(*args, input=None, env=None):
     return subprocess.run(
         [sys.executable, "-m", "nmt_cli", *map(str, args)],
         input=input,
+        env=env,
         capture_output=True,
         cwd=ROOT,
         timeout=300,
@@ -172,6 +174,17 @@ def test_cli_target_errors_are_one_line_and_shards_merge_in_input_order(multi_ru
         assert part.returncode == 0, part.stderr.decode()
         parts.append(part.stdout.decode())
     assert "".join(parts) == whole.stdout.decode()
+    # under torchrun every rank has one command line: {shard} names each one's file
+    for rank in range(3):
+        env = {**os.environ, "RANK": str(rank), "WORLD_SIZE": "3"}
+        named = nmt(
+            "translate", *common, "--shard", "rank", "-o", tmp_path / "out.{shard}", env=env
+        )
+        assert named.returncode == 0, named.stderr.decode()
+        assert (tmp_path / f"out.{rank}").read_text() == parts[rank]
+    same = nmt("translate", *common, "--shard", "rank", "-o", tmp_path / "out", env=env)
+    err = same.stderr.decode().strip().splitlines()
+    assert same.returncode == 2 and len(err) == 1 and "{shard}" in err[0], err
     assert len(whole.stdout.decode().splitlines()) == 7
     zero = nmt("translate", *common[:-2], "--source", "fr", input=b"un chien\n")
     assert zero.returncode == 0 and "zero-shot" in zero.stderr.decode()

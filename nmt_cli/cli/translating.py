@@ -130,7 +130,8 @@ def translate(
         typer.Option(
             help="I/N: translate only the I-th of N equal parts of -i FILE (0-based), so that N "
             "processes share a file and their outputs, concatenated in order, are its "
-            "translation; 'rank' takes I/N from torchrun's RANK/WORLD_SIZE."
+            "translation; 'rank' takes I/N from torchrun's RANK/WORLD_SIZE; {shard} in -o is "
+            "replaced by I."
         ),
     ] = None,
     glossary: GlossaryOption = None,
@@ -199,11 +200,13 @@ def translate(
         _translate_html(translator, in_stream, input, output, documents)
         return
     if shard is not None:
-        from nmt_cli.shards import ShardReader, parse_shard, shard_range
+        from nmt_cli.shards import ShardReader, parse_shard, shard_output, shard_range
 
         if input is None:
             raise UserError("--shard: give the file with -i (each shard counts its lines)")
-        in_stream = ShardReader(in_stream, *shard_range(count_lines(input), *parse_shard(shard)))
+        index, count = parse_shard(shard)
+        output = shard_output(output, index, count, from_rank=shard == "rank")
+        in_stream = ShardReader(in_stream, *shard_range(count_lines(input), index, count))
     interactive = input is None and sys.stdin.isatty()
     progress = None
     if sys.stderr.isatty() and not interactive and not show_attention:
