@@ -26,6 +26,11 @@ train-speed: training target tokens/s of two run dirs, step by step in turns:
     python bench/multilingual.py train-speed --work runs/ml-speed -m runs/en-fr \
         -m runs/multilingual --steps 100
 
+vocabularies: each target language's pieces in a multilingual run, and the share of the other
+languages' training target tokens they could write:
+
+    python bench/multilingual.py vocabularies --work runs/ml-speed -m runs/multilingual
+
 backtranslate: a fr-en model (N minutes) translates Tatoeba's French side into English (beam,
 `nmt translate --shard I/N` on --procs processes, merged in order); en-fr trained N minutes with
 and without that synthetic corpus (`data.back_translated`, `<bt>`-tagged), scored on Multi30k's
@@ -367,10 +372,44 @@ def train_speed(args) -> dict:
     return out
 
 
+def vocabularies(args) -> dict:
+    """Each target language's pieces in a multilingual run (nmt_cli/language_vocabulary.py): how
+    many, and what share of another language's training target tokens they could write."""
+    import numpy as np
+
+    from nmt_cli.checkpoint import load_model
+    from nmt_cli.store import load_meta
+
+    (run,) = args.model
+    languages = load_model(run).languages.pieces
+    meta = load_meta(Path(run))
+    ids = np.load(Path(run) / "data" / "train.tgt.ids.npy", mmap_mode="r")
+    offsets = np.load(Path(run) / "data" / "train.tgt.offsets.npy", mmap_mode="r")
+    counts: dict[str, np.ndarray] = {}
+    for g in meta["groups"]["train"]:
+        lang = g["direction"].split("-")[1]
+        block = np.asarray(ids[offsets[g["start"]] : offsets[g["end"]]], dtype=np.int64)
+        counts[lang] = counts.get(lang, 0) + np.bincount(block, minlength=meta["tgt_vocab"])
+    out: dict = {}
+    for lang, pieces in sorted(languages.items()):
+        writable = {
+            other: round(float(c[pieces.numpy()].sum() / c.sum()), 3)
+            for other, c in sorted(counts.items())
+            if other != lang
+        }
+        out[lang] = {"pieces": len(pieces), "of": meta["tgt_vocab"], "writes_of_others": writable}
+        print(
+            f"{lang}: {len(pieces)} of {meta['tgt_vocab']} pieces; "
+            f"share of others' tokens {writable}"
+        )
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
-        "experiment", choices=("compare", "zeroshot", "backtranslate", "speed", "train-speed")
+        "experiment",
+        choices=("compare", "zeroshot", "backtranslate", "speed", "train-speed", "vocabularies"),
     )
     ap.add_argument("--warmup", type=int, default=5, help="train-speed: untimed steps")
     ap.add_argument(
@@ -406,7 +445,8 @@ def main() -> None:
         args.mono_lines = min(args.mono_lines, 300)
     args.work.mkdir(parents=True, exist_ok=True)
     experiments = {"compare": compare, "zeroshot": zeroshot, "backtranslate": backtranslate}
-    results = {**experiments, "speed": speed, "train-speed": train_speed}[args.experiment](args)
+    measures = {"speed": speed, "train-speed": train_speed, "vocabularies": vocabularies}
+    results = {**experiments, **measures}[args.experiment](args)
     out = args.work / "results.json"
     out.write_text(
         json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, **results}, indent=1)
