@@ -17,7 +17,8 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from nmt_cli.config import Recipe, check_value, may_change_on_resume
+from nmt_cli.config import Recipe, may_change_on_resume
+from nmt_cli.config_values import check_value
 from nmt_cli.directions import check_directions
 from nmt_cli.errors import ConfigError
 
