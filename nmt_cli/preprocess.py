@@ -29,9 +29,7 @@ from nmt_cli.config import Recipe
 from nmt_cli.cores import usable_cores
 from nmt_cli.directions import (
     is_multilingual,
-    languages,
     recipe_directions,
-    tag_symbols,
 )
 from nmt_cli.errors import DataError
 from nmt_cli.multilingual import (
@@ -49,18 +47,16 @@ from nmt_cli.pairs import (
     Deduplicator,
     PairSource,
     chunks,
-    clean_raw_pairs,
     encoded_lines,
     split_block,
 )
 from nmt_cli.recipes import save_recipe
-from nmt_cli.reservoir import Reservoir
-from nmt_cli.splits import local_path, pair_source, save_tok_references, split_names, train_entries
+from nmt_cli.splits import pair_source, save_tok_references, split_names, train_entries
 from nmt_cli.store import DATA_FORMAT, count_split_shortlist, save_shortlist_arrays
-from nmt_cli.tokenizer import Tokenizer, normalize, train_tokenizer
+from nmt_cli.tokenizer import Tokenizer, normalize
+from nmt_cli.tokenizer_sample import TEXT_CHUNK, learn_tokenizer, nothing_kept
 from nmt_cli.workers import ordered_map
 
-TEXT_CHUNK = 20_000  # training pairs a worker cleans and encodes at a time
 # Lines a worker encodes at a time: their Python ints stay bounded, whatever the corpus size.
 ENCODE_CHUNK = 20_000
 
@@ -225,80 +221,6 @@ def _stream_heldout(
     return source
 
 
-def _sample_capacity(recipe: Recipe) -> int:
-    """Pairs to sample: tokenizer.sample_sentences lines per SentencePiece model."""
-    k = recipe.tokenizer.sample_sentences
-    return (k + 1) // 2 if recipe.tokenizer.joint else k
-
-
-def _draw_sample(recipe: Recipe, sources: list[PairSource]) -> tuple[list[str], list[str], str]:
-    """SentencePiece's training sample: a uniform random sample of the training pairs (every
-    corpus as one stream, Reservoir) drawn in a pass that only decompresses and counts lines,
-    then cleaned, filtered and deduplicated as the corpus will be. Cleaning the whole corpus
-    waits for the pass that also encodes it, so the corpus is cleaned once and never re-read
-    from a stored copy. While the corpus fits the sample, the sample is the whole corpus in
-    order."""
-    d = recipe.data
-    sample = Reservoir(_sample_capacity(recipe), recipe.train.seed)
-    for source in sources:
-        for block in source.raw_pairs(TEXT_CHUNK):
-            if sample.wants(len(block)):
-                sample.offer(block)
-            else:
-                sample.pass_over(len(block))
-    pairs = clean_raw_pairs(sample.items, Cleaning(d.lowercase, d.max_len, d.max_ratio)).pairs()
-    if d.dedup:
-        pairs = list(compress(pairs, Deduplicator().fresh(pairs)))
-    if not pairs:
-        raise _nothing_kept(recipe, sources)
-    dropped = len(sample.items) - len(pairs)
-    origin = f"a sample of {len(pairs)} of the {sample.seen} training pairs" + (
-        f" ({dropped} more drawn, and dropped by the filters)" if dropped else ""
-    )
-    return [s for s, _ in pairs], [t for _, t in pairs], origin
-
-
-def _sample_file_lines(recipe: Recipe) -> tuple[list[str], list[str]]:
-    template = local_path(recipe.tokenizer.sample_file)
-    if "{lang}" not in template:
-        raise DataError(
-            f"tokenizer.sample_file: '{recipe.tokenizer.sample_file}' must contain {{lang}} "
-            "(one file of sentences per language)"
-        )
-    sides = []
-    langs = languages(recipe_directions(recipe))
-    for lang in langs if is_multilingual(recipe) else (recipe.src, recipe.tgt):
-        sample = Reservoir(recipe.tokenizer.sample_sentences, recipe.train.seed)
-        for chunk in chunks(corpora.iter_lines(Path(template.format(lang=lang))), TEXT_CHUNK):
-            sample.offer([normalize(line, recipe.data.lowercase) for line in chunk])
-        sides.append(sample.items)
-    if len(sides) > 2:  # one joint model learns every language (check_directions)
-        return [line for side in sides for line in side], []
-    return sides[0], sides[1]
-
-
-def _learn_tokenizer(recipe: Recipe, sources: list[PairSource], log) -> Tokenizer:
-    """SentencePiece learned from tokenizer.sample_file, or from a sample of the training pairs."""
-    cfg = recipe.tokenizer
-    started = time.perf_counter()
-    if cfg.sample_file:
-        (src, tgt), origin = _sample_file_lines(recipe), cfg.sample_file
-    else:
-        src, tgt, origin = _draw_sample(recipe, sources)
-        log(f"sample drawn in {time.perf_counter() - started:.1f} s")
-        started = time.perf_counter()
-    log(
-        f"training SentencePiece ({cfg.type}, {cfg.vocab_size} pieces, "
-        f"{'joint' if cfg.joint else 'one per side'}) on {origin}"
-    )
-    symbols = tag_symbols(recipe)
-    if symbols:
-        log(f"tags: {' '.join(symbols)}")
-    tokenizer = train_tokenizer(cfg, src, tgt, seed=recipe.train.seed, symbols=symbols)
-    log(f"SentencePiece learned in {time.perf_counter() - started:.1f} s")
-    return tokenizer
-
-
 _PROCESSORS: dict[
     str, object
 ] = {}  # in each process: digest of a model's bytes -> the loaded model
@@ -389,13 +311,6 @@ def preprocess(recipe: Recipe, run_dir: Path, log=print) -> dict:
         raise
 
 
-def _nothing_kept(recipe: Recipe, sources: list[PairSource]) -> DataError:
-    return DataError(
-        f"{sources[0].files[0]}: no training pair survives filtering "
-        f"(data.max_len={recipe.data.max_len}, data.max_ratio={recipe.data.max_ratio})"
-    )
-
-
 def _sizes_text(sizes: dict) -> str:
     return (
         f"{sizes['src']['sentences']} pairs, {sizes['src']['tokens']} source and "
@@ -433,7 +348,7 @@ def _preprocess(recipe: Recipe, run_dir: Path, log) -> dict:
         tokenizer = inherited[0]
         log(f"using the tokenizer of {inherited[1]} ({tokenizer.src_vocab_size} pieces)")
     else:
-        tokenizer = _learn_tokenizer(recipe, sources, log)
+        tokenizer = learn_tokenizer(recipe, sources, log)
     tokenizer.save(run_dir)
 
     dtype = id_dtype(max(tokenizer.src_vocab_size, tokenizer.tgt_vocab_size))
@@ -443,7 +358,7 @@ def _preprocess(recipe: Recipe, run_dir: Path, log) -> dict:
     seconds = time.perf_counter() - started
     read = sum(r["read"] for r in report)
     if not sizes["src"]["sentences"]:
-        raise _nothing_kept(recipe, sources)
+        raise nothing_kept(recipe, sources)
     log(
         f"train: {_sizes_text(sizes)} (read, cleaned and encoded in {seconds:.1f} s on "
         f"{threads} cores, "

@@ -451,9 +451,9 @@ def test_sentencepiece_learns_from_a_bounded_sample_or_a_sample_file(tmp_path):
 
 def test_sentencepiece_sample_is_drawn_from_the_raw_pairs_then_cleaned_like_the_corpus(tmp_path):
     from nmt_cli.pairs import filter_reason
-    from nmt_cli.preprocess import _draw_sample
     from nmt_cli.reservoir import Reservoir
     from nmt_cli.splits import pair_source
+    from nmt_cli.tokenizer_sample import _draw_sample
 
     data = write_slice(tmp_path / "c", n_train=2000, n_valid=10)
     en = multi30k_lines("train", "en", 2000)
