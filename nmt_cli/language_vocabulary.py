@@ -7,8 +7,8 @@ most often the one it saw paired with that source in training: the off-target tr
 Johnson et al. (2017) and Zhang et al. (2020). The pieces a language's training targets use are
 counted once from the stored training split; decoding into that language then chooses each
 token from those pieces (and the specials) only, so p(y_i | y_<i, x) is renormalised over the
-language's own vocabulary, V_fr for French. On Multi30k these are under half of the joint
-vocabulary each (docs/recipes.md#the-requested-language).
+language's own vocabulary, V_fr for French (docs/recipes.md#the-requested-language measures
+how much of the joint vocabulary each language keeps).
 
 ``decode.language_vocabulary`` switches it off; a one-pair model has no such vocabularies. The
 restriction combines with the shortlist (their intersection per sentence) and with forced terms
