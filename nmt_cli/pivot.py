@@ -3,7 +3,11 @@
 A pair no model translates is served through a pivot where one model translates the source into
 some language and another translates that language into the target (en→fr and fr→de give en→de):
 the first model's best translation is the second's input. A direct model always wins; among
-pivots, the models given first on the command line do.
+pivots, the models given first on the command line do. A multilingual model's direction it was not
+trained on (zero-shot) serves a pair only where no pivot through trained directions does: its
+zero-shot translations are mostly in the wrong language, a pivot's are not
+(docs/results.md#zero-shot-against-pivoting-through-english). A request that names the zero-shot
+model still gets it.
 """
 
 from __future__ import annotations
@@ -57,14 +61,18 @@ def chained(first, second):
 
 
 def routes(models: Sequence[ServedModel]) -> dict[tuple[str, str], Route]:
-    """Every pair served, each with the route that serves it."""
+    """Every pair served, each with the route that serves it: a model trained on the pair, else
+    two chained through a shared language, else a zero-shot direction."""
+    trained = [m for m in models if not m.zero_shot]
     out: dict[tuple[str, str], Route] = {}
-    for m in models:
+    for m in trained:
         out.setdefault((m.source, m.target), Route((m,)))
-    for a in models:
-        for b in models:
+    for a in trained:
+        for b in trained:
             if a.target == b.source and a.source != b.target:
                 out.setdefault((a.source, b.target), Route((a, b)))
+    for m in models:
+        out.setdefault((m.source, m.target), Route((m,)))
     return out
 
 

@@ -64,6 +64,16 @@ class Routing:
             if s != t and f"{s}-{t}" not in trained
         ]
 
+    def pivots(self, source: str, target: str) -> list[str]:
+        """Languages L with source-L and L-target both trained: the ways to translate an untrained
+        direction through two trained ones instead of zero-shot."""
+        trained = set(self.directions)
+        return [
+            lang
+            for lang in self.languages
+            if f"{source}-{lang}" in trained and f"{lang}-{target}" in trained
+        ]
+
     def route(self, target: str | None = None, source: str | None = None) -> Route | None:
         """The route of a request for ``target`` (from ``source``); None for a one-pair model
         asked for nothing else. A language the model lacks is a one-line UserError listing the

@@ -110,6 +110,7 @@ def test_translator_knows_its_directions_and_flags_zero_shot(multi_run):
     tr = Translator.load(run_dir, device="cpu", beam_size=1)
     assert tr.multilingual and tr.directions == TRAINED
     assert sorted(tr.zero_shot_directions) == ["de-fr", "fr-de"]
+    assert tr.routing.pivots("fr", "de") == ["en"] and tr.routing.pivots("en", "de") == []
     line = ["a dog runs on the grass ."]
     (trained,) = tr.translate(line, target="de", source="en")
     assert (trained.source_lang, trained.target_lang, trained.zero_shot) == ("en", "de", False)
@@ -187,7 +188,8 @@ def test_cli_target_errors_are_one_line_and_shards_merge_in_input_order(multi_ru
     assert same.returncode == 2 and len(err) == 1 and "{shard}" in err[0], err
     assert len(whole.stdout.decode().splitlines()) == 7
     zero = nmt("translate", *common[:-2], "--source", "fr", input=b"un chien\n")
-    assert zero.returncode == 0 and "zero-shot" in zero.stderr.decode()
+    note = zero.stderr.decode()
+    assert zero.returncode == 0 and "fr-de is zero-shot" in note and "fr-en and en-de" in note
     scored = nmt(
         "eval", "-m", run_dir, "--src", src, "--ref", src, "--target", "fr", "--metrics", "bleu"
     )
@@ -310,10 +312,11 @@ def test_back_translated_pairs_carry_their_token_and_mix_at_the_ratio(tmp_path):
     assert mix.counts == [groups[0].size, 2 * groups[0].size]
 
 
-def test_serve_lists_and_serves_every_direction_zero_shot_ones_said_so(multi_run):
+def test_serve_lists_every_direction_and_pivots_untrained_ones_unless_named(multi_run):
     from tests.test_serve import Server
 
-    _, run_dir, _ = multi_run
+    recipe, run_dir, _ = multi_run
+    name = recipe.name
     s = Server(run_dir, "--threads", "1")
     try:
         status, languages = s.json("GET", "/languages")
@@ -328,8 +331,20 @@ def test_serve_lists_and_serves_every_direction_zero_shot_ones_said_so(multi_run
         status, native = s.json("POST", "/v1/translate", trained)
         assert status == 200 and "zero_shot" not in native
         assert native["translations"][0]["text"] == answer["translatedText"]
-        zero = {"src": ["un chien court ."], "source": "fr", "target": "de"}
-        status, native = s.json("POST", "/v1/translate", zero)
+        # fr-de was not trained: by its languages it goes through English, with the same model
+        untrained = {"src": ["un chien court ."], "source": "fr", "target": "de"}
+        status, native = s.json("POST", "/v1/translate", untrained)
+        assert status == 200 and native["pivot"] == "en" and "zero_shot" not in native
+        assert native["models"] == [f"{name}-fr-en", f"{name}-en-de"]
+        status, english = s.json("POST", "/v1/translate", {**untrained, "target": "en"})
+        status, german = s.json(
+            "POST",
+            "/v1/translate",
+            {"src": [english["translations"][0]["text"]], "source": "en", "target": "de"},
+        )
+        assert native["translations"][0]["text"] == german["translations"][0]["text"]
+        # named by its model, the zero-shot direction answers itself, and says so
+        status, native = s.json("POST", "/v1/translate", {**untrained, "model": f"{name}-fr-de"})
         assert status == 200 and native["zero_shot"] is True and "pivot" not in native
         status, models = s.json("GET", "/v1/models")
         shown = {(m["source"], m["target"]): m["zero_shot"] for m in models["models"]}

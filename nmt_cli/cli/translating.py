@@ -176,8 +176,15 @@ def translate(
     route = translator.routing.route(target, source)  # a language it lacks: refused before reading
     translator.target, translator.source = target, source
     if route is not None and route.zero_shot:
+        through = translator.routing.pivots(route.source, route.target)
         typer.echo(
-            f"note: {route.source}-{route.target} is zero-shot: the model was not trained on it",
+            f"note: {route.source}-{route.target} is zero-shot: the model was not trained on it"
+            + (
+                f"; it was on {route.source}-{through[0]} and {through[0]}-{route.target}: "
+                f"translating --target {through[0]} and then --source {through[0]} is a pivot"
+                if through
+                else ""
+            ),
             err=True,
         )
     from nmt_cli.controlled import controlled_translator
