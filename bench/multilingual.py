@@ -5,7 +5,6 @@ requested language.
 
     python bench/multilingual.py compare --minutes 60 --work runs/ml-compare
     python bench/multilingual.py zeroshot --minutes 60 --work runs/ml-zeroshot
-    python bench/multilingual.py backtranslate --minutes 20 --work runs/ml-bt --procs 2
 
 compare: recipes/multilingual.yaml trained N minutes against six one-pair runs of N/6 minutes
 each (the same model and training keys, one direction each), on test_2016_flickr. On two cores
@@ -31,10 +30,7 @@ languages' training target tokens they could write:
 
     python bench/multilingual.py vocabularies --work runs/ml-speed -m runs/multilingual
 
-backtranslate: a fr-en model (N minutes) translates Tatoeba's French side into English (beam,
-`nmt translate --shard I/N` on --procs processes, merged in order); en-fr trained N minutes with
-and without that synthetic corpus (`data.back_translated`, `<bt>`-tagged), scored on Multi30k's
-test_2016_flickr (in domain) and Tatoeba's test (out of domain).
+Back-translation has its own script, bench/back_translation.py.
 
 ``--pilot`` runs each end to end in a few minutes (short budgets, --test-lines 100): the figures
 mean nothing then. ``--threads`` goes to every nmt process. Results: printed as a Markdown table
@@ -218,76 +214,6 @@ def zeroshot(args) -> dict:
     return results
 
 
-def backtranslate(args) -> dict:
-    work = args.work
-    tatoeba = mirror() / "tatoeba-en-fr"
-    mono = write(work / "mono.fr", read(tatoeba / "train.fr.gz", args.mono_lines))
-    reverse = work / "fr-en"
-    train("recipes/multilingual.yaml", reverse, args.minutes, args, *one_pair("fr-en"))
-    # The synthetic sources: the reverse model's beam translations, one shard per process.
-    procs = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "nmt_cli",
-                "translate",
-                "-m",
-                str(reverse),
-                "-i",
-                str(mono),
-                "--shard",
-                f"{i}/{args.procs}",
-                "--threads",
-                "1",
-                "-o",
-                str(work / f"bt.en.{i}"),
-            ],
-            cwd=ROOT,
-        )
-        for i in range(args.procs)
-    ]
-    if any(p.wait() for p in procs):
-        sys.exit("a shard failed")
-    write(
-        work / "bt.en",
-        [line for i in range(args.procs) for line in read(work / f"bt.en.{i}", None)],
-    )
-    (work / "bt.fr").write_bytes(mono.read_bytes())
-    tests = {
-        "multi30k": (
-            test_files(work, args.test_lines)["en"],
-            test_files(work, args.test_lines)["fr"],
-        ),
-        "tatoeba": (
-            write(work / "test" / "tatoeba.en", read(tatoeba / "test.en.gz", args.test_lines)),
-            write(work / "test" / "tatoeba.fr", read(tatoeba / "test.fr.gz", args.test_lines)),
-        ),
-    }
-    results = {}
-    for name, sets in (
-        ("baseline", []),
-        (
-            "back-translated",
-            [
-                f"data.back_translated.en-fr={work / 'bt.{lang}'}",
-                f"data.back_translated_ratio={args.ratio:g}",
-            ],
-        ),
-    ):
-        run = work / name
-        train("recipes/multilingual.yaml", run, args.minutes, args, *one_pair("en-fr"), *sets)
-        results[name] = {
-            test: score(translate(run, src, args), read(ref, None), "fr")
-            for test, (src, ref) in tests.items()
-        }
-    print("| model | Multi30k test_2016 BLEU | Tatoeba test BLEU |")
-    print("|---|---|---|")
-    for name, r in results.items():
-        print(f"| {name} | {r['multi30k']['bleu']} | {r['tatoeba']['bleu']} |")
-    return results
-
-
 def speed(args) -> dict:
     """Decoding sentences/s of two models on the same sources with the same work: every sentence
     decodes exactly --steps target steps (decode.min_len and the length cap pinned), so what
@@ -409,7 +335,7 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
         "experiment",
-        choices=("compare", "zeroshot", "backtranslate", "speed", "train-speed", "vocabularies"),
+        choices=("compare", "zeroshot", "speed", "train-speed", "vocabularies"),
     )
     ap.add_argument("--warmup", type=int, default=5, help="train-speed: untimed steps")
     ap.add_argument(
@@ -425,11 +351,6 @@ def main() -> None:
     ap.add_argument("--threads", default="1")
     ap.add_argument("--test-lines", type=int, default=0, help="first N test lines (0 = all)")
     ap.add_argument(
-        "--mono-lines", type=int, default=50_000, help="Tatoeba French lines to back-translate"
-    )
-    ap.add_argument("--procs", type=int, default=2, help="processes sharing the back-translation")
-    ap.add_argument("--ratio", type=float, default=1.0, help="data.back_translated_ratio")
-    ap.add_argument(
         "--side",
         choices=("both", "multilingual", "bilingual"),
         default="both",
@@ -442,9 +363,8 @@ def main() -> None:
     args = ap.parse_args()
     if args.pilot:
         args.test_lines = args.test_lines or 100
-        args.mono_lines = min(args.mono_lines, 300)
     args.work.mkdir(parents=True, exist_ok=True)
-    experiments = {"compare": compare, "zeroshot": zeroshot, "backtranslate": backtranslate}
+    experiments = {"compare": compare, "zeroshot": zeroshot}
     measures = {"speed": speed, "train-speed": train_speed, "vocabularies": vocabularies}
     results = {**experiments, **measures}[args.experiment](args)
     out = args.work / "results.json"

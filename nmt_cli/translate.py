@@ -313,8 +313,11 @@ def force_decode(
     device="cpu",
     batch_size: int = 64,
     lowercase: bool = False,
+    per_piece: bool = False,
 ) -> list[float]:
     """log p(y | x) = Σ_i log p(y_i | y_<i, x), EOS included, for each (source, target) pair;
+    with ``per_piece`` divided by the number of its terms (the target's pieces and EOS), the
+    negative of the cross-entropy per piece that filtering synthetic pairs compares;
     ``lowercase`` for a model trained with data.lowercase."""
     import numpy as np
 
@@ -335,7 +338,8 @@ def force_decode(
         logp = torch.log_softmax(logits.float(), dim=-1)
         target = batch.tgt_out.to(device)
         picked = logp.gather(-1, target.unsqueeze(-1)).squeeze(-1).masked_fill(target == 0, 0.0)
-        out.extend(picked.sum(-1).tolist())
+        summed = picked.sum(-1)
+        out.extend((summed / (target != 0).sum(-1) if per_piece else summed).tolist())
     return out
 
 

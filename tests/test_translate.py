@@ -216,6 +216,16 @@ def test_force_decoding_matches_search_score(trained):
     assert lp[0] < 0
 
 
+def test_force_decoding_per_piece_divides_by_the_target_pieces_and_eos(trained):
+    model, tokenizer, _, _ = trained
+    sources = ["A man.", "Two dogs run on the beach near a red boat."]
+    targets = ["Un homme.", "Deux chiens courent sur la plage près d'un bateau rouge."]
+    summed = force_decode(model, tokenizer, sources, targets)
+    per_piece = force_decode(model, tokenizer, sources, targets, per_piece=True)
+    for total, mean, pieces in zip(summed, per_piece, tokenizer.encode_tgt(targets), strict=True):
+        assert mean == pytest.approx(total / (len(pieces) + 1), rel=1e-5)
+
+
 def test_lowercase_translator_lowercases_what_it_encodes_and_keeps_the_line(trained):
     model, tokenizer, _, _ = trained
     tr = Translator(model, tokenizer, decoding(beam_size=1), lowercase=True)

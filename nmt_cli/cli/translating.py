@@ -308,6 +308,14 @@ def score(
     ] = None,
     src: Annotated[Path | None, typer.Option(help="Source sentences.")] = None,
     tgt: Annotated[Path | None, typer.Option(help="Target sentences to force-decode.")] = None,
+    per_piece: Annotated[
+        bool,
+        typer.Option(
+            "--per-piece",
+            help="Divide each log-probability by the target's pieces (end of sentence "
+            "included): comparable across lengths, as filtering back-translated pairs needs.",
+        ),
+    ] = False,
     threads: ThreadsOption = None,
     device: DeviceOption = "auto",
 ) -> None:
@@ -334,6 +342,7 @@ def score(
             targets,
             dev,
             lowercase=loaded.recipe.data.lowercase,
+            per_piece=per_piece,
         )
     for value in values:
         typer.echo(f"{value:.4f}")
