@@ -122,6 +122,7 @@ def main() -> None:
         help="the Multi30k-only run's name; another name trains it again (beside a variant, "
         "so that both see the same machine); the filter always scores with WORK/baseline",
     )
+    ap.add_argument("--name", help="the variant's run name (default bt-rR-kF)")
     ap.add_argument("--only-baseline", action="store_true", help="train and score it, no variant")
     ap.add_argument("--pilot", action="store_true", help="in minutes; figures mean nothing")
     args = ap.parse_args()
@@ -140,7 +141,7 @@ def main() -> None:
     back_translate(work / "fr-en", mono, work / "bt.en", args)
     train_once(work / "baseline", args.minutes, args, *one_pair("en-fr"))
     train_once(work / args.baseline, args.minutes, args, *one_pair("en-fr"))
-    name = f"bt-r{args.ratio:g}-k{args.keep:g}"
+    name = args.name or f"bt-r{args.ratio:g}-k{args.keep:g}"
     if not args.only_baseline:
         corpus = work / "bt" if args.keep == 1 else keep_agreed(work, args.keep)
         train_once(
