@@ -337,11 +337,13 @@ def test_serve_lists_every_direction_and_pivots_untrained_ones_unless_named(mult
         assert status == 200 and native["pivot"] == "en" and "zero_shot" not in native
         assert native["models"] == [f"{name}-fr-en", f"{name}-en-de"]
         status, english = s.json("POST", "/v1/translate", {**untrained, "target": "en"})
+        assert status == 200
         status, german = s.json(
             "POST",
             "/v1/translate",
             {"src": [english["translations"][0]["text"]], "source": "en", "target": "de"},
         )
+        assert status == 200
         assert native["translations"][0]["text"] == german["translations"][0]["text"]
         # named by its model, the zero-shot direction answers itself, and says so
         status, native = s.json("POST", "/v1/translate", {**untrained, "model": f"{name}-fr-de"})
