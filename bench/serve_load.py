@@ -23,7 +23,8 @@ bounded in count (--requests, default: one per line of --src) and time (--second
   resident memory (VmRSS) is sampled every --rss-every seconds and one line printed per sample.
   Not run by default (not in --modes' default).
 
-Prints per mode: requests/s, sentences/s and p50/p95/p99 latency; the batched server's
+Prints per mode: requests/s, sentences/s and p50/p95/p99 latency (and for a server, the
+sentences a batch on average, from /health); the batched server's
 sentences/s as a multiple of the others'; and how many of the servers' answers equal what
 `nmt translate` wrote for the same line. `--record FILE` writes each mode's sentences/s and
 latency as a record for bench/report.py. For steady, the mode's line is followed by the server's
@@ -136,11 +137,24 @@ def load(port: int, pair: tuple[str, str], lines: list[str], clients: int, secon
     }
 
 
+def health(port: int) -> dict:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    conn.request("GET", "/health")
+    body = json.loads(conn.getresponse().read())
+    conn.close()
+    return body
+
+
 def serve_mode(args, lines: list[str], pair, extra: list[str], threads: int | None = None) -> dict:
     proc, port = start_server(args.model, threads or args.threads, extra)
     try:
         load(port, pair, lines[:8], 1, 60)  # warm-up: first calls pay for lazy initialisation
-        return load(port, pair, lines, args.clients, args.seconds)
+        before = health(port)
+        r = load(port, pair, lines, args.clients, args.seconds)
+        after = health(port)
+        r["batches"] = after["decoded_batches"] - before["decoded_batches"]
+        r["batched_sentences"] = after["decoded_sentences"] - before["decoded_sentences"]
+        return r
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(120)
@@ -313,7 +327,7 @@ def main() -> None:
         "--modes", default="file,file-inproc,serial,serial-1t,batched", help="also: steady"
     )
     ap.add_argument("--max-batch-tokens", type=int, default=1024)
-    ap.add_argument("--max-wait-ms", type=float, default=5.0)
+    ap.add_argument("--max-wait-ms", type=float, default=50.0, help="as nmt serve's")
     ap.add_argument(
         "--max-sentences", type=int, default=4, help="steady: 1 to this many lines a request"
     )
@@ -404,6 +418,12 @@ def main() -> None:
             f"mean {statistics.fmean(lat):8.1f} ms  errors {r['errors']} {r['first_error'] or ''}",
             flush=True,
         )
+        if r.get("batches"):
+            print(
+                f"{mode:<8} {r['batched_sentences']} sentences decoded in {r['batches']} batches, "
+                f"{r['batched_sentences'] / r['batches']:.1f} a batch",
+                flush=True,
+            )
         if mode == "steady":
             print(
                 f"steady   rss_start_mb {r['rss_start_mb']}  rss_after_warmup_mb "

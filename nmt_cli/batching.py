@@ -3,14 +3,19 @@
 A request becomes one job (its sentences and decoding options). Decoding threads take the
 oldest job and every queued job that can share its batch (same model, beam size and attention),
 in arrival order, up to ``max_batch_tokens`` source subwords; the translator sorts the batch by
-length. A thread that finds work while another thread is decoding (the server is busy, so more
-requests are on their way) waits up to ``max_wait_ms`` after the oldest job arrived for the batch
-to fill, and goes at once when it is full; on an idle server a request is decoded at once. A
-thread takes at most its share of the sentences in the server (queued or decoding, divided by
-the number of threads): otherwise the first thread to wake would take nearly all the clients'
-requests, and the split, say 1 against 31, would repeat itself as each group's clients answer
-their own thread's batch. The event loop only queues jobs and awaits
-their futures, so it stays free while the threads decode.
+length. A thread waits up to ``max_wait_ms`` for the batch to fill, and goes at once when it is
+full, in two cases where more requests are on their way: another thread is decoding (the wait
+counts from the oldest job's arrival), or a batch was just answered and its clients have not all
+sent their next request yet (the wait counts from that answer). The second is what keeps the
+batches whole under a steady load: a client answered by a batch sends its next request a few
+milliseconds later, so a thread that took the queue at once would leave the clients it just
+answered for the next batch, and two half batches would follow each other for as long as the
+load lasts. On an idle server a request is decoded at once, and a lone client, whose answered
+batch held one job, never waits. A thread takes at most its share of the sentences in the
+server (queued or decoding, divided by the number of threads): otherwise the first thread to
+wake would take nearly all the clients' requests, and the split, say 1 against 31, would repeat
+itself as each group's clients answer their own thread's batch. The event loop only queues jobs
+and awaits their futures, so it stays free while the threads decode.
 
 With ``max_batch_tokens`` 0 there is one thread and every job is decoded alone, one at a time:
 the behaviour of a server that translates inside a lock, kept as the benchmark's baseline.
@@ -81,6 +86,11 @@ class Batcher:
         self._cond = threading.Condition()
         self._pending = 0  # sentences queued or being decoded
         self._decoding = 0  # threads decoding now
+        # The jobs of the batch answered last, when it was answered, and the jobs queued since:
+        # those clients are expected back within max_wait of their answer.
+        self._answered_jobs = 0
+        self._answered_at = 0.0
+        self._arrived_since_answer = 0
         self._closing = False
         self.batches = 0  # decoded so far, for /health
         self.sentences = 0
@@ -107,6 +117,7 @@ class Batcher:
                 )
             self._pending += len(job.sentences)
             self._queue.append(job)
+            self._arrived_since_answer += 1
             self._cond.notify()
         return job.future
 
@@ -139,17 +150,17 @@ class Batcher:
                 if self._closing:
                     return None
                 self._cond.wait()
-            if self.batching and self._decoding:
-                deadline = self._queue[0].arrived + self.max_wait
-                while (
-                    not self._closing
-                    and self._queue
-                    and sum(j.tokens for j in self._queue) < self.max_batch_tokens
-                    and (left := deadline - time.monotonic()) > 0
-                ):
-                    self._cond.wait(left)
-                if not self._queue:  # another thread took it meanwhile
-                    return []
+            while (
+                self.batching
+                and not self._closing
+                and self._queue
+                and sum(j.tokens for j in self._queue) < self.max_batch_tokens
+                and (deadline := self._fill_deadline()) is not None
+                and (left := deadline - time.monotonic()) > 0
+            ):
+                self._cond.wait(left)
+            if not self._queue:  # another thread took it while this one waited
+                return []
             first = self._queue.popleft()
             batch, tokens, sentences = [first], first.tokens, len(first.sentences)
             if self.batching:
@@ -170,6 +181,15 @@ class Batcher:
                 self._queue = rest
             self._decoding += 1
             return batch
+
+    def _fill_deadline(self) -> float | None:
+        """When to stop waiting for more jobs to join the batch; None: take it now (lock held)."""
+        deadlines = []
+        if self._decoding:  # the server is busy, so more requests are on their way
+            deadlines.append(self._queue[0].arrived + self.max_wait)
+        if self._arrived_since_answer < self._answered_jobs:  # clients still to come back
+            deadlines.append(self._answered_at + self.max_wait)
+        return max(deadlines) if deadlines else None
 
     def _run(self) -> None:
         torch.set_num_threads(self.torch_threads)
@@ -211,3 +231,6 @@ class Batcher:
             with self._cond:
                 self._pending -= sum(len(job.sentences) for job in batch)
                 self._decoding -= 1
+                self._answered_jobs = len(batch)
+                self._answered_at = time.monotonic()
+                self._arrived_since_answer = 0

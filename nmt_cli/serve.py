@@ -47,7 +47,7 @@ class ServeSettings:
     port: int = 5000
     api_key: str | None = None
     max_batch_tokens: int = 1024  # 0: no batching across requests, one request at a time
-    max_wait_ms: float = 5.0
+    max_wait_ms: float = 50.0
     max_chars: int = 5000  # characters of one text (LibreTranslate's char limit: 400 beyond)
     max_request_chars: int = 100_000  # characters of all texts of one request (413 beyond)
     max_queue: int = 1024  # sentences queued or decoding; a request that would pass it gets 503

@@ -97,6 +97,29 @@ def test_each_decoding_thread_takes_at_most_its_share():
     assert sum(map(len, tr.batches)) == 8 and max(map(len, tr.batches)) <= 4, tr.batches
 
 
+def test_clients_answered_by_a_batch_are_waited_for_so_batches_stay_whole():
+    tr = RecordingTranslator(delay=0.05)
+    b = Batcher(max_batch_tokens=1000, max_wait_ms=500, capacity=100, threads=1)
+    b.start()
+    answers = []
+
+    def client(c):  # a closed loop: the next request a moment after each answer
+        for r in range(5):
+            answers.append(b.submit(job(tr, [f"c{c} r{r}"])).result(10)[0].text)
+            time.sleep(0.01)
+
+    clients = [threading.Thread(target=client, args=(c,)) for c in range(4)]
+    for t in clients:
+        t.start()
+    for t in clients:
+        t.join(30)
+    b.close()
+    assert sorted(answers) == sorted(f"C{c} R{r}" for c in range(4) for r in range(5))
+    # Taking the queue at once would leave the clients just answered for the next batch, and
+    # batches of 1 and 3 (or 2 and 2) would follow each other to the end.
+    assert [len(batch) for batch in tr.batches[1:-1]] == [4] * (len(tr.batches) - 2), tr.batches
+
+
 def test_the_server_bounds_native_caches_and_hands_back_freed_heap(monkeypatch):
     import nmt_cli.batching as batching
     from nmt_cli import memory

@@ -48,9 +48,11 @@ def serve(
     max_wait_ms: Annotated[
         float,
         typer.Option(
-            min=0.0, help="How long a batch waits for more requests after its first one arrived."
+            min=0.0,
+            help="While the server is busy (another thread decoding, or the clients of the batch "
+            "just answered still to send again), how long a batch waits for more requests.",
         ),
-    ] = 5.0,
+    ] = 50.0,
     max_chars: Annotated[
         int,
         typer.Option(
