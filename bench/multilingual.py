@@ -301,21 +301,15 @@ def train_speed(args) -> dict:
 def vocabularies(args) -> dict:
     """Each target language's pieces in a multilingual run (nmt_cli/language_vocabulary.py): how
     many, and what share of another language's training target tokens they could write."""
-    import numpy as np
 
     from nmt_cli.checkpoint import load_model
+    from nmt_cli.language_vocabulary import piece_counts
     from nmt_cli.store import load_meta
 
     (run,) = args.model
     languages = load_model(run).languages.pieces
     meta = load_meta(Path(run))
-    ids = np.load(Path(run) / "data" / "train.tgt.ids.npy", mmap_mode="r")
-    offsets = np.load(Path(run) / "data" / "train.tgt.offsets.npy", mmap_mode="r")
-    counts: dict[str, np.ndarray] = {}
-    for g in meta["groups"]["train"]:
-        lang = g["direction"].split("-")[1]
-        block = np.asarray(ids[offsets[g["start"]] : offsets[g["end"]]], dtype=np.int64)
-        counts[lang] = counts.get(lang, 0) + np.bincount(block, minlength=meta["tgt_vocab"])
+    counts = piece_counts(Path(run) / "data", meta)
     out: dict = {}
     for lang, pieces in sorted(languages.items()):
         writable = {

@@ -67,15 +67,13 @@ class LanguageVocabularies:
         )
 
 
-def count_languages(data_dir: Path, meta: dict) -> LanguageVocabularies | None:
-    """The vocabularies of a stored multilingual training split: its groups (data/meta.json)
-    name each run of rows' direction, and every target piece of a group belongs to the
-    direction's target language. None for the data of one pair."""
-    import torch
-
+def piece_counts(data_dir: Path, meta: dict) -> dict[str, np.ndarray]:
+    """How often each target piece occurs in each target language's training targets, from a
+    stored training split whose groups (data/meta.json) name each run of rows' direction; empty
+    for the data of one pair."""
     groups = (meta.get("groups") or {}).get("train") or []
     if not groups:
-        return None
+        return {}
     ids = np.load(data_dir / "train.tgt.ids.npy", mmap_mode="r")
     offsets = np.load(data_dir / "train.tgt.offsets.npy", mmap_mode="r")
     vocab = int(meta["tgt_vocab"])
@@ -87,6 +85,17 @@ def count_languages(data_dir: Path, meta: dict) -> LanguageVocabularies | None:
         for first in range(start, end, CHUNK):
             block = np.asarray(ids[first : min(first + CHUNK, end)], dtype=np.int64)
             total += np.bincount(block, minlength=vocab)[:vocab]
+    return counts
+
+
+def count_languages(data_dir: Path, meta: dict) -> LanguageVocabularies | None:
+    """The vocabularies of a stored multilingual training split: every target piece of a group
+    belongs to the group's target language (with the specials). None for the data of one pair."""
+    import torch
+
+    counts = piece_counts(data_dir, meta)
+    if not counts:
+        return None
     for total in counts.values():
         total[list(SPECIALS)] = 1
     return LanguageVocabularies(
