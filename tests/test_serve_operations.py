@@ -80,3 +80,30 @@ def test_the_access_log_shows_texts_only_when_asked(client_run):  # noqa: F811
         assert s.stop() == 0
     (line,) = [line for line in s.log if " /translate " in line]
     assert line.rstrip().endswith('texts=["A dog runs."]')
+
+
+def test_serve_option_defaults_are_the_settings_defaults():
+    """`nmt serve`'s options and ServeSettings must not drift apart: a default changed in one
+    place only would make the CLI and the Python API serve differently."""
+    import dataclasses
+
+    import typer
+
+    from nmt_cli.cli.app import app
+    from nmt_cli.serve import ServeSettings
+
+    serve = typer.main.get_command(app).commands["serve"]
+    options = {p.name: p.default for p in serve.params}
+    renamed = {
+        "timeout": "timeout_s",
+        "rate_limit": "requests_per_minute",
+        "char_rate_limit": "chars_per_minute",
+    }
+    settings = {f.name: f.default for f in dataclasses.fields(ServeSettings)}
+    compared = 0
+    for option, default in options.items():
+        field = renamed.get(option, option)
+        if field in settings and settings[field] is not dataclasses.MISSING and default is not None:
+            assert default == settings[field], option
+            compared += 1
+    assert compared >= 10, options  # host, port, batching, limits, timeout, threads, ...
