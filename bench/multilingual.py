@@ -301,7 +301,6 @@ def train_speed(args) -> dict:
 def vocabularies(args) -> dict:
     """Each target language's pieces in a multilingual run (nmt_cli/language_vocabulary.py): how
     many, and what share of another language's training target tokens they could write."""
-
     from nmt_cli.checkpoint import load_model
     from nmt_cli.language_vocabulary import piece_counts
     from nmt_cli.store import load_meta
