@@ -103,6 +103,22 @@ class DataConfig(Section):
         help="multilingual: each epoch draws direction i's pairs in proportion to n_i^(1/T) "
         "(1 = as the data is; larger evens out the directions' sizes)",
     )
+    denoise: list[str] = _opt(
+        [],
+        help="multilingual: languages whose training sentences the model also learns to rebuild "
+        "from a noised copy, tagged with the language's own token, so each source language is "
+        "seen with more than one target token (zero-shot directions need that; "
+        "docs/recipes.md#zero-shot-directions)",
+    )
+    denoise_drop: float = _opt(
+        0.1, lo=0.0, hi=0.9, help="data.denoise: chance that a word of the noised copy is dropped"
+    )
+    denoise_shuffle: int = _opt(
+        3, lo=0, help="data.denoise: no word of the noised copy moves more than this many places"
+    )
+    denoise_tag: bool = _opt(
+        False, help="data.denoise: the noised sources also carry the token <denoise>"
+    )
     back_translated: dict[str, str] = _opt(
         {},
         help="direction -> a path with {lang} of a back-translated corpus (its source side "

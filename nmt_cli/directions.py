@@ -5,9 +5,10 @@ A multilingual recipe (``data.directions``) trains one model on several directio
 SentencePiece model over all their languages. Each source starts with the target-language token
 ``<2xx>`` (Johnson et al. 2017), then optionally a source-language token ``<from_xx>``
 (``data.source_tag``), then ``<bt>`` for a back-translated pair (tagged back-translation, Caswell
-et al. 2019). The tokens are SentencePiece user-defined symbols, prepended as ids so a tag is one
-piece whatever text follows. A recipe without ``data.directions`` is the one pair ``src-tgt``, as
-before, and only a back-translated corpus gives it a token (``<bt>``).
+et al. 2019) or, with ``data.denoise_tag``, ``<denoise>`` for a denoising pair
+(nmt_cli/denoising.py). The tokens are SentencePiece user-defined symbols, prepended as ids so
+a tag is one piece whatever text follows. A recipe without ``data.directions`` is the one pair
+``src-tgt``, as before, and only a back-translated corpus gives it a token (``<bt>``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from nmt_cli.config import Recipe
 from nmt_cli.errors import ConfigError
 
 BACK_TRANSLATED = "<bt>"
+DENOISING = "<denoise>"
 _DIRECTION = re.compile(r"^([A-Za-z][A-Za-z0-9_]*)-([A-Za-z][A-Za-z0-9_]*)$")
 
 
@@ -79,6 +81,8 @@ def tag_symbols(recipe: Recipe) -> list[str]:
             symbols += [source_tag(lang) for lang in languages(directions)]
     if recipe.data.back_translated:
         symbols.append(BACK_TRANSLATED)
+    if recipe.data.denoise and recipe.data.denoise_tag:
+        symbols.append(DENOISING)
     return symbols
 
 
@@ -94,6 +98,13 @@ def source_tags(
     if back_translated:
         tags.append(BACK_TRANSLATED)
     return tuple(tags)
+
+
+def denoising_tags(recipe: Recipe, lang: str) -> tuple[str, ...]:
+    """The tokens that start a denoising source of ``lang`` (nmt_cli/denoising.py): the
+    language's own target token, and ``<denoise>`` with data.denoise_tag."""
+    tags = source_tags(recipe, Direction(lang, lang))
+    return (*tags, DENOISING) if recipe.data.denoise_tag else tags
 
 
 def direction_recipe(recipe: Recipe, direction: Direction) -> Recipe:

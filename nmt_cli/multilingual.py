@@ -17,8 +17,10 @@ import numpy as np
 
 from nmt_cli.arrays import SideWriter
 from nmt_cli.config import Recipe
+from nmt_cli.denoising import denoising_sources
 from nmt_cli.directions import (
     Direction,
+    denoising_tags,
     direction_recipe,
     is_multilingual,
     parse_direction,
@@ -50,10 +52,11 @@ def _checked(source: PairSource, direction: Direction) -> PairSource:
     return source
 
 
-def training_sources(recipe: Recipe) -> list[PairSource]:
+def training_sources(recipe: Recipe, data_dir: Path) -> list[PairSource]:
     """Every training corpus: each direction's real pairs in the order of data.directions, then
-    the back-translated corpora; each knows its direction and tags. A missing file is an error
-    naming its direction, before any long pass."""
+    the denoising pairs of data.denoise (written into ``data_dir``), then the back-translated
+    corpora; each knows its direction and tags. A missing file is an error naming its direction,
+    before any long pass."""
     sources = []
     for direction in recipe_directions(recipe):
         sub = direction_recipe(recipe, direction)
@@ -71,6 +74,8 @@ def training_sources(recipe: Recipe) -> list[PairSource]:
                     direction,
                 )
             )
+    tags_of = lambda lang: denoising_tags(recipe, lang)  # noqa: E731
+    sources += denoising_sources(recipe, sources, data_dir, tags_of)
     for name, template in recipe.data.back_translated.items():
         direction = parse_direction(name)
         path = _for_direction(direction, local_path, template)

@@ -330,7 +330,7 @@ def _preprocess(recipe: Recipe, run_dir: Path, log) -> dict:
 
         inherited = initial_tokenizer(recipe)
     if is_tagged(recipe):  # several directions, or a back-translated corpus
-        sources = training_sources(recipe)
+        sources = training_sources(recipe, data_dir)
     else:
         sources = [pair_source(recipe, entry) for entry in train_entries(recipe)]
     for path in (

@@ -19,6 +19,7 @@ from typing import Any
 
 from nmt_cli.config import Recipe, may_change_on_resume
 from nmt_cli.config_values import check_value
+from nmt_cli.denoising import check_denoise
 from nmt_cli.directions import check_directions
 from nmt_cli.errors import ConfigError
 
@@ -103,6 +104,7 @@ def _check_consistency(recipe: Recipe, origin: str) -> None:
     if recipe.src == recipe.tgt:
         raise ConfigError(f"{origin}: tgt: source and target language are both '{recipe.src}'")
     check_directions(recipe, origin)
+    check_denoise(recipe, origin)
 
 
 def parse_value(text: str) -> Any:
