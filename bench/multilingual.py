@@ -143,7 +143,7 @@ def compare(args) -> dict:
     results: dict = {"multilingual": {}, "bilingual": {}}
     if args.side in ("both", "multilingual"):
         multi = work / "multilingual"
-        train("recipes/multilingual.yaml", multi, args.minutes, args)
+        train("recipes/multilingual.yaml", multi, args.minutes, args, *args.set)
         for direction in SIX:
             src, tgt = direction.split("-")
             hyps = translate(multi, tests[src], args, "--target", tgt, "--source", src)
@@ -183,6 +183,7 @@ def zeroshot(args) -> dict:
         args,
         "data.directions=[en-fr, fr-en, en-de, de-en]",
         "name=en-pivot",
+        *args.set,
     )
     results = {}
     for direction in ("fr-de", "de-fr"):
@@ -342,6 +343,13 @@ def main() -> None:
     ap.add_argument("--work", type=Path, required=True, help="folder for the runs and outputs")
     ap.add_argument("--minutes", type=float, default=60.0)
     ap.add_argument("--threads", default="1")
+    ap.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="compare: a recipe key for the multilingual run only; zeroshot: for its model",
+    )
     ap.add_argument("--test-lines", type=int, default=0, help="first N test lines (0 = all)")
     ap.add_argument(
         "--side",
