@@ -83,14 +83,14 @@ def test_the_access_log_shows_texts_only_when_asked(client_run):  # noqa: F811
 
 
 def test_serve_option_defaults_are_the_settings_defaults():
-    """`nmt serve`'s options and ServeSettings must not drift apart: a default changed in one
-    place only would make the CLI and the Python API serve differently."""
+    """`nmt serve`'s options take their defaults from ServeSettings, so the CLI and the Python
+    API serve alike."""
     import dataclasses
 
     import typer
 
     from nmt_cli.cli.app import app
-    from nmt_cli.serve import ServeSettings
+    from nmt_cli.serve_settings import ServeSettings
 
     serve = typer.main.get_command(app).commands["serve"]
     options = {p.name: p.default for p in serve.params}

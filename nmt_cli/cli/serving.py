@@ -9,6 +9,9 @@ import typer
 from nmt_cli import startup
 from nmt_cli.cli.app import app
 from nmt_cli.cli.decode_options import DeviceOption
+from nmt_cli.serve_settings import ServeSettings
+
+DEFAULTS = ServeSettings()
 
 
 @app.command()
@@ -26,17 +29,17 @@ def serve(
     ] = None,
     host: Annotated[
         str, typer.Option(help="Address to listen on; the default answers this machine only.")
-    ] = "127.0.0.1",
+    ] = DEFAULTS.host,
     port: Annotated[
         int, typer.Option(min=0, max=65535, help="TCP port (0: any free one, printed at start).")
-    ] = 5000,
+    ] = DEFAULTS.port,
     api_key: Annotated[
         str | None,
         typer.Option(
             help="Translation requests must carry this key (api_key in the body or the query "
             "string, an X-API-Key header or a bearer token); none: 400, a wrong one: 403."
         ),
-    ] = None,
+    ] = DEFAULTS.api_key,
     max_batch_tokens: Annotated[
         int,
         typer.Option(
@@ -44,7 +47,7 @@ def serve(
             help="Source subwords decoded together at most; a full batch goes at once. 0: no "
             "batching, one request at a time.",
         ),
-    ] = 1024,
+    ] = DEFAULTS.max_batch_tokens,
     max_wait_ms: Annotated[
         float,
         typer.Option(
@@ -52,28 +55,28 @@ def serve(
             help="While the server is busy (another thread decoding, or the clients of the batch "
             "just answered still to send again), how long a batch waits for more requests.",
         ),
-    ] = 50.0,
+    ] = DEFAULTS.max_wait_ms,
     max_chars: Annotated[
         int,
         typer.Option(
             min=1, help="Characters of one text at most (more: 400, LibreTranslate's char limit)."
         ),
-    ] = 5000,
+    ] = DEFAULTS.max_chars,
     max_request_chars: Annotated[
         int,
         typer.Option(min=1, help="Characters of all texts of one request at most (more: 413)."),
-    ] = 100_000,
+    ] = DEFAULTS.max_request_chars,
     max_queue: Annotated[
         int,
         typer.Option(
             min=1,
             help="Sentences waiting or decoding at most; a request that would pass it gets 503.",
         ),
-    ] = 1024,
+    ] = DEFAULTS.max_queue,
     timeout: Annotated[
         float,
         typer.Option(min=0.001, help="Seconds a request may wait for its translation (more: 504)."),
-    ] = 30.0,
+    ] = DEFAULTS.timeout_s,
     threads: Annotated[
         int | None,
         typer.Option(
@@ -91,7 +94,7 @@ def serve(
             "decode.shortlist); each sentence keeps its own candidates, so an answer never "
             "depends on its batch.",
         ),
-    ] = None,
+    ] = DEFAULTS.shortlist,
     cors: Annotated[
         list[str] | None,
         typer.Option(
@@ -102,7 +105,7 @@ def serve(
     ] = None,
     metrics: Annotated[
         bool, typer.Option("--metrics", help="Prometheus metrics at GET /metrics.")
-    ] = False,
+    ] = DEFAULTS.metrics,
     rate_limit: Annotated[
         int,
         typer.Option(
@@ -111,23 +114,23 @@ def serve(
             help="Translation requests per minute per client (its api key, else its address); "
             "more: 429. 0: no limit.",
         ),
-    ] = 0,
+    ] = DEFAULTS.requests_per_minute,
     char_rate_limit: Annotated[
         int,
         typer.Option(
             min=0, metavar="N", help="Characters per minute per client (more: 429). 0: no limit."
         ),
-    ] = 0,
+    ] = DEFAULTS.chars_per_minute,
     access_log: Annotated[
         bool,
         typer.Option(
             "--access-log",
             help="One line per request on stderr: client, route, status, time, characters.",
         ),
-    ] = False,
+    ] = DEFAULTS.access_log,
     log_texts: Annotated[
         bool, typer.Option("--log-texts", help="The access log shows the texts too.")
-    ] = False,
+    ] = DEFAULTS.log_texts,
     device: DeviceOption = "auto",
     glossary: Annotated[
         list[str] | None,
@@ -145,7 +148,7 @@ def serve(
             help="LibreTranslate route: a translation whose confidence is below this comes back "
             "as its source text, with lowConfidence true (docs/serve.md).",
         ),
-    ] = 0.0,
+    ] = DEFAULTS.min_confidence,
 ) -> None:
     """Serve models over HTTP: a LibreTranslate-compatible API, a native one, and a web page at /.
 
@@ -154,7 +157,6 @@ def serve(
     requests are decoded together in batches. SIGTERM or Ctrl-C stops accepting requests, finishes
     those in flight and exits 0. Needs the serve extra (pip install 'nmt[serve]').
     """
-    from nmt_cli.serve import ServeSettings
     from nmt_cli.serve_process import serve as run_serve
 
     run_serve(
