@@ -14,7 +14,10 @@ the sides run at once, one thread each:
     python bench/multilingual.py compare --side bilingual --work runs/ml-compare
 zeroshot: the recipe on en-fr, fr-en, en-de, de-en only, N minutes; fr-de and de-fr zero-shot
 (with and without decode.language_vocabulary) against pivoting through English with the same
-model (fr -> en -> de).
+model (fr -> en -> de). ``--set`` changes the model's recipe, e.g. with denoising pairs:
+
+    python bench/multilingual.py zeroshot --work runs/ml-zs-denoise --set "data.denoise=[fr, de]"
+
 speed: decoding sentences/s of models with the same work per sentence (see ``speed``):
 
     python bench/multilingual.py speed --work runs/ml-speed -m runs/en-fr \
