@@ -22,6 +22,7 @@ from pathlib import Path
 
 from nmt_cli.config import Recipe
 from nmt_cli.corpora import iter_lines
+from nmt_cli.directions import recipe_directions
 from nmt_cli.errors import ConfigError
 from nmt_cli.pairs import PairSource
 
@@ -47,7 +48,7 @@ def check_denoise(recipe: Recipe, origin: str) -> None:
         raise ConfigError(
             f"{origin}: data.denoise: needs data.directions (the pairs carry target tokens)"
         )
-    targets = {str(d).strip().split("-")[-1] for d in data.directions}
+    targets = {d.tgt for d in recipe_directions(recipe)}
     for lang in data.denoise:
         if lang not in targets:
             raise ConfigError(
