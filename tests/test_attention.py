@@ -88,7 +88,9 @@ def test_concat_scores_decoded_a_few_sentences_at_a_time_equal_the_whole_batch(
         whole = decoding(keys, s, decoding.exp_keys(keys))
         monkeypatch.setattr(fast_decoding, "CHUNK_ELEMENTS", 2 * 3 * 5 * 8 * 2)  # two a chunk
         chunked = decoding(keys, s, decoding.exp_keys(keys))
-    assert torch.equal(chunked, whole)
+    # equal but for the last bits: a BLAS may pick its kernel by the rows it is given (MKL on
+    # AVX-512 does), so a chunk's product can round differently from the whole batch's
+    assert torch.allclose(chunked, whole, rtol=0, atol=1e-6)
     assert torch.allclose(whole, sc.scores(keys, s).detach(), atol=1e-6)
 
 
