@@ -22,7 +22,7 @@ from pathlib import Path
 
 from nmt_cli.config import Recipe
 from nmt_cli.corpora import iter_lines
-from nmt_cli.directions import recipe_directions
+from nmt_cli.directions import denoising_tags, parse_direction, recipe_directions
 from nmt_cli.errors import ConfigError
 from nmt_cli.pairs import PairSource
 
@@ -59,17 +59,16 @@ def check_denoise(recipe: Recipe, origin: str) -> None:
         raise ConfigError(f"{origin}: data.denoise: a language is listed twice")
 
 
-def denoising_sources(
-    recipe: Recipe, real: list[PairSource], data_dir: Path, tags_of
-) -> list[PairSource]:
+def denoising_sources(recipe: Recipe, real: list[PairSource], data_dir: Path) -> list[PairSource]:
     """One source per language of data.denoise: the noised target side of the first real
-    direction into it, written to ``data_dir``, against that side itself; ``tags_of(lang)``
-    gives the tokens its sources start with."""
+    direction into it, written to ``data_dir``, against that side itself."""
     data = recipe.data
     rng = random.Random(recipe.train.seed)
     sources = []
     for lang in data.denoise:
-        into = next(s for s in real if s.direction.split("-")[1] == lang and not s.back_translated)
+        into = next(
+            s for s in real if parse_direction(s.direction).tgt == lang and not s.back_translated
+        )
         clean = into.files[1]
         path = data_dir / f"denoise.{lang}.txt"
         with open(path, "w", encoding="utf-8", newline="\n") as out:
@@ -80,7 +79,7 @@ def denoising_sources(
             PairSource(
                 f"{lang}-{lang} denoising {clean}",
                 (path, clean),
-                tags=tags_of(lang),
+                tags=denoising_tags(recipe, lang),
                 direction=f"{lang}-{lang}",
             )
         )

@@ -20,7 +20,6 @@ from nmt_cli.config import Recipe
 from nmt_cli.denoising import denoising_sources
 from nmt_cli.directions import (
     Direction,
-    denoising_tags,
     direction_recipe,
     is_multilingual,
     parse_direction,
@@ -74,8 +73,7 @@ def training_sources(recipe: Recipe, data_dir: Path) -> list[PairSource]:
                     direction,
                 )
             )
-    tags_of = lambda lang: denoising_tags(recipe, lang)  # noqa: E731
-    sources += denoising_sources(recipe, sources, data_dir, tags_of)
+    sources += denoising_sources(recipe, sources, data_dir)
     for name, template in recipe.data.back_translated.items():
         direction = parse_direction(name)
         path = _for_direction(direction, local_path, template)
