@@ -103,6 +103,12 @@ class DataConfig(Section):
         help="multilingual: each epoch draws direction i's pairs in proportion to n_i^(1/T) "
         "(1 = as the data is; larger evens out the directions' sizes)",
     )
+    weights: dict[str, float] = _opt(
+        {},
+        help="multilingual: direction -> a factor on its n_i^(1/T) before the epoch's shares "
+        "are normalised (the others 1), e.g. {fr-en: 2} gives fr-en twice the pairs of a "
+        "direction of its size; a data.denoise language's pairs are named xx-xx",
+    )
     denoise: list[str] = _opt(
         [],
         help="multilingual: languages whose training sentences the model also learns to rebuild "

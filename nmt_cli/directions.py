@@ -151,6 +151,15 @@ def check_directions(recipe: Recipe, origin: str) -> None:
                     f"{origin}: data.{key}.{name}: '{path}' must contain {{lang}} "
                     "(one file per language)"
                 )
+    groups = names + [f"{lang}-{lang}" for lang in data.denoise]
+    for name, weight in data.weights.items():
+        if name not in groups:
+            raise ConfigError(
+                f"{origin}: data.weights.{name}: not one of the recipe's directions "
+                f"({', '.join(groups) or 'data.directions is empty'})"
+            )
+        if weight <= 0:
+            raise ConfigError(f"{origin}: data.weights.{name}: {weight:g}; give a number above 0")
     if names and not recipe.tokenizer.joint:
         raise ConfigError(
             f"{origin}: tokenizer.joint: a multilingual recipe learns one SentencePiece model "
@@ -177,27 +186,36 @@ class Group:
         return self.end - self.start
 
 
-def temperature_shares(sizes: list[int], temperature: float) -> list[float]:
-    """p_i = q_i^(1/T) / Σ_j q_j^(1/T) with q_i = n_i / Σ_j n_j: the share of an epoch that
-    direction i takes (T = 1 keeps the data's proportions, T → ∞ makes them equal)."""
+def temperature_shares(
+    sizes: list[int], temperature: float, weights: list[float] | None = None
+) -> list[float]:
+    """p_i = w_i q_i^(1/T) / Σ_j w_j q_j^(1/T) with q_i = n_i / Σ_j n_j: the share of an epoch
+    that direction i takes (T = 1 keeps the data's proportions, T → ∞ makes them equal; the
+    weights w_i, 1 unless given, tilt the result)."""
     total = sum(sizes)
     if not total:
         return [0.0 for _ in sizes]
-    powered = [(n / total) ** (1.0 / temperature) if n else 0.0 for n in sizes]
+    weights = weights or [1.0] * len(sizes)
+    powered = [w * (n / total) ** (1.0 / temperature) if n else 0.0 for n, w in zip(sizes, weights)]
     return [p / sum(powered) for p in powered]
 
 
-def epoch_counts(groups: list[Group], temperature: float, ratio: float) -> list[int]:
+def epoch_counts(
+    groups: list[Group], temperature: float, ratio: float, weights: dict[str, float] | None = None
+) -> list[int]:
     """Pairs each group gives an epoch: the real pairs as many as there are in all, shared out
-    between directions by :func:`temperature_shares`; a back-translated group ``ratio`` times
-    its direction's real count (0: each of its pairs once)."""
+    between directions by :func:`temperature_shares` (``weights``: data.weights); a
+    back-translated group ``ratio`` times its direction's real count (0: each of its pairs
+    once)."""
     real = [g for g in groups if not g.back_translated]
     by_direction: dict[str, int] = {}
     for g in real:
         by_direction[g.direction] = by_direction.get(g.direction, 0) + g.size
     names = list(by_direction)
     total = sum(by_direction.values())
-    shares = dict(zip(names, temperature_shares([by_direction[n] for n in names], temperature)))
+    sizes = [by_direction[n] for n in names]
+    tilt = [(weights or {}).get(n, 1.0) for n in names]
+    shares = dict(zip(names, temperature_shares(sizes, temperature, tilt)))
     counts = []
     for g in groups:
         of_direction = by_direction.get(g.direction, 0)
@@ -220,10 +238,19 @@ class EpochMix:
     @classmethod
     def of(cls, recipe: Recipe, groups: list[Group]) -> EpochMix | None:
         """The recipe's mix, or None when every pair is drawn once (the split as it is)."""
-        counts = epoch_counts(groups, recipe.data.temperature, recipe.data.back_translated_ratio)
+        data = recipe.data
+        counts = epoch_counts(groups, data.temperature, data.back_translated_ratio, data.weights)
         if all(c == g.size for g, c in zip(groups, counts)):
             return None
         return cls(groups, counts)
+
+    def summary(self) -> str:
+        """The pairs an epoch draws of each direction, for the training log."""
+        drawn: dict[str, int] = {}
+        for g, count in zip(self.groups, self.counts):
+            name = g.direction + (" back-translated" if g.back_translated else "")
+            drawn[name] = drawn.get(name, 0) + count
+        return "each epoch draws " + ", ".join(f"{n} {c}" for n, c in drawn.items()) + " pairs"
 
     def rows(self, seed: int, epoch: int) -> np.ndarray:
         rng = np.random.default_rng([seed, epoch, 56])

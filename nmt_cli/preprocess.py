@@ -425,13 +425,15 @@ def ensure_preprocessed(recipe: Recipe, run_dir: Path, log=print) -> None:
             raise DataError(f"{saved_path}: unreadable; re-run nmt preprocess") from None
         now, default = recipe.to_dict(), Recipe().to_dict()
         # A key the saved recipe lacks predates that key: it had the default's meaning.
-        # The epoch's mix (data.temperature, back_translated_ratio) is drawn when training.
+        # The epoch's mix (data.temperature, weights, back_translated_ratio) is drawn when
+        # training.
         was = lambda section, k: (saved.get(section) or {}).get(k, default[section][k])
         changed = [
             f"{section}.{k}"
             for section in ("data", "tokenizer")
             for k in now[section]
-            if section != "data" or k not in ("test", "temperature", "back_translated_ratio")
+            if section != "data"
+            or k not in ("test", "temperature", "weights", "back_translated_ratio")
             if was(section, k) != now[section][k]
         ]
         changed += [k for k in ("src", "tgt") if saved.get(k) != now[k]]

@@ -206,8 +206,10 @@ class TrainingLog:
         device: torch.device,
         precision: str,
         pairs: int,
+        epoch_mix: str | None = None,
     ) -> None:
-        """The line that says what is trained, where, and on how much data."""
+        """The line that says what is trained, where, and on how much data (``epoch_mix``:
+        how an epoch shares the pairs out between directions, where it is not all once)."""
         if not self.enabled:
             return
         threads = ""
@@ -219,6 +221,8 @@ class TrainingLog:
             f"attention, {model.decoder} decoder; device {device}, {precision}{threads}; "
             f"{pairs} training pairs"
         )
+        if epoch_mix:
+            log.info(epoch_mix)
         if precision == "bf16" and not native_bf16(device):
             log.warning(
                 "warning: train.precision bf16 has no hardware support on this device and "

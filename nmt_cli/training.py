@@ -92,6 +92,7 @@ class Trainer:
         self.meta = load_meta(self.run_dir)
         self.tokenizer = Tokenizer.load(self.run_dir)
         self.train_split = load_split(self.run_dir, "train")
+        self.mix = EpochMix.of(recipe, groups_of(self.meta, "train"))
         self.batches = TrainingBatches(
             self.run_dir,
             self.train_split,
@@ -99,7 +100,7 @@ class Trainer:
             self.cfg,
             self.rank,
             self.world,
-            EpochMix.of(recipe, groups_of(self.meta, "train")),
+            self.mix,
         )
         self.validator = Validator(
             load_split(self.run_dir, "valid"),
@@ -271,6 +272,7 @@ class Trainer:
             self.device,
             self.precision,
             len(self.train_split),
+            None if self.mix is None else self.mix.summary(),
         )
         handlers = {s: signal.signal(s, self._on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
         self.log.start(p.step)

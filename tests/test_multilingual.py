@@ -282,6 +282,25 @@ def test_temperature_evens_out_directions_and_the_mix_is_reproducible():
     assert not np.array_equal(np.sort(rows), np.sort(mix.rows(seed=1, epoch=1)))
 
 
+def test_weights_tilt_the_shares_and_name_only_the_recipes_directions():
+    assert temperature_shares([500, 500], 1.0, [3.0, 1.0]) == pytest.approx([0.75, 0.25])
+    groups = [Group("en-fr", 0, 600), Group("fr-en", 600, 1200), Group("en-de", 1200, 1800)]
+    counts = epoch_counts(groups, 1.0, 0.0, {"fr-en": 2.0})
+    assert counts == [450, 900, 450]
+    summary = EpochMix(groups, counts).summary()
+    assert summary == "each epoch draws en-fr 450, fr-en 900, en-de 450 pairs"
+    raw = tiny_recipe_dict({})
+    raw["data"]["directions"] = ["en-fr", "fr-en"]
+    raw["data"]["weights"] = {"fr-en": 1.5}
+    assert recipe_from_dict(raw).data.weights == {"fr-en": 1.5}
+    raw["data"]["weights"] = {"de-en": 1.5}
+    with pytest.raises(ConfigError, match=r"data.weights.de-en: not one of .*en-fr, fr-en"):
+        recipe_from_dict(raw)
+    raw["data"]["weights"] = {"fr-en": 0}
+    with pytest.raises(ConfigError, match="data.weights.fr-en: 0; give a number above 0"):
+        recipe_from_dict(raw)
+
+
 def test_back_translated_pairs_carry_their_token_and_mix_at_the_ratio(tmp_path):
     data = write_three(tmp_path / "corpus", n_train=80, n_valid=5)
     synthetic = tmp_path / "bt"
