@@ -12,6 +12,10 @@ the sides run at once, one thread each:
 
     python bench/multilingual.py compare --side multilingual --work runs/ml-compare &
     python bench/multilingual.py compare --side bilingual --work runs/ml-compare
+
+``--set`` changes the multilingual run's recipe only, ``--set-both`` every run's (e.g.
+``--set-both train.schedule=cosine``).
+
 zeroshot: the recipe on en-fr, fr-en, en-de, de-en only, N minutes; fr-de and de-fr zero-shot
 (with and without decode.language_vocabulary) against pivoting through English with the same
 model (fr -> en -> de). ``--set`` changes the model's recipe, e.g. with denoising pairs:
@@ -134,9 +138,11 @@ def test_files(work: Path, n: int | None, split: str = "test_2016_flickr") -> di
 
 
 def one_pair(direction: str) -> list[str]:
-    """--set values that make recipes/multilingual.yaml the one pair ``direction``."""
+    """--set values that make recipes/multilingual.yaml the one pair ``direction``, clearing
+    the keys that only a recipe of several directions takes."""
     src, tgt = direction.split("-")
-    return [f"src={src}", f"tgt={tgt}", "data.directions=[]", "name=" + direction]
+    one = ["data.directions=[]", "data.weights={}", "data.denoise=[]"]
+    return [f"src={src}", f"tgt={tgt}", *one, "name=" + direction]
 
 
 def compare(args) -> dict:
@@ -146,7 +152,7 @@ def compare(args) -> dict:
     results: dict = {"multilingual": {}, "bilingual": {}}
     if args.side in ("both", "multilingual"):
         multi = work / "multilingual"
-        train("recipes/multilingual.yaml", multi, args.minutes, args, *args.set)
+        train("recipes/multilingual.yaml", multi, args.minutes, args, *args.set_both, *args.set)
         for direction in SIX:
             src, tgt = direction.split("-")
             hyps = translate(multi, tests[src], args, "--target", tgt, "--source", src)
@@ -155,7 +161,8 @@ def compare(args) -> dict:
         for direction in SIX:
             src, tgt = direction.split("-")
             pair = work / direction
-            train("recipes/multilingual.yaml", pair, args.minutes / 6, args, *one_pair(direction))
+            sets = [*args.set_both, *one_pair(direction)]
+            train("recipes/multilingual.yaml", pair, args.minutes / 6, args, *sets)
             hyps = translate(pair, tests[src], args)
             results["bilingual"][direction] = score(hyps, read(tests[tgt], None), tgt)
     if args.side != "both" and previous.exists():
@@ -352,6 +359,13 @@ def main() -> None:
         default=[],
         metavar="KEY=VALUE",
         help="compare: a recipe key for the multilingual run only; zeroshot: for its model",
+    )
+    ap.add_argument(
+        "--set-both",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="compare: a recipe key for the multilingual and the one-pair runs alike",
     )
     ap.add_argument("--test-lines", type=int, default=0, help="first N test lines (0 = all)")
     ap.add_argument(
