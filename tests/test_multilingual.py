@@ -50,11 +50,12 @@ def multi_recipe(data, **data_keys):
 
 @pytest.fixture(scope="module")
 def multi_run(tmp_path_factory):
-    """A tiny multilingual model: four directions over en, fr, de, trained for a few steps."""
+    """A tiny multilingual model: four directions over en, fr, de, fr-en drawn twice as often
+    as the others, trained for a few steps."""
     from nmt_cli.training import train
 
     base = tmp_path_factory.mktemp("multi")
-    recipe = recipe_from_dict(multi_recipe(write_three(base / "corpus")))
+    recipe = recipe_from_dict(multi_recipe(write_three(base / "corpus"), weights={"fr-en": 2.0}))
     run_dir = base / "run"
     preprocess(recipe, run_dir, log=lambda m: None)
     summary = train(recipe, run_dir, device="cpu", progress_bar=False)
@@ -100,7 +101,9 @@ def test_validation_reports_each_direction_and_ranks_by_their_mean(multi_run):
         assert list(by) == TRAINED
         assert r["valid_bleu"] == pytest.approx(sum(by.values()) / len(by), abs=0.02)
     assert list(summary["best_valid_bleu_by_direction"]) == TRAINED
-    assert "BLEU by direction: en-fr" in (run_dir / "train.log").read_text()
+    log = (run_dir / "train.log").read_text()
+    assert "BLEU by direction: en-fr" in log
+    assert "each epoch draws en-fr 240, fr-en 480, en-de 240, de-en 240 pairs" in log
 
 
 def test_translator_knows_its_directions_and_flags_zero_shot(multi_run):
