@@ -6,9 +6,10 @@ in arrival order, up to ``max_batch_tokens`` source subwords; the translator sor
 length. A thread waits up to ``max_wait_ms`` for the batch to fill, and goes at once when it is
 full, in two cases where more requests are on their way: another thread is decoding (the wait
 counts from the oldest job's arrival), or a batch was just answered and its clients have not all
-sent their next request yet (the wait counts from that answer). The second is what keeps the
-batches whole under a steady load: a client answered by a batch sends its next request a few
-milliseconds later, so a thread that took the queue at once would leave the clients it just
+sent their next request yet (the wait counts from that answer; with several threads, every batch
+answered within the last ``max_wait_ms`` counts, see ``ReturningClients``). The second is what
+keeps the batches whole under a steady load: a client answered by a batch sends its next request
+a few milliseconds later, so a thread that took the queue at once would leave the clients it just
 answered for the next batch, and two half batches would follow each other for as long as the
 load lasts. On an idle server a request is decoded at once, and a lone client, whose answered
 batch held one job, never waits. A thread takes at most its share of the sentences in the
@@ -62,6 +63,42 @@ class Job:
         )
 
 
+class ReturningClients:
+    """The clients answered within the last ``max_wait`` seconds who have not sent their next
+    request yet, kept per answered batch so that two threads answering one after the other
+    each have their clients waited for.
+
+    A request that arrives is counted against the oldest answered batch still waiting: requests
+    do not say which batch answered their client, and the oldest batch's clients are the first
+    due back.
+    """
+
+    def __init__(self, max_wait: float):
+        self.max_wait = max_wait
+        self._batches: deque[list] = deque()  # [answered_at, clients not yet back], oldest first
+
+    def answered(self, jobs: int, now: float) -> None:
+        if jobs:
+            self._batches.append([now, jobs])
+
+    def arrived(self, now: float) -> None:
+        self._expire(now)
+        if self._batches:
+            self._batches[0][1] -= 1
+            if not self._batches[0][1]:
+                self._batches.popleft()
+
+    def deadline(self, now: float) -> float | None:
+        """Until when to wait for them: max_wait after the latest answer still waited on; None
+        when every answered client is back or their wait is over."""
+        self._expire(now)
+        return self._batches[-1][0] + self.max_wait if self._batches else None
+
+    def _expire(self, now: float) -> None:
+        while self._batches and self._batches[0][0] + self.max_wait <= now:
+            self._batches.popleft()
+
+
 class Batcher:
     """Decoding threads over one queue. ``capacity``: sentences queued or decoding at most."""
 
@@ -86,11 +123,8 @@ class Batcher:
         self._cond = threading.Condition()
         self._pending = 0  # sentences queued or being decoded
         self._decoding = 0  # threads decoding now
-        # The jobs of the batch answered last, when it was answered, and the jobs queued since:
-        # those clients are expected back within max_wait of their answer.
-        self._answered_jobs = 0
-        self._answered_at = 0.0
-        self._arrived_since_answer = 0
+        # Clients answered lately: each is expected back within max_wait of its answer.
+        self._returning = ReturningClients(self.max_wait)
         self._closing = False
         self.batches = 0  # decoded so far, for /health
         self.sentences = 0
@@ -117,7 +151,7 @@ class Batcher:
                 )
             self._pending += len(job.sentences)
             self._queue.append(job)
-            self._arrived_since_answer += 1
+            self._returning.arrived(job.arrived)
             self._cond.notify()
         return job.future
 
@@ -187,8 +221,8 @@ class Batcher:
         deadlines = []
         if self._decoding:  # the server is busy, so more requests are on their way
             deadlines.append(self._queue[0].arrived + self.max_wait)
-        if self._arrived_since_answer < self._answered_jobs:  # clients still to come back
-            deadlines.append(self._answered_at + self.max_wait)
+        if (returning := self._returning.deadline(time.monotonic())) is not None:
+            deadlines.append(returning)  # answered clients still to come back
         return max(deadlines) if deadlines else None
 
     def _run(self) -> None:
@@ -231,6 +265,4 @@ class Batcher:
             with self._cond:
                 self._pending -= sum(len(job.sentences) for job in batch)
                 self._decoding -= 1
-                self._answered_jobs = len(batch)
-                self._answered_at = time.monotonic()
-                self._arrived_since_answer = 0
+                self._returning.answered(len(batch), time.monotonic())

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from nmt_cli.batching import Batcher, Job, QueueFull
+from nmt_cli.batching import Batcher, Job, QueueFull, ReturningClients
 
 
 class RecordingTranslator:
@@ -118,6 +118,36 @@ def test_clients_answered_by_a_batch_are_waited_for_so_batches_stay_whole():
     # Taking the queue at once would leave the clients just answered for the next batch, and
     # batches of 1 and 3 (or 2 and 2) would follow each other to the end.
     assert [len(batch) for batch in tr.batches[1:-1]] == [4] * (len(tr.batches) - 2), tr.batches
+
+
+def test_clients_of_every_batch_answered_lately_are_waited_for_not_only_the_last():
+    returning = ReturningClients(max_wait=0.5)
+    assert returning.deadline(now=10.0) is None  # nothing answered: take the queue at once
+    returning.answered(4, now=10.0)  # one thread answers four clients
+    returning.answered(1, now=10.1)  # the other thread, a moment later, one
+    for t in (10.11, 10.12):
+        returning.arrived(now=t)
+    # Two of five are back: counting only the last batch (one client) would stop waiting here.
+    assert returning.deadline(now=10.13) == 10.6
+    for t in (10.14, 10.15, 10.16):
+        returning.arrived(now=t)
+    assert returning.deadline(now=10.17) is None  # all five back
+
+
+def test_answered_clients_that_do_not_come_back_are_waited_for_max_wait_only():
+    returning = ReturningClients(max_wait=0.5)
+    returning.answered(3, now=10.0)
+    returning.answered(2, now=10.3)
+    returning.arrived(now=10.35)
+    assert returning.deadline(now=10.4) == 10.8
+    # The first batch's wait is over: its clients no longer count, and the arrival after it
+    # counts against the second batch, which then waits for one more.
+    returning.arrived(now=10.6)
+    assert returning.deadline(now=10.6) == 10.8
+    returning.arrived(now=10.7)
+    assert returning.deadline(now=10.7) is None
+    returning.answered(1, now=11.0)
+    assert returning.deadline(now=11.5) is None  # gone quiet: a lone request never waits
 
 
 def test_the_server_bounds_native_caches_and_hands_back_freed_heap(monkeypatch):
