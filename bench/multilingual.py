@@ -14,7 +14,11 @@ the sides run at once, one thread each:
     python bench/multilingual.py compare --side bilingual --work runs/ml-compare
 
 ``--set`` changes the multilingual run's recipe only, ``--set-both`` every run's (e.g.
-``--set-both train.schedule=cosine``).
+``--set-both train.schedule=cosine``). rescore: compare's trained runs in WORK scored again,
+without training, on other Multi30k test sets (``--split``, repeat):
+
+    python bench/multilingual.py rescore --work runs/ml-compare --split test_2017_flickr \
+        --split test_2017_mscoco
 
 zeroshot: the recipe on en-fr, fr-en, en-de, de-en only, N minutes; fr-de and de-fr zero-shot
 (with and without decode.language_vocabulary) against pivoting through English with the same
@@ -41,7 +45,7 @@ Back-translation has its own script, bench/back_translation.py.
 
 ``--pilot`` runs each end to end in a few minutes (short budgets, --test-lines 100): the figures
 mean nothing then. ``--threads`` goes to every nmt process. Results: printed as a Markdown table
-and written to WORK/results.json.
+and written to WORK/results.json (rescore: WORK/rescore.json).
 """
 
 from __future__ import annotations
@@ -57,6 +61,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 LANGS = ("en", "fr", "de")
 SIX = ["en-fr", "fr-en", "en-de", "de-en", "fr-de", "de-fr"]
+SIDES = ("multilingual", "bilingual")
 
 
 def mirror() -> Path:
@@ -151,34 +156,65 @@ def compare(args) -> dict:
     previous = work / "results.json"
     results: dict = {"multilingual": {}, "bilingual": {}}
     if args.side in ("both", "multilingual"):
-        multi = work / "multilingual"
-        train("recipes/multilingual.yaml", multi, args.minutes, args, *args.set_both, *args.set)
-        for direction in SIX:
-            src, tgt = direction.split("-")
-            hyps = translate(multi, tests[src], args, "--target", tgt, "--source", src)
-            results["multilingual"][direction] = score(hyps, read(tests[tgt], None), tgt)
+        train(
+            "recipes/multilingual.yaml",
+            work / "multilingual",
+            args.minutes,
+            args,
+            *args.set_both,
+            *args.set,
+        )
+        results["multilingual"] = score_side(work, "multilingual", tests, args)
     if args.side in ("both", "bilingual"):
         for direction in SIX:
-            src, tgt = direction.split("-")
-            pair = work / direction
             sets = [*args.set_both, *one_pair(direction)]
-            train("recipes/multilingual.yaml", pair, args.minutes / 6, args, *sets)
-            hyps = translate(pair, tests[src], args)
-            results["bilingual"][direction] = score(hyps, read(tests[tgt], None), tgt)
+            train("recipes/multilingual.yaml", work / direction, args.minutes / 6, args, *sets)
+        results["bilingual"] = score_side(work, "bilingual", tests, args)
     if args.side != "both" and previous.exists():
         # The other side, written by a process that ran beside this one and finished first.
         other = "bilingual" if args.side == "multilingual" else "multilingual"
         results[other] = json.loads(previous.read_text()).get(other, {})
     if not (results["multilingual"] and results["bilingual"]):
         return results
-    for side in ("multilingual", "bilingual"):
+    return with_means(results)
+
+
+def score_side(work: Path, side: str, tests: dict[str, Path], args) -> dict:
+    """Test BLEU and the share in the asked language of each direction of one side of compare:
+    the multilingual run asked for each target, or the six one-pair runs."""
+    out = {}
+    for direction in SIX:
+        src, tgt = direction.split("-")
+        if side == "multilingual":
+            hyps = translate(work / side, tests[src], args, "--target", tgt, "--source", src)
+        else:
+            hyps = translate(work / direction, tests[src], args)
+        out[direction] = score(hyps, read(tests[tgt], None), tgt)
+    return out
+
+
+def rescore(args) -> dict:
+    """compare's trained runs in WORK scored on each --split, the sides one after the other."""
+    results = {}
+    for split in args.split or ["test_2016_flickr"]:
+        print(f"## {split}", flush=True)
+        tests = test_files(args.work, args.test_lines, split)
+        sides = {side: score_side(args.work, side, tests, args) for side in SIDES}
+        results[split] = with_means(sides)
+    return {"rescore": results}
+
+
+def with_means(results: dict) -> dict:
+    """Both sides' results with their mean BLEU added, printed as a Markdown table."""
+    for side in SIDES:
         bleus = [r["bleu"] for r in results[side].values()]
         results[side]["mean"] = {"bleu": round(sum(bleus) / len(bleus), 2)}
-    print("| direction | multilingual BLEU | bilingual BLEU | in language (multi) |")
-    print("|---|---|---|---|")
+    print("| direction | multilingual BLEU | bilingual BLEU | difference | in language (multi) |")
+    print("|---|---|---|---|---|")
     for d in [*SIX, "mean"]:
         m, b = results["multilingual"][d], results["bilingual"][d]
-        print(f"| {d} | {m['bleu']} | {b['bleu']} | {m.get('in_language', '')} |")
+        diff = m["bleu"] - b["bleu"]
+        print(f"| {d} | {m['bleu']} | {b['bleu']} | {diff:+.2f} | {m.get('in_language', '')} |")
     return results
 
 
@@ -339,7 +375,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
         "experiment",
-        choices=("compare", "zeroshot", "speed", "train-speed", "vocabularies"),
+        choices=("compare", "rescore", "zeroshot", "speed", "train-speed", "vocabularies"),
+    )
+    ap.add_argument(
+        "--split",
+        action="append",
+        default=[],
+        help="rescore: a Multi30k test set, repeat (default test_2016_flickr)",
     )
     ap.add_argument("--warmup", type=int, default=5, help="train-speed: untimed steps")
     ap.add_argument(
@@ -382,10 +424,11 @@ def main() -> None:
     if args.pilot:
         args.test_lines = args.test_lines or 100
     args.work.mkdir(parents=True, exist_ok=True)
-    experiments = {"compare": compare, "zeroshot": zeroshot}
+    experiments = {"compare": compare, "rescore": rescore, "zeroshot": zeroshot}
     measures = {"speed": speed, "train-speed": train_speed, "vocabularies": vocabularies}
     results = {**experiments, **measures}[args.experiment](args)
-    out = args.work / "results.json"
+    # rescore writes beside compare's results rather than over them
+    out = args.work / ("rescore.json" if args.experiment == "rescore" else "results.json")
     out.write_text(
         json.dumps({"args": {k: str(v) for k, v in vars(args).items()}, **results}, indent=1)
     )
