@@ -195,6 +195,9 @@ def score_side(work: Path, side: str, tests: dict[str, Path], args) -> dict:
 
 def rescore(args) -> dict:
     """compare's trained runs in WORK scored on each --split, the sides one after the other."""
+    missing = [d for d in ("multilingual", *SIX) if not (args.work / d / "summary.json").exists()]
+    if missing:
+        sys.exit(f"rescore: {args.work} has no trained {', '.join(missing)}: run compare first")
     results = {}
     for split in args.split or ["test_2016_flickr"]:
         print(f"## {split}", flush=True)
