@@ -20,6 +20,14 @@ without training, on other Multi30k test sets (``--split``, repeat):
     python bench/multilingual.py rescore --work runs/ml-compare --split test_2017_flickr \
         --split test_2017_mscoco
 
+pool: several compare rounds (``--round``, repeat: their WORK folders, e.g. the same keys with
+``--set-both train.seed=N``) read together: each side's BLEU per direction averaged over the
+rounds on every test set they were all scored on, and whether the equal-time aim (the one
+model's mean ahead, no direction more than 1 BLEU behind) holds on each:
+
+    python bench/multilingual.py pool --work runs/ml-pooled --round runs/ml-compare \
+        --round runs/ml-compare-seed1
+
 zeroshot: the recipe on en-fr, fr-en, en-de, de-en only, N minutes; fr-de and de-fr zero-shot
 (with and without decode.language_vocabulary) against pivoting through English with the same
 model (fr -> en -> de). ``--set`` changes the model's recipe, e.g. with denoising pairs:
@@ -221,6 +229,55 @@ def with_means(results: dict) -> dict:
     return results
 
 
+def round_scores(work: Path) -> dict[str, dict]:
+    """One compare round's results by test set: compare's (test_2016_flickr) and rescore's."""
+    compared = work / "results.json"
+    found = json.loads(compared.read_text()) if compared.exists() else {}
+    if not all(found.get(side) for side in SIDES):
+        sys.exit(f"pool: {work} has no results.json of both sides: run compare first")
+    out = {"test_2016_flickr": {side: found[side] for side in SIDES}}
+    rescored = work / "rescore.json"
+    if rescored.exists():
+        out.update(json.loads(rescored.read_text())["rescore"])
+    return out
+
+
+def pool(args) -> dict:
+    """compare's rounds (--round) averaged, side by side, on each test set all of them have."""
+    if len(args.round) < 2:
+        sys.exit("pool: give two --round folders or more (compare's WORK folders)")
+    rounds = [round_scores(work) for work in args.round]
+    splits = [s for s in rounds[0] if all(s in r for r in rounds[1:])]
+    results = {}
+    for split in splits:
+        print(f"## {split}, the mean of {len(rounds)} rounds")
+        print("| direction | one model | one-pair | difference | each round's difference |")
+        print("|---|---|---|---|---|")
+        table: dict = {side: {} for side in SIDES}
+        behind = []
+        for d in [*SIX, "mean"]:
+            each = [
+                r[split]["multilingual"][d]["bleu"] - r[split]["bilingual"][d]["bleu"]
+                for r in rounds
+            ]
+            sides = [sum(r[split][side][d]["bleu"] for r in rounds) / len(rounds) for side in SIDES]
+            for side, bleu in zip(SIDES, sides):
+                table[side][d] = {"bleu": round(bleu, 2)}
+            diff = sides[0] - sides[1]
+            if d != "mean" and diff < -1:
+                behind.append(d)
+            rounds_text = " / ".join(f"{x:+.2f}" for x in each)
+            print(f"| {d} | {sides[0]:.2f} | {sides[1]:.2f} | {diff:+.2f} | {rounds_text} |")
+        ahead = table["multilingual"]["mean"]["bleu"] > table["bilingual"]["mean"]["bleu"]
+        met = ahead and not behind
+        print(
+            f"aim {'met' if met else 'not met'}: mean {'ahead' if ahead else 'not ahead'}, "
+            f"more than 1 BLEU behind: {', '.join(behind) or 'none'}\n"
+        )
+        results[split] = {**table, "aim_met": met, "behind": behind}
+    return {"pool": results, "rounds": [str(w) for w in args.round]}
+
+
 def zeroshot(args) -> dict:
     work = args.work
     tests = test_files(work, args.test_lines)
@@ -378,7 +435,14 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument(
         "experiment",
-        choices=("compare", "rescore", "zeroshot", "speed", "train-speed", "vocabularies"),
+        choices=("compare", "rescore", "pool", "zeroshot", "speed", "train-speed", "vocabularies"),
+    )
+    ap.add_argument(
+        "--round",
+        action="append",
+        type=Path,
+        default=[],
+        help="pool: a compare round's WORK folder, repeat",
     )
     ap.add_argument(
         "--split",
@@ -427,7 +491,7 @@ def main() -> None:
     if args.pilot:
         args.test_lines = args.test_lines or 100
     args.work.mkdir(parents=True, exist_ok=True)
-    experiments = {"compare": compare, "rescore": rescore, "zeroshot": zeroshot}
+    experiments = {"compare": compare, "rescore": rescore, "pool": pool, "zeroshot": zeroshot}
     measures = {"speed": speed, "train-speed": train_speed, "vocabularies": vocabularies}
     results = {**experiments, **measures}[args.experiment](args)
     # rescore writes beside compare's results rather than over them
