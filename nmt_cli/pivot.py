@@ -60,6 +60,73 @@ def chained(first, second):
     return replace(second, truncated=first.truncated or second.truncated, alignment=alignment)
 
 
+def rejoined(plan, pieces: Sequence, texts: Sequence[str]) -> list:
+    """The second leg's Translation of each pivot text of ``texts``, from ``pieces``, the
+    Translations of ``plan``'s segments (the texts cut as `nmt translate` cuts its input): a
+    text's one segment's Translation, or one that joins its segments' as a multi-segment text's
+    native answer does (the translations put back in place, scores added, alignments side by
+    side, the lowest confidence); None for a blank text."""
+    from nmt_cli.translate import Translation
+
+    filled = [p if p is not None else Translation("", "", [], []) for p in pieces]
+    depth = max((len(p.alternatives) for p in filled), default=0)
+    versions = [plan.assemble(filled, alternative=k) for k in range(max(depth, 1))]
+    out = []
+    for i, text in enumerate(texts):
+        segments = plan.segments_of(i)
+        if len(segments) <= 1:
+            out.append(filled[segments[0]] if segments else None)
+            continue
+        joined = _joined([plan.segments[s] for s in segments], [filled[s] for s in segments])
+        joined.source, joined.text = text, versions[0][i]
+        for k, alternative in enumerate(joined.alternatives):
+            alternative.text = versions[k][i]
+        out.append(joined)
+    return out
+
+
+def _joined(segments: Sequence[str], parts: Sequence):
+    """One Translation of the consecutive ``segments`` translated apart as ``parts``: tokens
+    and scores added, alignments shifted past the words before them; its texts are the caller's
+    to set."""
+    from nmt_cli.search import Hypothesis
+    from nmt_cli.translate import Alternative, Translation
+
+    pairs, src_at, tgt_at = [], 0, 0
+    for segment, tr in zip(segments, parts):
+        pairs += [(a + src_at, b + tgt_at) for a, b in tr.alignment or []]
+        src_at += len(segment.split())
+        tgt_at += len(tr.text.split())
+    best = [tr.hypotheses[0] for tr in parts if tr.hypotheses]
+    depth = max(len(tr.alternatives) for tr in parts)
+    kth = [
+        [tr.alternatives[min(k, len(tr.alternatives) - 1)] for tr in parts if tr.alternatives]
+        for k in range(depth)
+    ]
+    confidences = [tr.confidence for tr in parts if tr.confidence is not None]
+    return Translation(
+        source="",
+        text="",
+        hypotheses=[
+            Hypothesis(
+                tokens=[t for h in best for t in h.tokens],
+                score=sum(h.score for h in best),
+                norm_score=sum(h.norm_score for h in best),
+            )
+        ],
+        src_ids=[t for tr in parts for t in tr.src_ids],
+        truncated=any(tr.truncated for tr in parts),
+        alternatives=[
+            Alternative("", sum(a.score for a in ks), sum(a.norm_score for a in ks)) for ks in kth
+        ],
+        alignment=pairs if any(tr.alignment is not None for tr in parts) else None,
+        source_lang=parts[0].source_lang,
+        target_lang=parts[0].target_lang,
+        zero_shot=parts[0].zero_shot,
+        confidence=min(confidences) if confidences else None,
+    )
+
+
 def routes(models: Sequence[ServedModel]) -> dict[tuple[str, str], Route]:
     """Every pair served, each with the route that serves it: a model trained on the pair, else
     two chained through a shared language, else a zero-shot direction."""

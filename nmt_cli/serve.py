@@ -148,26 +148,49 @@ class Service:
         attention: bool = False,
     ) -> list:
         """One Translation per line (None for a blank one); through a pivot, the first model's
-        best translations are the second's input."""
-        if isinstance(model, Route):
-            if model.pivot is None:
-                model = model.first
-            else:
-                first_beam = model.first.translator.config.beam_size
-                middle = await self.translate(
-                    model.first, lines, beam_size=first_beam, nbest=1, alignments=alignments
-                )
-                between = [r.text if r else "" for r in middle]
-                last = await self.translate(
-                    model.last, between, beam_size=beam_size, nbest=nbest, alignments=alignments
-                )
-                return [pivot.chained(a, b) for a, b in zip(middle, last)]
+        best translations are the second's input, cut again as `nmt translate` cuts its input
+        (sentences, then clauses past the second model's ``decode.max_segment_tokens``)."""
         if len(lines) > self.settings.max_queue:
             raise RequestError(
                 413,
                 f"too many sentences in one request: {len(lines)}, at most "
                 f"{self.settings.max_queue}",
             )
+        if isinstance(model, Route) and model.pivot is not None:
+            first_beam = model.first.translator.config.beam_size
+            middle = await self._decode(
+                model.first, lines, beam_size=first_beam, nbest=1, alignments=alignments
+            )
+            between = [r.text if r else "" for r in middle]
+            plan = plan_texts(Route((model.last,)), between, protect=False)
+            pieces = await self._decode(
+                model.last, plan.segments, beam_size=beam_size, nbest=nbest, alignments=alignments
+            )
+            last = pivot.rejoined(plan, pieces, between)
+            return [pivot.chained(a, b) for a, b in zip(middle, last)]
+        if isinstance(model, Route):
+            model = model.first
+        return await self._decode(
+            model,
+            lines,
+            beam_size=beam_size,
+            nbest=nbest,
+            alignments=alignments,
+            attention=attention,
+        )
+
+    async def _decode(
+        self,
+        model: ServedModel,
+        lines: list[str],
+        *,
+        beam_size: int,
+        nbest: int,
+        alignments: bool = False,
+        attention: bool = False,
+    ) -> list:
+        """``lines`` through the batcher with one model: one Translation a line, None for a
+        blank one."""
         todo = [i for i, line in enumerate(lines) if line.strip()]
         tokens = sum(
             len(x) for x in model.translator.tokenizer.encode_src([lines[i] for i in todo])

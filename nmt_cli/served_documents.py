@@ -25,10 +25,19 @@ def _counter(translator):
     return segment_counter(translator)
 
 
-def plan_texts(route, texts: Sequence[str], fmt: str = "text", *, split_sentences: bool = True):
+def plan_texts(
+    route,
+    texts: Sequence[str],
+    fmt: str = "text",
+    *,
+    split_sentences: bool = True,
+    protect: bool = True,
+):
     """The DocumentPlan of a request's texts for ``route``'s source language and first model:
-    sentences cut as `nmt translate` cuts them, placeholders and URLs kept verbatim;
-    ``split_sentences`` False: each line one segment, never cut (a forced prefix's sentence)."""
+    sentences cut as `nmt translate` cuts them, placeholders and URLs kept verbatim (``protect``
+    False: nothing kept, for a pivot's translations, whose protected spans the first leg left
+    out); ``split_sentences`` False: each line one segment, never cut (a forced prefix's
+    sentence)."""
     translator = route.first.translator
     limit = translator.config.max_segment_tokens if split_sentences else 0
     count = _counter(translator)
@@ -38,7 +47,7 @@ def plan_texts(route, texts: Sequence[str], fmt: str = "text", *, split_sentence
             fmt=fmt,
             language=route.source,
             split_sentences=split_sentences,
-            protector=_protector(translator),
+            protector=_protector(translator) if protect else None,
             max_tokens=limit,
             # a subword has at least one character: shorter texts are never counted
             count_tokens=lambda text: count(text) if len(text) >= limit else 0,

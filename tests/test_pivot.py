@@ -9,8 +9,11 @@ pytest.importorskip("fastapi")
 from conftest import multi30k_lines, tiny_recipe_dict, trained_copy  # noqa: E402
 from test_serve import Server, cli_translate  # noqa: E402
 
-from nmt_cli.pivot import Route, languages, routes  # noqa: E402
+from nmt_cli.document import plan_documents, segment_counter  # noqa: E402
+from nmt_cli.pivot import Route, languages, rejoined, routes  # noqa: E402
+from nmt_cli.search import Hypothesis  # noqa: E402
 from nmt_cli.served_models import ServedModel  # noqa: E402
+from nmt_cli.translate import Alternative, Translation, Translator  # noqa: E402
 
 GERMAN = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee."]
 ENGLISH = ["A man is riding a bike."]
@@ -28,6 +31,43 @@ def test_a_direct_model_wins_and_a_pair_back_to_its_source_is_not_served():
     fr_en = model("fr", "en")
     assert ("en", "en") not in routes([en_fr, fr_en])
     assert languages([en_fr, fr_de]) == {"en": ["fr", "de"], "fr": ["de"], "de": []}
+
+
+def piece(source: str, text: str, score: float, confidence: float, second: str) -> Translation:
+    """A segment's Translation: target word k aligned to source word k (the last where the source
+    is shorter), and a worse second alternative."""
+    words, last = len(text.split()), len(source.split()) - 1
+    return Translation(
+        source,
+        text,
+        [Hypothesis(list(range(words)), score, score / 2)],
+        [1] * len(source.split()),
+        alternatives=[Alternative(text, score, score / 2), Alternative(second, score - 1, 0.0)],
+        alignment=[(min(k, last), k) for k in range(words)],
+        confidence=confidence,
+    )
+
+
+def test_a_pivot_text_cut_in_parts_is_one_translation_again():
+    texts = ["a man on a bench, reading a paper", "", "a dog runs"]
+    # past five words a sentence is cut at a clause, as decode.max_segment_tokens cuts it
+    plan = plan_documents(texts, language="en", max_tokens=5, count_tokens=lambda t: len(t.split()))
+    assert plan.segments == ["a man on a bench,", "reading a paper", "a dog runs"]
+    pieces = [
+        piece("a man on a bench,", "un homme sur un banc ,", -2.0, 0.8, "un homme"),
+        piece("reading a paper", "lisant un journal", -1.0, 0.6, "lisant"),
+        piece("a dog runs", "un chien court", -0.5, 0.9, "un chien"),
+    ]
+    whole, blank, one = rejoined(plan, pieces, texts)
+    assert blank is None and one is pieces[2]
+    assert whole.source == texts[0] and whole.text == "un homme sur un banc , lisant un journal"
+    assert [a.text for a in whole.alternatives] == [whole.text, "un homme lisant"]
+    assert [a.score for a in whole.alternatives] == [-3.0, -5.0]
+    assert whole.score == -3.0 and whole.hypotheses[0].tokens == [0, 1, 2, 3, 4, 5, 0, 1, 2]
+    # the second part's words come after the first's, on both sides (5 source words, 6 target)
+    first = [(0, 0), (1, 1), (2, 2), (3, 3), (4, 4), (4, 5)]
+    assert whole.alignment == first + [(5, 6), (6, 7), (7, 8)]
+    assert whole.confidence == 0.6 and len(whole.src_ids) == 8 and not whole.truncated
 
 
 @pytest.fixture(scope="module")
@@ -60,18 +100,27 @@ def de_en_run(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def en_fr_run(tiny_run, tmp_path_factory):
+    # cuts every sentence of more than four subwords: the pivot's English is cut again
     return trained_copy(
-        tiny_run, tmp_path_factory, "pivot-en-fr", max_steps=40, checkpoint_every=40
+        tiny_run,
+        tmp_path_factory,
+        "pivot-en-fr",
+        decode={"max_segment_tokens": 4},
+        max_steps=40,
+        checkpoint_every=40,
     )
 
 
 def test_a_pair_through_a_shared_language_is_served_listed_and_said(de_en_run, en_fr_run):
-    # `nmt translate --alignments` of each model, chained: the first one's output is the second
-    # one's input, one segment a line (the service's pivot, without the document layer's second
-    # pass, which --alignments does not make either)
+    # the first model's `nmt translate --alignments` is the pivot's English; the second model
+    # gets it cut as `nmt translate` cuts its input, past four subwords here, each part
+    # translated and put back in place (the service's pivot, without the document layer's
+    # second pass, which an answer with alignments does not make)
     first = [line.split("\t")[0] for line in cli_translate(de_en_run, GERMAN, "--alignments")]
-    chained = cli_translate(en_fr_run, first, "--alignments", "--no-split-sentences")
-    expected = [line.split("\t")[0].strip() for line in chained]
+    second = Translator.load(en_fr_run, device="cpu", threads=1)
+    cut = plan_documents(first, language="en", max_tokens=4, count_tokens=segment_counter(second))
+    assert len(cut.segments) > len(first)
+    expected = cut.assemble(second.translate(cut.segments))
     s = Server(de_en_run, "-m", str(en_fr_run), "--threads", "1")
     try:
         assert s.json("GET", "/languages") == (
