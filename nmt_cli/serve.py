@@ -158,52 +158,26 @@ class Service:
             )
         if isinstance(model, Route) and model.pivot is not None:
             first_beam = model.first.translator.config.beam_size
-            middle = await self._decode(
-                model.first, lines, beam_size=first_beam, nbest=1, alignments=alignments
-            )
+            middle = await self._decode(model.first, lines, first_beam, 1, alignments, False)
             between = [r.text if r else "" for r in middle]
             plan = plan_texts(Route((model.last,)), between, protect=False)
             pieces = await self._decode(
-                model.last, plan.segments, beam_size=beam_size, nbest=nbest, alignments=alignments
+                model.last, plan.segments, beam_size, nbest, alignments, False
             )
             last = pivot.rejoined(plan, pieces, between)
             return [pivot.chained(a, b) for a, b in zip(middle, last)]
         if isinstance(model, Route):
             model = model.first
-        return await self._decode(
-            model,
-            lines,
-            beam_size=beam_size,
-            nbest=nbest,
-            alignments=alignments,
-            attention=attention,
-        )
+        return await self._decode(model, lines, beam_size, nbest, alignments, attention)
 
-    async def _decode(
-        self,
-        model: ServedModel,
-        lines: list[str],
-        *,
-        beam_size: int,
-        nbest: int,
-        alignments: bool = False,
-        attention: bool = False,
-    ) -> list:
+    async def _decode(self, model: ServedModel, lines: list[str], *options) -> list:
         """``lines`` through the batcher with one model: one Translation a line, None for a
-        blank one."""
+        blank one; ``options``: the Job's beam_size, nbest, alignments and attention."""
         todo = [i for i, line in enumerate(lines) if line.strip()]
         tokens = sum(
             len(x) for x in model.translator.tokenizer.encode_src([lines[i] for i in todo])
         )
-        job = Job(
-            model.translator,
-            [lines[i] for i in todo],
-            tokens,
-            beam_size,
-            nbest,
-            alignments,
-            attention,
-        )
+        job = Job(model.translator, [lines[i] for i in todo], tokens, *options)
         try:
             future = self.batcher.submit(job)
         except QueueFull as exc:
