@@ -47,8 +47,10 @@ class Route:
 
 def chained(first, second):
     """The Translation of a line through a pivot: the second model's, with the first's
-    truncation and, where both have one, the alignment composed through the pivot's words
-    (source word i and target word k are aligned where some pivot word j links them)."""
+    truncation, the product of the two legs' confidences (a poor first leg makes a poor
+    translation however sure the second is: docs/results.md#confidence-through-a-pivot) and,
+    where both have one, the alignment composed through the pivot's words (source word i and
+    target word k are aligned where some pivot word j links them)."""
     if first is None or second is None:
         return second
     alignment = second.alignment
@@ -57,7 +59,11 @@ def chained(first, second):
         for i, j in first.alignment:
             via.setdefault(j, []).append(i)
         alignment = sorted({(i, k) for j, k in second.alignment for i in via.get(j, ())})
-    return replace(second, truncated=first.truncated or second.truncated, alignment=alignment)
+    confidence = second.confidence
+    if first.confidence is not None and second.confidence is not None:
+        confidence = first.confidence * second.confidence
+    truncated = first.truncated or second.truncated
+    return replace(second, truncated=truncated, alignment=alignment, confidence=confidence)
 
 
 def rejoined(plan, pieces: Sequence, texts: Sequence[str]) -> list:

@@ -10,7 +10,7 @@ from conftest import multi30k_lines, tiny_recipe_dict, trained_copy  # noqa: E40
 from test_serve import Server, cli_translate  # noqa: E402
 
 from nmt_cli.document import plan_documents, segment_counter  # noqa: E402
-from nmt_cli.pivot import Route, languages, rejoined, routes  # noqa: E402
+from nmt_cli.pivot import Route, chained, languages, rejoined, routes  # noqa: E402
 from nmt_cli.search import Hypothesis  # noqa: E402
 from nmt_cli.served_models import ServedModel  # noqa: E402
 from nmt_cli.translate import Alternative, Translation, Translator  # noqa: E402
@@ -68,6 +68,17 @@ def test_a_pivot_text_cut_in_parts_is_one_translation_again():
     first = [(0, 0), (1, 1), (2, 2), (3, 3), (4, 4), (4, 5)]
     assert whole.alignment == first + [(5, 6), (6, 7), (7, 8)]
     assert whole.confidence == 0.6 and len(whole.src_ids) == 8 and not whole.truncated
+
+
+def test_a_pivot_translation_is_as_sure_as_both_legs_together():
+    first = piece("ein Hund", "a dog", -0.5, 0.9, "dog")
+    second = piece("a dog", "un chien", -0.4, 0.5, "chien")
+    through = chained(first, second)
+    assert through.text == "un chien" and through.confidence == pytest.approx(0.45)
+    assert through.alignment == [(0, 0), (1, 1)]
+    # an empty pivot line has no confidence: the second leg's stands
+    first.confidence = None
+    assert chained(first, second).confidence == 0.5
 
 
 @pytest.fixture(scope="module")
