@@ -23,6 +23,20 @@ def ranks(x: np.ndarray) -> np.ndarray:
     return out
 
 
+def print_table(signals: dict[str, np.ndarray], quality: np.ndarray, first: str) -> None:
+    """A Markdown table: per signal, Spearman's and Pearson's correlation with ``quality``
+    (sentence chrF) and the mean quality of the more and of the less confident half."""
+    print(f"| {first} | Spearman | Pearson | chrF, more confident half | less confident half |")
+    print("|---|---|---|---|---|")
+    for name, value in signals.items():
+        spearman = np.corrcoef(ranks(value), ranks(quality))[0, 1]
+        pearson = np.corrcoef(value, quality)[0, 1]
+        order = value.argsort(kind="stable")
+        half = len(order) // 2
+        low, high = quality[order[:half]].mean(), quality[order[half:]].mean()
+        print(f"| {name} | {spearman:.3f} | {pearson:.3f} | {high:.2f} | {low:.2f} |")
+
+
 def zscore(x: np.ndarray) -> np.ndarray:
     return (x - x.mean()) / (x.std() or 1.0)
 
@@ -59,15 +73,7 @@ def main() -> None:
         f"{args.model} {args.split}: {len(out)} sentences, beam {args.beam_size}, "
         f"mean sentence chrF {quality.mean():.2f}"
     )
-    print("| signal | Spearman | Pearson | chrF, more confident half | less confident half |")
-    print("|---|---|---|---|---|")
-    for name, value in table.items():
-        spearman = np.corrcoef(ranks(value), ranks(quality))[0, 1]
-        pearson = np.corrcoef(value, quality)[0, 1]
-        order = value.argsort(kind="stable")
-        half = len(order) // 2
-        low, high = quality[order[:half]].mean(), quality[order[half:]].mean()
-        print(f"| {name} | {spearman:.3f} | {pearson:.3f} | {high:.2f} | {low:.2f} |")
+    print_table(table, quality, "signal")
 
 
 if __name__ == "__main__":

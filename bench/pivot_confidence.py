@@ -7,8 +7,8 @@ first leg's, the lower of the two, or their product, against sentence chrF.
 Each leg is decoded as `nmt serve` decodes a pivot (the first model's best translation is the
 second's input, the recipes' beam); ``--source``, ``--via``, ``--target`` name the languages a
 multilingual model is asked for (a one-pair model ignores them). Prints a Markdown table: per
-rule, Spearman's correlation with sentence chrF and the mean chrF of the more and of the less
-confident half.
+rule, Spearman's and Pearson's correlation with sentence chrF and the mean chrF of the more
+and of the less confident half.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import argparse
 from pathlib import Path
 
 import numpy as np
-from confidence import ranks  # bench/confidence.py
+from confidence import print_table  # bench/confidence.py
 
 
 def read(path: Path, n: int) -> list[str]:
@@ -67,14 +67,7 @@ def main() -> None:
         f"{args.source}->{args.via}->{args.target}: {len(sources)} sentences, "
         f"mean sentence chrF {quality.mean():.2f}"
     )
-    print("| rule | Spearman | chrF, more confident half | less confident half |")
-    print("|---|---|---|---|")
-    for name, value in rules.items():
-        spearman = np.corrcoef(ranks(value), ranks(quality))[0, 1]
-        order = value.argsort(kind="stable")
-        half = len(order) // 2
-        low, high = quality[order[:half]].mean(), quality[order[half:]].mean()
-        print(f"| {name} | {spearman:.3f} | {high:.2f} | {low:.2f} |")
+    print_table(rules, quality, "rule")
 
 
 if __name__ == "__main__":
