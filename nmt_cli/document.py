@@ -238,6 +238,17 @@ class DocumentTranslation:
     cut: bool = False
 
 
+def alignment_side_by_side(segments: Sequence[str], translations: Sequence) -> list:
+    """The word alignment of consecutive ``segments`` translated apart as ``translations``, as
+    one text's: each segment's pairs shifted past the source and target words before it."""
+    pairs, src_at, tgt_at = [], 0, 0
+    for segment, tr in zip(segments, translations):
+        pairs += [(a + src_at, b + tgt_at) for a, b in tr.alignment or []]
+        src_at += len(segment.split())
+        tgt_at += len(tr.text.split())
+    return pairs
+
+
 def build_protector(
     patterns: Sequence[str] | None, vocabulary=None, lowercase: bool = False
 ) -> Protector | None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from nmt_cli.document import alignment_side_by_side
 from nmt_cli.served_models import ServedModel
 
 
@@ -98,11 +99,6 @@ def _joined(segments: Sequence[str], parts: Sequence):
     from nmt_cli.search import Hypothesis
     from nmt_cli.translate import Alternative, Translation
 
-    pairs, src_at, tgt_at = [], 0, 0
-    for segment, tr in zip(segments, parts):
-        pairs += [(a + src_at, b + tgt_at) for a, b in tr.alignment or []]
-        src_at += len(segment.split())
-        tgt_at += len(tr.text.split())
     best = [tr.hypotheses[0] for tr in parts if tr.hypotheses]
     depth = max(len(tr.alternatives) for tr in parts)
     kth = [
@@ -125,7 +121,11 @@ def _joined(segments: Sequence[str], parts: Sequence):
         alternatives=[
             Alternative("", sum(a.score for a in ks), sum(a.norm_score for a in ks)) for ks in kth
         ],
-        alignment=pairs if any(tr.alignment is not None for tr in parts) else None,
+        alignment=(
+            alignment_side_by_side(segments, parts)
+            if any(tr.alignment is not None for tr in parts)
+            else None
+        ),
         source_lang=parts[0].source_lang,
         target_lang=parts[0].target_lang,
         zero_shot=parts[0].zero_shot,

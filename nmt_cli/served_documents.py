@@ -9,7 +9,13 @@ import asyncio
 from collections.abc import Sequence
 from functools import lru_cache
 
-from nmt_cli.document import build_protector, plan_documents, retry_short, segment_counter
+from nmt_cli.document import (
+    alignment_side_by_side,
+    build_protector,
+    plan_documents,
+    retry_short,
+    segment_counter,
+)
 from nmt_cli.request_body import RequestError
 
 
@@ -132,11 +138,8 @@ def _text_json(plan, i, results, texts, cut, alignments, attention, one) -> dict
             ],
         }
         if alignments:
-            pairs, src_at, tgt_at = [], 0, 0
-            for s, tr in zip(plan.segments_of(i), segments):
-                pairs += [(a + src_at, b + tgt_at) for a, b in tr.alignment or []]
-                src_at += len(plan.segments[s].split())
-                tgt_at += len(tr.text.split())
+            sources = [plan.segments[s] for s in plan.segments_of(i)]
+            pairs = alignment_side_by_side(sources, segments)
             out["alignment"] = " ".join(f"{a}-{b}" for a, b in pairs)
         if attention:
             out["attention"] = merged_attention([tr.attention for tr in segments])
