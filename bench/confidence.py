@@ -11,6 +11,7 @@ sentence chrF, and the mean chrF of the more and of the less confident half.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -77,4 +78,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from nmt_cli.errors import UserError
+
+    try:
+        main()
+    except (OSError, UserError) as exc:  # a missing file or run dir: one line, not a traceback
+        sys.exit(f"confidence: {exc}")

@@ -4,8 +4,8 @@ first leg's, the lower of the two, or their product, against sentence chrF.
     python bench/pivot_confidence.py --first runs/multilingual --second runs/multilingual \
         --source fr --via en --target de --src test.fr --ref test.de [--lines 1000] [--threads 1]
 
-Each leg is decoded as `nmt serve` decodes a pivot (the first model's best translation is the
-second's input, the recipes' beam); ``--source``, ``--via``, ``--target`` name the languages a
+The first model's best translation of each line, whole, is the second's input (the recipes'
+beam); ``--source``, ``--via``, ``--target`` name the languages a
 multilingual model is asked for (a one-pair model ignores them). Prints a Markdown table: per
 rule, Spearman's and Pearson's correlation with sentence chrF and the mean chrF of the more
 and of the less confident half.
@@ -14,6 +14,7 @@ and of the less confident half.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -71,4 +72,9 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from nmt_cli.errors import UserError
+
+    try:
+        main()
+    except (OSError, UserError) as exc:  # a missing file or run dir: one line, not a traceback
+        sys.exit(f"pivot_confidence: {exc}")

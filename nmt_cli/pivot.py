@@ -69,22 +69,20 @@ def chained(first, second):
 
 def rejoined(plan, pieces: Sequence, texts: Sequence[str]) -> list:
     """The second leg's Translation of each pivot text of ``texts``, from ``pieces``, the
-    Translations of ``plan``'s segments (the texts cut as `nmt translate` cuts its input): a
-    text's one segment's Translation, or one that joins its segments' as a multi-segment text's
-    native answer does (the translations put back in place, scores added, alignments side by
-    side, the lowest confidence); None for a blank text."""
-    from nmt_cli.translate import Translation
-
-    filled = [p if p is not None else Translation("", "", [], []) for p in pieces]
-    depth = max((len(p.alternatives) for p in filled), default=0)
-    versions = [plan.assemble(filled, alternative=k) for k in range(max(depth, 1))]
+    Translations of ``plan``'s segments (the texts cut as `nmt translate` cuts its input; an
+    empty Translation for a blank segment): a text's one segment's Translation, or one that
+    joins its segments' as a multi-segment text's native answer does (the translations put back
+    in place, scores added, alignments side by side, the lowest confidence); None for a blank
+    text."""
+    depth = max((len(p.alternatives) for p in pieces), default=0)
+    versions = [plan.assemble(pieces, alternative=k) for k in range(max(depth, 1))]
     out = []
     for i, text in enumerate(texts):
         segments = plan.segments_of(i)
         if len(segments) <= 1:
-            out.append(filled[segments[0]] if segments else None)
+            out.append(pieces[segments[0]] if segments else None)
             continue
-        joined = _joined([plan.segments[s] for s in segments], [filled[s] for s in segments])
+        joined = _joined([plan.segments[s] for s in segments], [pieces[s] for s in segments])
         joined.source, joined.text = text, versions[0][i]
         for k, alternative in enumerate(joined.alternatives):
             alternative.text = versions[k][i]

@@ -35,7 +35,7 @@ from nmt_cli.request_body import (
     read_texts,
 )
 from nmt_cli.serve_settings import ServeSettings
-from nmt_cli.served_documents import plan_texts, texts_json, translate_plan
+from nmt_cli.served_documents import filled, plan_texts, texts_json, translate_plan
 from nmt_cli.served_models import ServedModel
 
 MAX_BEAM = 32
@@ -164,7 +164,7 @@ class Service:
             pieces = await self._decode(
                 model.last, plan.segments, beam_size, nbest, alignments, False
             )
-            last = pivot.rejoined(plan, pieces, between)
+            last = pivot.rejoined(plan, filled(pieces), between)
             return [pivot.chained(a, b) for a, b in zip(middle, last)]
         if isinstance(model, Route):
             model = model.first
