@@ -77,10 +77,15 @@ def main() -> None:
     print_table(table, quality, "signal")
 
 
-if __name__ == "__main__":
+def run(main, label: str) -> None:
+    """``main()``, a missing file or run dir ending in one line rather than a traceback."""
     from nmt_cli.errors import UserError
 
     try:
         main()
-    except (OSError, UserError) as exc:  # a missing file or run dir: one line, not a traceback
-        sys.exit(f"confidence: {exc}")
+    except (OSError, UserError) as exc:
+        sys.exit(f"{label}: {exc}")
+
+
+if __name__ == "__main__":
+    run(main, "confidence")

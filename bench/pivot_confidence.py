@@ -14,11 +14,10 @@ and of the less confident half.
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
 import numpy as np
-from confidence import print_table  # bench/confidence.py
+from confidence import print_table, run  # bench/confidence.py
 
 
 def read(path: Path, n: int) -> list[str]:
@@ -72,9 +71,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    from nmt_cli.errors import UserError
-
-    try:
-        main()
-    except (OSError, UserError) as exc:  # a missing file or run dir: one line, not a traceback
-        sys.exit(f"pivot_confidence: {exc}")
+    run(main, "pivot_confidence")
