@@ -1,5 +1,6 @@
 """Which of the model's own signals ranks translations by quality: each confidence feature of
-nmt_cli/confidence.py, and simple combinations, against sentence chrF on a held-out split.
+nmt_cli/translation/confidence.py, and simple combinations, against sentence chrF on a held-out
+split.
 
     python bench/confidence.py -m runs/en-fr [--split valid] [--beam-size 5] [--threads 1]
 
@@ -52,8 +53,8 @@ def main() -> None:
 
     from sacrebleu.metrics import CHRF
 
-    from nmt_cli.confidence import confidence_of, features
-    from nmt_cli.translate import Translator
+    from nmt_cli.translation.confidence import confidence_of, features
+    from nmt_cli.translation.translator import Translator
 
     data = args.model / "data"
     sources = (data / f"{args.split}.src.txt").read_text(encoding="utf-8").split("\n")[:-1]
@@ -79,7 +80,7 @@ def main() -> None:
 
 def run(main, label: str) -> None:
     """``main()``, a missing file or run dir ending in one line rather than a traceback."""
-    from nmt_cli.errors import UserError
+    from nmt_cli.runtime.errors import UserError
 
     try:
         main()

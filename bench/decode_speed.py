@@ -65,7 +65,7 @@ def main() -> None:
 
     import sacrebleu
 
-    from nmt_cli.checkpoint import load_model
+    from nmt_cli.training.checkpoint import load_model
 
     loaded = load_model(args.model)
     tokenizer, path = loaded.tokenizer, loaded.path

@@ -66,9 +66,9 @@ def main() -> None:
     ap.add_argument("--glossary-out", type=Path, help="write the glossary here (TSV)")
     args = ap.parse_args()
 
-    from nmt_cli.glossary import Glossary, Term
-    from nmt_cli.scoring import score
-    from nmt_cli.translate import Translator
+    from nmt_cli.evaluation.scores import score
+    from nmt_cli.translation.glossary import Glossary, Term
+    from nmt_cli.translation.translator import Translator
 
     data = args.model / "data"
 
@@ -158,7 +158,7 @@ def main() -> None:
     )
 
     # prefixes: the reference's first half (in words), and the model's own translation's
-    from nmt_cli.tokenizer import normalize
+    from nmt_cli.data.tokenizer import normalize
 
     def halves(texts):
         return [" ".join(t.split()[: max(1, len(t.split()) // 2)]) for t in texts]

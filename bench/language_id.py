@@ -8,7 +8,7 @@ Reads the Tatoeba en-fr and en-de splits from the data mirror ($NMT_DATA_MIRROR,
 labelled with its language. Every identifier is restricted to --languages (as `nmt serve`
 restricts it to the languages it serves) and asked for each line alone. Prints, per identifier,
 the share of lines identified right in each length bucket (characters) and overall, and lines/s.
-`py3langid` is nmt_cli/language_id.py (what `nmt serve` uses); `lingua`
+`py3langid` is nmt_cli/serving/language_id.py (what `nmt serve` uses); `lingua`
 (lingua-language-detector, not a dependency: pip install it to compare) is measured beside it.
 """
 
@@ -42,7 +42,7 @@ def labelled_lines(mirror: Path, languages: list[str], split: str) -> list[tuple
 
 
 def py3langid_identifier(languages: list[str]):
-    from nmt_cli.language_id import LanguageIdentifier
+    from nmt_cli.serving.language_id import LanguageIdentifier
 
     ident = LanguageIdentifier(languages)
     return lambda text: ident.detect(text)[0][0]

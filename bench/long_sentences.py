@@ -3,7 +3,7 @@
 Consecutive Multi30k test_2016_flickr lines are joined with ", and " (their references with
 ", et ") until the sentence has ``--words`` words or more. Each joined sentence is translated
 whole (only the output length cap relative to the source applies), then cut into parts of at
-most N source subwords, at clause boundaries (nmt_cli/segment.py's clause_spans: commas,
+most N source subwords, at clause boundaries (nmt_cli/documents/segment.py's clause_spans: commas,
 semicolons, conjunctions) or at the space nearest the middle, each part translated alone and
 the translations joined with a space; and through the document layer as nmt translate does it
 (decode.max_segment_tokens, a retry of translations that lost words). Printed per variant:
@@ -27,9 +27,9 @@ from pathlib import Path
 
 import sacrebleu
 
-from nmt_cli.segment import clause_spans
-from nmt_cli.tokenizer import normalize
-from nmt_cli.translate import Translator
+from nmt_cli.data.tokenizer import normalize
+from nmt_cli.documents.segment import clause_spans
+from nmt_cli.translation.translator import Translator
 
 
 def joined(data: Path, words: int) -> tuple[list[str], list[str]]:

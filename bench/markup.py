@@ -28,9 +28,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from nmt_cli.document import plan_documents  # noqa: E402
-from nmt_cli.protect import Protector  # noqa: E402
-from nmt_cli.translate import Translator  # noqa: E402
+from nmt_cli.documents.layer import plan_documents  # noqa: E402
+from nmt_cli.documents.protect import Protector  # noqa: E402
+from nmt_cli.translation.translator import Translator  # noqa: E402
 
 TAGS = [
     ("b", ""),

@@ -1,6 +1,6 @@
 """The multilingual experiments of docs/recipes.md#one-model-many-languages, as a user runs them:
 whole `nmt` processes, test BLEU per direction with sacreBLEU, and the share of translations a
-language identifier (nmt_cli/language_id.py, told the three languages) finds in the
+language identifier (nmt_cli/serving/language_id.py, told the three languages) finds in the
 requested language.
 
     python bench/multilingual.py compare --minutes 60 --work runs/ml-compare
@@ -125,7 +125,7 @@ def translate(run_dir: Path, src: Path, args, *options) -> list[str]:
 def in_language(lines: list[str], lang: str) -> float:
     """Share of non-empty lines the service's language identifier (told en, fr and de) finds
     in ``lang``."""
-    from nmt_cli.language_id import LanguageIdentifier
+    from nmt_cli.serving.language_id import LanguageIdentifier
 
     identify = LanguageIdentifier(list(LANGS))
     said = [identify.detect(line)[0][0] for line in lines if line.strip()]
@@ -328,7 +328,7 @@ def speed(args) -> dict:
     long each writes. The models take turns, --repeat times; the best of each is kept."""
     import time
 
-    from nmt_cli.translate import Translator
+    from nmt_cli.translation.translator import Translator
 
     lines = read(args.src, args.test_lines or None)
     pinned = dict(min_len=args.steps, max_len_const=args.steps, max_len_ratio=1e-6, shortlist=False)
@@ -359,13 +359,13 @@ def train_speed(args) -> dict:
 
     import torch
 
-    from nmt_cli.batches import iterate_epoch
-    from nmt_cli.device import autocast_context, pick_device, resolve_precision
+    from nmt_cli.config.recipes import load_recipe
+    from nmt_cli.data.batches import iterate_epoch
+    from nmt_cli.data.store import load_split
+    from nmt_cli.data.tokenizer import Tokenizer
     from nmt_cli.model import build_model
-    from nmt_cli.recipes import load_recipe
-    from nmt_cli.store import load_split
-    from nmt_cli.tokenizer import Tokenizer
-    from nmt_cli.training import make_optimizer
+    from nmt_cli.runtime.device import autocast_context, pick_device, resolve_precision
+    from nmt_cli.training.loop import make_optimizer
 
     torch.set_num_threads(int(args.threads))
     device = pick_device("cpu")
@@ -406,11 +406,12 @@ def train_speed(args) -> dict:
 
 
 def vocabularies(args) -> dict:
-    """Each target language's pieces in a multilingual run (nmt_cli/language_vocabulary.py): how
+    """Each target language's pieces in a multilingual run
+    (nmt_cli/decoding/language_vocabulary.py): how
     many, and what share of another language's training target tokens they could write."""
-    from nmt_cli.checkpoint import load_model
-    from nmt_cli.language_vocabulary import piece_counts
-    from nmt_cli.store import load_meta
+    from nmt_cli.data.store import load_meta
+    from nmt_cli.decoding.language_vocabulary import piece_counts
+    from nmt_cli.training.checkpoint import load_model
 
     (run,) = args.model
     languages = load_model(run).languages.pieces

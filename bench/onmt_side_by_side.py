@@ -113,7 +113,7 @@ def _pieces(tokenizer, ids, offsets) -> list[str]:
 def prepare(args) -> None:
     import numpy as np
 
-    from nmt_cli.tokenizer import Tokenizer
+    from nmt_cli.data.tokenizer import Tokenizer
 
     p = _paths(args)
     if not (p["nmt"] / "data" / "meta.json").exists():
@@ -361,7 +361,7 @@ def _parameters(base: Path) -> dict[str, float | None]:
 def translate(args) -> None:
     import sacrebleu
 
-    from nmt_cli.tokenizer import Tokenizer
+    from nmt_cli.data.tokenizer import Tokenizer
 
     p = _paths(args)
     out = Path(args.dir) / "out"
@@ -448,7 +448,7 @@ def translate(args) -> None:
     )
     import torch
 
-    from nmt_cli.device import resolve_decode_precision
+    from nmt_cli.runtime.device import resolve_decode_precision
 
     precision = resolve_decode_precision("auto", torch.device("cpu"))
     print(

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import torch
 
-from nmt_cli.translate import Translator
+from nmt_cli.translation.translator import Translator
 
 
 def read(data: Path, name: str) -> list[str]:

@@ -44,7 +44,7 @@ def main() -> None:
 
     from sacrebleu.metrics import CHRF
 
-    from nmt_cli.translate import Translator
+    from nmt_cli.translation.translator import Translator
 
     sources, refs = read(args.src, args.lines), read(args.ref, args.lines)
     first = Translator.load(args.first, threads=args.threads)

@@ -46,7 +46,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def base_pairs() -> list[tuple[list[str], list[str]]]:
     """Multi30k and Tatoeba en-fr training pairs (about 175k), split into words."""
-    from nmt_cli.corpora import fetch, read_lines
+    from nmt_cli.data.corpora import fetch, read_lines
 
     pairs = list(
         zip(
@@ -97,7 +97,7 @@ def corpus_block(seed_and_index: tuple[int, int]) -> tuple[bytes, bytes]:
 
 def make_corpus(n: int, folder: Path, seed: int = 0) -> None:
     """n pairs (rounded up to whole blocks) as train.{en,fr}.gz, made on every core."""
-    from nmt_cli.workers import ordered_map, usable_cores
+    from nmt_cli.data.workers import ordered_map, usable_cores
 
     folder.mkdir(parents=True, exist_ok=True)
     done = folder / "COMPLETE"
@@ -172,8 +172,8 @@ def ceiling(run_dir: Path, max_lines: int = 2_000_000, repeat: int = 3) -> dict:
     """SentencePiece's own batch encoding speed on (up to max_lines of) the stored lines, already
     in memory: the best of ``repeat`` rounds, so that a moment of load elsewhere on the machine
     lowers the ceiling less (which would flatter the preprocess)."""
-    from nmt_cli.tokenizer import Tokenizer
-    from nmt_cli.workers import usable_cores
+    from nmt_cli.data.tokenizer import Tokenizer
+    from nmt_cli.data.workers import usable_cores
 
     tok, threads = Tokenizer.load(run_dir), usable_cores()
     text = {}
@@ -200,7 +200,7 @@ def recipe_for(corpus: Path, work: Path, sample_sentences: int | None) -> Path:
     en_fr["name"] = "bench"
     if sample_sentences:
         en_fr["tokenizer"]["sample_sentences"] = sample_sentences
-    from nmt_cli.corpora import fetch
+    from nmt_cli.data.corpora import fetch
 
     # Every split as a path (no corpus registry), which every revision reads alike (--baseline).
     held_out = {

@@ -9,7 +9,7 @@ precision and recall of the boundaries it puts, and sentences per second (one th
     OMP_NUM_THREADS=1 python bench/segmenters.py [--data DIR] [--lines 1000] [--join 3]
 
 Candidates: sentencex, pysbd, sentence-splitter (pip install them; a missing one is skipped).
-The project's nmt_cli/segment.py uses the winner; docs/translate.md records the results.
+The project's nmt_cli/documents/segment.py uses the winner; docs/translate.md records the results.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-from nmt_cli.segment import spans_of
+from nmt_cli.documents.segment import spans_of
 
 CORPORA = {
     "multi30k": {

@@ -289,8 +289,8 @@ def file_process_mode(args, lines: list[str]) -> dict:
 
 def file_mode(args, lines: list[str]) -> dict:
     """`nmt translate -i FILE`'s code path, timed without start-up and model loading."""
-    from nmt_cli.lines import OutputOptions, translate_stream
-    from nmt_cli.translate import Translator
+    from nmt_cli.translation.lines import OutputOptions, translate_stream
+    from nmt_cli.translation.translator import Translator
 
     translator = Translator.load(args.model, device="cpu", threads=args.threads)
     translator.translate(lines[:8])
@@ -340,8 +340,8 @@ def main() -> None:
         sys.exit("--rss-every must be above 0 and --max-sentences at least 1")
 
     sys.path.insert(0, str(ROOT))
-    from nmt_cli.corpora import read_lines
-    from nmt_cli.translate import Translator
+    from nmt_cli.data.corpora import read_lines
+    from nmt_cli.translation.translator import Translator
 
     if args.sentence:
         lines = [args.sentence] * (args.requests or 200)

@@ -39,9 +39,9 @@ def main() -> None:
 
     import torch
 
-    from nmt_cli.scoring import score
-    from nmt_cli.shortlist import learn_shortlist
-    from nmt_cli.translate import load_translator
+    from nmt_cli.decoding.shortlist import learn_shortlist
+    from nmt_cli.evaluation.scores import score
+    from nmt_cli.translation.translator import load_translator
 
     data = args.model / "data"
     sources = (data / f"{args.split}.src.txt").read_text(encoding="utf-8").split("\n")[:-1]

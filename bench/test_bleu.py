@@ -38,11 +38,11 @@ def main() -> None:
     ap.add_argument("--record", type=Path, help="write the figure here (bench/records/NAME.json)")
     args = ap.parse_args()
 
-    from nmt_cli.corpora import fetch_tok_reference, read_lines
-    from nmt_cli.errors import DataError
-    from nmt_cli.recipes import load_recipe
-    from nmt_cli.scoring import score
-    from nmt_cli.store import load_meta
+    from nmt_cli.config.recipes import load_recipe
+    from nmt_cli.data.corpora import fetch_tok_reference, read_lines
+    from nmt_cli.data.store import load_meta
+    from nmt_cli.evaluation.scores import score
+    from nmt_cli.runtime.errors import DataError
 
     meta = load_meta(args.model)
     data = load_recipe(args.model / "recipe.yaml").data

@@ -24,13 +24,18 @@ from pathlib import Path
 import record
 import torch
 
-from nmt_cli.batches import iterate_epoch
-from nmt_cli.device import autocast_context, configure_threads, pick_device, resolve_precision
+from nmt_cli.config.recipes import load_recipe
+from nmt_cli.data.batches import iterate_epoch
+from nmt_cli.data.store import load_split
+from nmt_cli.data.tokenizer import Tokenizer
 from nmt_cli.model import build_model
-from nmt_cli.recipes import load_recipe
-from nmt_cli.store import load_split
-from nmt_cli.tokenizer import Tokenizer
-from nmt_cli.training import make_optimizer
+from nmt_cli.runtime.device import (
+    autocast_context,
+    configure_threads,
+    pick_device,
+    resolve_precision,
+)
+from nmt_cli.training.loop import make_optimizer
 
 
 def synchronize(device: torch.device) -> None:

@@ -31,7 +31,7 @@ def parse_config(text: str) -> tuple[str, list[str]]:
 
 
 def batch_tokens(recipe: str, sets: list[str]) -> int:
-    from nmt_cli.recipes import load_recipe
+    from nmt_cli.config.recipes import load_recipe
 
     return load_recipe(Path(recipe), overrides=sets).train.batch_tokens
 

@@ -45,7 +45,7 @@ def nmt(*args: str) -> subprocess.CompletedProcess:
 def run_variant(
     name: str, recipe: str, base: Path, out: Path, minutes: float, split: str, common: list[str]
 ) -> dict:
-    from nmt_cli.scoring import bleu_by_length, score
+    from nmt_cli.evaluation.scores import bleu_by_length, score
 
     run_dir = fresh_run_dir(base, out / name)
     sets = [x for s in common + VARIANTS[name] + SAME_BUDGET for x in ("--set", s)]
@@ -79,7 +79,7 @@ def run_variant(
 
 
 def _params(run_dir: Path) -> int:
-    from nmt_cli.checkpoint import load_model
+    from nmt_cli.training.checkpoint import load_model
 
     model = load_model(run_dir).model
     return model.parameter_count()
@@ -173,7 +173,7 @@ def main() -> None:
             + "  ".join(f"{b['bucket']}: {b['bleu']} ({b['sentences']})" for b in r["by_length"])
         )
     if args.plot:
-        from nmt_cli.plots import bleu_by_length_chart
+        from nmt_cli.translation.plots import bleu_by_length_chart
 
         bleu_by_length_chart({n: results[n] for n in names}, args.plot)
 

@@ -10,7 +10,7 @@ __all__ = ["Translator", "Translation", "__version__"]
 def __getattr__(name: str):
     # Lazy, so that `nmt --help` and `import nmt_cli` do not import torch.
     if name in ("Translator", "Translation", "Alternative"):
-        from nmt_cli import translate
+        from nmt_cli.translation import translator as translate
 
         return getattr(translate, name)
     raise AttributeError(f"module 'nmt_cli' has no attribute {name!r}")

@@ -71,8 +71,8 @@ def tiny_recipe_dict(data: dict, **sections) -> dict:
 @pytest.fixture(scope="session")
 def tiny_run(tmp_path_factory):
     """A preprocessed run dir (real Multi30k slice, 300-piece vocabulary), shared read-only."""
-    from nmt_cli.preprocess import preprocess
-    from nmt_cli.recipes import recipe_from_dict
+    from nmt_cli.config.recipes import recipe_from_dict
+    from nmt_cli.data.preprocess import preprocess
 
     base = tmp_path_factory.mktemp("tiny")
     data = write_slice(base / "corpus")
@@ -94,8 +94,8 @@ def trained_copy(
     (and ``decode`` over its decode.*); returns its run dir."""
     import shutil
 
-    from nmt_cli.recipes import recipe_from_dict
-    from nmt_cli.training import train
+    from nmt_cli.config.recipes import recipe_from_dict
+    from nmt_cli.training.loop import train
 
     recipe, run_dir = tiny_run
     copy = tmp_path_factory.mktemp(name) / "run"

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from nmt_cli.arrays import ArrayWriter, SideWriter, id_dtype
+from nmt_cli.data.arrays import ArrayWriter, SideWriter, id_dtype
 
 
 def test_chunked_writer_makes_a_valid_npy_only_on_close(tmp_path):

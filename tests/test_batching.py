@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from nmt_cli.batching import Batcher, Job, QueueFull, ReturningClients
+from nmt_cli.serving.job_queue import Batcher, Job, QueueFull, ReturningClients
 
 
 class RecordingTranslator:
@@ -151,8 +151,8 @@ def test_answered_clients_that_do_not_come_back_are_waited_for_max_wait_only():
 
 
 def test_the_server_bounds_native_caches_and_hands_back_freed_heap(monkeypatch):
-    import nmt_cli.batching as batching
-    from nmt_cli import memory
+    import nmt_cli.serving.job_queue as batching
+    from nmt_cli.runtime import memory
 
     monkeypatch.delenv(memory.PRIMITIVE_CACHE_ENV, raising=False)
     monkeypatch.delenv(memory.COMPUTATION_CACHE_ENV, raising=False)

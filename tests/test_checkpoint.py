@@ -5,8 +5,8 @@ import random
 import pytest
 import torch
 
-from nmt_cli import checkpoint as ckpt
-from nmt_cli.errors import CheckpointError
+from nmt_cli.runtime.errors import CheckpointError
+from nmt_cli.training import checkpoint as ckpt
 from tests.conftest import trained_copy
 
 
@@ -116,8 +116,8 @@ def trained_run(tiny_run, tmp_path_factory):
 
 
 def _outputs(loaded, lines, beam):
-    from nmt_cli.config import DecodeConfig
-    from nmt_cli.translate import Translator
+    from nmt_cli.config.sections import DecodeConfig
+    from nmt_cli.translation.translator import Translator
 
     tr = Translator(
         loaded.model,

@@ -5,10 +5,10 @@ import os
 import pytest
 import torch
 
-from nmt_cli import checkpoint as ckpt
-from nmt_cli.checkpoint_policy import CheckpointPolicy
-from nmt_cli.config import TrainConfig
-from nmt_cli.training import Progress
+from nmt_cli.config.sections import TrainConfig
+from nmt_cli.training import checkpoint as ckpt
+from nmt_cli.training.checkpoint_policy import CheckpointPolicy
+from nmt_cli.training.loop import Progress
 
 
 def policy(tmp_path, progress, **cfg):

@@ -224,8 +224,8 @@ def _trained_copy(tiny_run, tmp_path: Path) -> Path:
     """A copy of the tiny run dir with two training steps: a model translate can load."""
     import shutil
 
-    from nmt_cli.recipes import recipe_from_dict
-    from nmt_cli.training import train
+    from nmt_cli.config.recipes import recipe_from_dict
+    from nmt_cli.training.loop import train
 
     recipe, run_dir = tiny_run
     run = tmp_path / "run"
@@ -453,8 +453,8 @@ def test_translate_shows_progress_on_a_terminal_and_only_translations_on_stdout(
     import pty
     import shutil as sh
 
-    from nmt_cli.recipes import recipe_from_dict
-    from nmt_cli.training import train as run_train
+    from nmt_cli.config.recipes import recipe_from_dict
+    from nmt_cli.training.loop import train as run_train
 
     recipe, run_dir = tiny_run
     run = tmp_path / "run"

@@ -2,9 +2,9 @@ from pathlib import Path
 
 import pytest
 
-from nmt_cli.config import Recipe
-from nmt_cli.errors import ConfigError
-from nmt_cli.recipes import load_recipe, recipe_differences, recipe_from_dict
+from nmt_cli.config.recipes import load_recipe, recipe_differences, recipe_from_dict
+from nmt_cli.config.sections import Recipe
+from nmt_cli.runtime.errors import ConfigError
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -207,7 +207,7 @@ def test_a_folder_given_as_recipe_says_so(tmp_path):
 def test_overrides_are_checked_as_the_recipe_checks_its_keys():
     import dataclasses
 
-    from nmt_cli.config import DecodeConfig, override
+    from nmt_cli.config.sections import DecodeConfig, override
 
     base = DecodeConfig()
     assert override(base, {"beam_size": 3, "shortlist": None}) == dataclasses.replace(

@@ -3,9 +3,9 @@ import subprocess
 import sys
 from pathlib import Path
 
-from nmt_cli.config import RESUMABLE_KEYS, Recipe
-from nmt_cli.config_doc import REGENERATE, SECTION_PURPOSE, key_rows, render, sections
-from nmt_cli.recipes import recipe_from_dict
+from nmt_cli.config.recipes import recipe_from_dict
+from nmt_cli.config.reference import REGENERATE, SECTION_PURPOSE, key_rows, render, sections
+from nmt_cli.config.sections import RESUMABLE_KEYS, Recipe
 
 ROOT = Path(__file__).resolve().parent.parent
 PAGE = ROOT / "docs" / "recipe-keys.md"
@@ -19,7 +19,7 @@ def test_committed_page_is_what_the_code_generates():
 
 def test_the_module_prints_the_page_as_utf8():
     out = subprocess.run(
-        [sys.executable, "-m", "nmt_cli.config_doc"],
+        [sys.executable, "-m", "nmt_cli.config.reference"],
         cwd=ROOT,
         capture_output=True,
         check=True,
@@ -42,7 +42,7 @@ def test_every_leaf_key_has_one_row_and_a_help_string():
     assert sorted(keys) == sorted(flat) and len(keys) == len(set(keys))
     page = render()
     for key, f in key_rows():
-        assert f.metadata.get("help"), f"{key} has no help string in nmt_cli/config.py"
+        assert f.metadata.get("help"), f"{key} has no help string in nmt_cli/config/sections.py"
         assert page.count(f"| `{key}` |") == 1
 
 

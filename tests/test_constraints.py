@@ -3,14 +3,14 @@ import math
 import pytest
 import torch
 
-from nmt_cli.constraints import (
+from nmt_cli.decoding.constraints import (
     Forced,
     constrained_beam_search,
     contains,
     with_forced_tokens,
 )
-from nmt_cli.search import beam_search
-from nmt_cli.shortlist import Candidates
+from nmt_cli.decoding.search import beam_search
+from nmt_cli.decoding.shortlist import Candidates
 from tests.test_search import model, ragged_batch, sequence_logprob
 
 
@@ -57,8 +57,8 @@ def test_a_sentence_without_terms_keeps_its_plain_translation_in_a_mixed_batch()
     sources = [src[i, : lengths[i]].tolist() for i in range(6)]
     free, unlikely = unlikely_tokens(m, src, lengths, 2)
     forced = [Forced([[u[0]]]) if i % 2 else Forced() for i, u in enumerate(unlikely)]
-    from nmt_cli.config import DecodeConfig
-    from nmt_cli.translate import decode_ids
+    from nmt_cli.config.sections import DecodeConfig
+    from nmt_cli.translation.translator import decode_ids
 
     config = DecodeConfig(beam_size=4, max_len_const=4, workers=1, batch_size=3)
     plain = decode_ids(m, sources, config)
@@ -141,7 +141,7 @@ def test_a_term_ends_its_word_when_continuations_are_given():
 
 
 def test_sentences_leaving_the_batch_change_no_result(monkeypatch):
-    import nmt_cli.constraints as constraints
+    import nmt_cli.decoding.constraints as constraints
 
     m = model(10)
     _, src, lengths = ragged_batch(10, 12)
@@ -158,7 +158,7 @@ def test_sentences_leaving_the_batch_change_no_result(monkeypatch):
 
 
 def test_a_term_starts_where_the_attention_points_at_its_source_words(monkeypatch):
-    from nmt_cli import constraints
+    from nmt_cli.decoding import constraints
 
     m = model(11)
     _, src, lengths = ragged_batch(6, 13, width=14)
@@ -188,10 +188,10 @@ def test_a_term_starts_where_the_attention_points_at_its_source_words(monkeypatc
 
 
 def test_terms_that_find_no_place_under_the_attention_rule_are_placed_without_it(monkeypatch):
-    from nmt_cli import constraints
-    from nmt_cli.config import DecodeConfig
-    from nmt_cli.forced_decoding import forced_decode_ids
-    from nmt_cli.translate import decode_ids
+    from nmt_cli.config.sections import DecodeConfig
+    from nmt_cli.decoding import constraints
+    from nmt_cli.decoding.forced import forced_decode_ids
+    from nmt_cli.translation.translator import decode_ids
 
     m = model(12)
     _, src, lengths = ragged_batch(4, 14)

@@ -1,7 +1,7 @@
 import pytest
 
-from nmt_cli.controlled import hold_back, text_confidences
-from nmt_cli.translate import Translation
+from nmt_cli.translation.controlled import hold_back, text_confidences
+from nmt_cli.translation.translator import Translation
 from tests.test_serve import Server, run_dir  # noqa: F401 (the fixture)
 
 
@@ -65,7 +65,7 @@ def test_libretranslate_route_gives_the_source_back_below_the_threshold(controll
 
 
 def test_a_text_comes_back_as_sent_when_one_of_its_sentences_is_below_the_threshold():
-    from nmt_cli.document import plan_documents
+    from nmt_cli.documents.layer import plan_documents
 
     plan = plan_documents(["A man runs. A dog sleeps.", "   ", "Two cats."])
     sure = Translation("a", "A", [], [1], confidence=0.9)

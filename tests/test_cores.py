@@ -5,8 +5,8 @@ import os
 
 import pytest
 
-from nmt_cli import cores
-from nmt_cli.cores import Sample, busy_between, parse_cpu_times
+from nmt_cli.runtime import cores
+from nmt_cli.runtime.cores import Sample, busy_between, parse_cpu_times
 
 STAT = """cpu  400 0 200 1400 0 0 0 0 0 0
 cpu0 100 0 50 850 0 0 0 0 0 0

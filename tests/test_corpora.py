@@ -5,8 +5,8 @@ import threading
 
 import pytest
 
-from nmt_cli import corpora
-from nmt_cli.errors import DataError
+from nmt_cli.data import corpora
+from nmt_cli.runtime.errors import DataError
 from tests.conftest import MIRROR
 
 
@@ -165,7 +165,7 @@ def test_read_lines_replaces_invalid_utf8_and_reads_gzip(tmp_path):
 
 @pytest.mark.parametrize("reader", ["installed", "zlib"])
 def test_a_truncated_or_foreign_gzip_file_is_one_data_error(tmp_path, monkeypatch, reader):
-    from nmt_cli.errors import DataError
+    from nmt_cli.runtime.errors import DataError
 
     if reader == "zlib":  # the standard library's reader, as without the fast-gzip extra
         monkeypatch.setitem(corpora.COMPRESSED_OPENERS, ".gz", gzip.open)

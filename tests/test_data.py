@@ -4,14 +4,20 @@ import numpy as np
 import pytest
 import torch
 
-from nmt_cli.batches import epoch_shards, iterate_epoch, make_batch, padding_fraction, token_batches
-from nmt_cli.corpora import read_lines
-from nmt_cli.errors import DataError
-from nmt_cli.preprocess import preprocess
-from nmt_cli.recipes import recipe_from_dict
-from nmt_cli.splits import save_tok_references, split_files
-from nmt_cli.store import EncodedSplit, Side, load_split, sampled_split
-from nmt_cli.tokenizer import BOS, EOS, PAD, Tokenizer, normalize
+from nmt_cli.config.recipes import recipe_from_dict
+from nmt_cli.data.batches import (
+    epoch_shards,
+    iterate_epoch,
+    make_batch,
+    padding_fraction,
+    token_batches,
+)
+from nmt_cli.data.corpora import read_lines
+from nmt_cli.data.preprocess import preprocess
+from nmt_cli.data.splits import save_tok_references, split_files
+from nmt_cli.data.store import EncodedSplit, Side, load_split, sampled_split
+from nmt_cli.data.tokenizer import BOS, EOS, PAD, Tokenizer, normalize
+from nmt_cli.runtime.errors import DataError
 from tests.conftest import multi30k_lines, tiny_recipe_dict, write_slice
 
 
@@ -71,7 +77,7 @@ def test_tok_references_are_copied_for_held_out_splits(tmp_path, monkeypatch):
 
 
 def test_sampled_split_is_a_fresh_but_reproducible_segmentation_per_epoch(tiny_run):
-    from nmt_cli.tokenizer import Tokenizer
+    from nmt_cli.data.tokenizer import Tokenizer
 
     _, run_dir = tiny_run
     tok = Tokenizer.load(run_dir)
@@ -180,7 +186,7 @@ def _split_of_lengths(src_lengths, tgt_lengths) -> EncodedSplit:
 
 
 def test_large_splits_are_batched_a_shard_at_a_time(monkeypatch):
-    from nmt_cli import batches as data_module
+    from nmt_cli.data import batches as data_module
 
     monkeypatch.setattr(data_module, "EPOCH_SHARD", 1000)
     monkeypatch.setattr(data_module, "SHARD_BLOCK", 64)
@@ -264,7 +270,7 @@ def test_iterate_epoch_resumes_from_position_and_shards(tiny_run):
 
 
 def test_chunked_encoding_equals_encoding_at_once():
-    from nmt_cli.store import _flat, encode_flat
+    from nmt_cli.data.store import _flat, encode_flat
 
     encode = lambda lines: [[len(w) for w in line.split()] for line in lines]
     lines = ["a bb ccc", "", "dddd", "e f", "gg hh ii jj", "k"]
@@ -350,7 +356,7 @@ def test_several_corpora_tsv_and_dedup_with_counts_per_corpus(tmp_path):
 
 
 def test_read_and_clean_on_worker_processes_stores_what_one_process_stores(tmp_path, monkeypatch):
-    from nmt_cli import preprocess as data_module
+    from nmt_cli.data import preprocess as data_module
 
     data = write_slice(tmp_path / "c", n_train=400, n_valid=10)
     monkeypatch.setattr(data_module, "TEXT_CHUNK", 37)  # many blocks through the workers
@@ -450,10 +456,10 @@ def test_sentencepiece_learns_from_a_bounded_sample_or_a_sample_file(tmp_path):
 
 
 def test_sentencepiece_sample_is_drawn_from_the_raw_pairs_then_cleaned_like_the_corpus(tmp_path):
-    from nmt_cli.pairs import filter_reason
-    from nmt_cli.reservoir import Reservoir
-    from nmt_cli.splits import pair_source
-    from nmt_cli.tokenizer_sample import _draw_sample
+    from nmt_cli.data.pairs import filter_reason
+    from nmt_cli.data.reservoir import Reservoir
+    from nmt_cli.data.splits import pair_source
+    from nmt_cli.data.tokenizer_sample import _draw_sample
 
     data = write_slice(tmp_path / "c", n_train=2000, n_valid=10)
     en = multi30k_lines("train", "en", 2000)
@@ -497,8 +503,8 @@ def test_interrupted_preprocess_leaves_nothing_complete_and_reruns_cleanly(
 ):
     import shutil
 
-    from nmt_cli import preprocess as data_module
-    from nmt_cli.preprocess import ensure_preprocessed
+    from nmt_cli.data import preprocess as data_module
+    from nmt_cli.data.preprocess import ensure_preprocessed
 
     recipe, run_dir = tiny_run
     copy = tmp_path / "run"
@@ -560,8 +566,8 @@ def test_sigkill_during_preprocess_never_leaves_data_that_loads_as_complete(tmp_
 
 @pytest.mark.parametrize("pread", [False, True])
 def test_rows_read_from_the_stored_arrays_are_the_sentences(tiny_run, monkeypatch, pread):
-    from nmt_cli import store as data_module
-    from nmt_cli.store import read_rows
+    from nmt_cli.data import store as data_module
+    from nmt_cli.data.store import read_rows
 
     if pread:  # as for a split past PREAD_FROM bytes of ids
         monkeypatch.setattr(data_module, "PREAD_FROM", 0)
@@ -577,8 +583,8 @@ def test_rows_read_from_the_stored_arrays_are_the_sentences(tiny_run, monkeypatc
 
 
 def test_shortlist_of_a_large_split_is_learned_from_a_sample(tiny_run, monkeypatch):
-    from nmt_cli import store as data_module
-    from nmt_cli.store import learn_split_shortlist
+    from nmt_cli.data import store as data_module
+    from nmt_cli.data.store import learn_split_shortlist
 
     _, run_dir = tiny_run
     tok = Tokenizer.load(run_dir)
@@ -603,7 +609,7 @@ def _resident_file_kb() -> int:
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="Linux only")
 def test_release_pages_drops_what_batches_mapped_in_and_keeps_the_data(tmp_path):
-    from nmt_cli.store import EncodedSplit, Side
+    from nmt_cli.data.store import EncodedSplit, Side
 
     n = 8_000_000  # 16 MB of uint16 ids a side
     ids = (np.arange(n) % 7000).astype(np.uint16)
@@ -626,8 +632,8 @@ def test_release_pages_drops_what_batches_mapped_in_and_keeps_the_data(tmp_path)
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="Linux only")
 def test_side_lengths_reads_every_offset_without_keeping_its_pages(tmp_path):
-    from nmt_cli.batches import side_lengths
-    from nmt_cli.store import Side
+    from nmt_cli.data.batches import side_lengths
+    from nmt_cli.data.store import Side
 
     lengths = (np.arange(4_000_000) % 50 + 1).astype(np.int64)  # 32 MB of offsets
     np.save(tmp_path / "offsets.npy", np.concatenate([[0], np.cumsum(lengths)]))
@@ -643,7 +649,7 @@ def test_side_lengths_reads_every_offset_without_keeping_its_pages(tmp_path):
 
 @pytest.mark.skipif(not os.path.exists("/proc/self/status"), reason="Linux only")
 def test_batches_of_large_stored_arrays_are_read_without_mapping_them(tmp_path, monkeypatch):
-    import nmt_cli.store as data
+    import nmt_cli.data.store as data
 
     lengths = (np.arange(400_000) * 7919 % 40 + 1).astype(np.int64)
     offsets = np.concatenate([[0], np.cumsum(lengths)])
@@ -708,7 +714,7 @@ def test_preprocessing_never_imports_torch(tmp_path):
 
 
 def test_map_array_reads_what_np_load_reads_and_refuses_other_arrays(tmp_path):
-    from nmt_cli.store import map_array
+    from nmt_cli.data.store import map_array
 
     for array in (np.arange(70000, dtype=np.uint16), np.zeros(0, dtype=np.int64)):
         np.save(tmp_path / "a.npy", array)

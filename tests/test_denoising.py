@@ -5,13 +5,13 @@ import random
 
 import pytest
 
-from nmt_cli.denoising import noised
-from nmt_cli.directions import groups_of
-from nmt_cli.errors import ConfigError
-from nmt_cli.preprocess import preprocess
-from nmt_cli.recipes import recipe_from_dict
-from nmt_cli.store import load_meta, load_split, load_text
-from nmt_cli.tokenizer import Tokenizer, normalize
+from nmt_cli.config.recipes import recipe_from_dict
+from nmt_cli.data.denoising import noised
+from nmt_cli.data.directions import groups_of
+from nmt_cli.data.preprocess import preprocess
+from nmt_cli.data.store import load_meta, load_split, load_text
+from nmt_cli.data.tokenizer import Tokenizer, normalize
+from nmt_cli.runtime.errors import ConfigError
 from tests.conftest import multi30k_lines, tiny_recipe_dict
 from tests.test_multilingual import TRAINED, multi_recipe, write_three
 
@@ -65,8 +65,8 @@ def test_denoising_pairs_rebuild_a_language_under_its_own_token(tmp_path, tagged
 
 
 def test_a_model_trained_with_denoising_pairs_keeps_its_directions_and_zero_shot(tmp_path):
-    from nmt_cli.training import train
-    from nmt_cli.translate import Translator
+    from nmt_cli.training.loop import train
+    from nmt_cli.translation.translator import Translator
 
     data = write_three(tmp_path / "corpus", n_train=80, n_valid=5)
     raw = multi_recipe(data, denoise=["fr", "de"])

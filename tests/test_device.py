@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from nmt_cli.device import (
+from nmt_cli.runtime.device import (
     autocast_context,
     cpu_multiplies_bf16,
     native_bf16,
@@ -9,7 +9,7 @@ from nmt_cli.device import (
     resolve_decode_precision,
     resolve_precision,
 )
-from nmt_cli.errors import UserError
+from nmt_cli.runtime.errors import UserError
 
 
 def test_precision_auto_uses_bf16_only_on_a_cpu_whose_hardware_has_it():
@@ -51,7 +51,7 @@ def test_pick_device():
 
 
 def test_threads_come_from_the_flag_then_the_environment_then_the_idle_cores(monkeypatch):
-    from nmt_cli import device
+    from nmt_cli.runtime import device
 
     monkeypatch.delenv("NMT_THREADS", raising=False)
     monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
@@ -73,7 +73,7 @@ def test_threads_come_from_the_flag_then_the_environment_then_the_idle_cores(mon
 
 
 def test_configure_threads_sets_torch(monkeypatch):
-    from nmt_cli import device
+    from nmt_cli.runtime import device
 
     before = torch.get_num_threads()
     try:
@@ -83,7 +83,7 @@ def test_configure_threads_sets_torch(monkeypatch):
 
 
 def test_default_threads_are_the_cores_other_processes_leave_free(monkeypatch):
-    from nmt_cli import device
+    from nmt_cli.runtime import device
 
     monkeypatch.setattr(device, "usable_cores", lambda: 4)
     for busy, expected in ((0.0, 4), (0.3, 4), (1.0, 3), (1.6, 2), (3.9, 1), (4.0, 1)):

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from conftest import multi30k_lines
 
-from nmt_cli.document import plan_documents
-from nmt_cli.errors import UserError
-from nmt_cli.translate import Alternative, Translation
+from nmt_cli.documents.layer import plan_documents
+from nmt_cli.runtime.errors import UserError
+from nmt_cli.translation.translator import Alternative, Translation
 
 
 def echo(plan, upper=True, truncated=()):
@@ -78,7 +78,7 @@ def identity(plan):
 
 
 def test_html_blocks_are_boundaries_and_an_identity_translation_gives_the_page_back():
-    from nmt_cli.protect import Protector
+    from nmt_cli.documents.protect import Protector
 
     lines = [x.strip() for x in multi30k_lines("test_2016_flickr", "en", 12) if x.endswith(".")]
     page = (
@@ -94,7 +94,7 @@ def test_html_blocks_are_boundaries_and_an_identity_translation_gives_the_page_b
 
 
 def test_plain_text_protected_spans_are_never_cut_and_come_back():
-    from nmt_cli.protect import Protector
+    from nmt_cli.documents.protect import Protector
 
     text = "Hello {{ user name }}, see https://example.com/a.b?c=1. Then mail ana@example.org."
     plan = plan_documents(
@@ -111,7 +111,7 @@ class DroppingTranslator:
     recipe, tokenizer, lowercase = None, None, False
 
     def __init__(self):
-        from nmt_cli.config import DecodeConfig
+        from nmt_cli.config.sections import DecodeConfig
 
         self.config = DecodeConfig(max_segment_tokens=0)
         self.calls = []
@@ -127,7 +127,7 @@ class DroppingTranslator:
 
 
 def test_a_translation_that_drops_half_its_source_is_redone_in_parts():
-    from nmt_cli.document import translate_documents
+    from nmt_cli.documents.layer import translate_documents
 
     lines = [x.strip() for x in multi30k_lines("test_2017_flickr", "en", 40)]
     bare = [x for x in lines if not x.endswith(".") and len(x.split()) >= 6][:2]

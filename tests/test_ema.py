@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from nmt_cli.ema import WeightAverage
+from nmt_cli.training.ema import WeightAverage
 
 
 def _set(model, value):

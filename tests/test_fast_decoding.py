@@ -4,15 +4,15 @@ points: decode_ids, ensembles and int8 models."""
 import pytest
 import torch
 
-from nmt_cli.config import DecodeConfig, ModelConfig
+from nmt_cli.config.sections import DecodeConfig, ModelConfig
+from nmt_cli.data.tokenizer import BOS, EOS, PAD
+from nmt_cli.decoding.search import beam_search, greedy
+from nmt_cli.decoding.shortlist import Shortlist
 from nmt_cli.model import build_model
 from nmt_cli.model.ensemble import Ensemble
 from nmt_cli.model.fast_decoding import prepare_for_decoding, setup_of, unprepared
-from nmt_cli.quantize import quantize_int8
-from nmt_cli.search import beam_search, greedy
-from nmt_cli.shortlist import Shortlist
-from nmt_cli.tokenizer import BOS, EOS, PAD
-from nmt_cli.translate import decode_ids
+from nmt_cli.model.quantize import quantize_int8
+from nmt_cli.translation.translator import decode_ids
 
 V = 40
 

@@ -2,13 +2,13 @@ import pytest
 import torch
 import yaml
 
-from nmt_cli import checkpoint as ckpt
-from nmt_cli.errors import CheckpointError, DataError
-from nmt_cli.preprocess import ensure_preprocessed, preprocess
-from nmt_cli.recipes import recipe_from_dict
-from nmt_cli.store import load_meta
-from nmt_cli.tokenizer import Tokenizer
-from nmt_cli.training import Trainer, train
+from nmt_cli.config.recipes import recipe_from_dict
+from nmt_cli.data.preprocess import ensure_preprocessed, preprocess
+from nmt_cli.data.store import load_meta
+from nmt_cli.data.tokenizer import Tokenizer
+from nmt_cli.runtime.errors import CheckpointError, DataError
+from nmt_cli.training import checkpoint as ckpt
+from nmt_cli.training.loop import Trainer, train
 from tests.conftest import tiny_recipe_dict, trained_copy, write_slice
 from tests.test_cli import nmt, one_line_error
 

@@ -4,9 +4,9 @@ import sys
 
 import pytest
 
-from nmt_cli.errors import UserError
-from nmt_cli.glossary import Glossary, Term, as_glossary, merged, read_glossary
-from nmt_cli.sampling import Sampling
+from nmt_cli.decoding.sampling import Sampling
+from nmt_cli.runtime.errors import UserError
+from nmt_cli.translation.glossary import Glossary, Term, as_glossary, merged, read_glossary
 from tests.test_translate import trained, translator  # noqa: F401 (the fixture)
 
 LINES = [

@@ -7,11 +7,11 @@ from html.parser import HTMLParser
 
 import pytest
 
-from nmt_cli.document import plan_documents
-from nmt_cli.inline import plain_inline
-from nmt_cli.markup import parse_html
-from nmt_cli.protect import Protector
-from nmt_cli.translate import Translator
+from nmt_cli.documents.inline import plain_inline
+from nmt_cli.documents.layer import plan_documents
+from nmt_cli.documents.markup import parse_html
+from nmt_cli.documents.protect import Protector
+from nmt_cli.translation.translator import Translator
 from tests.conftest import multi30k_lines, trained_copy
 
 SPANS = ["{name}", "%d", "%(count)d", "[X12X]", "https://example.com/a?b=1", "ann@example.org"]

@@ -10,8 +10,8 @@ import time
 import pytest
 import yaml
 
-from nmt_cli import checkpoint as ckpt
-from nmt_cli.interrupts import Interrupted, task, unfinished
+from nmt_cli.runtime.interrupts import Interrupted, task, unfinished
+from nmt_cli.training import checkpoint as ckpt
 from tests.conftest import multi30k_lines, tiny_recipe_dict, trained_copy, write_slice
 from tests.test_cli import ROOT
 

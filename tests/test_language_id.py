@@ -1,4 +1,4 @@
-"""Language identification restricted to the served languages (nmt_cli/language_id.py)."""
+"""Language identification restricted to the served languages (nmt_cli/serving/language_id.py)."""
 
 import gzip
 
@@ -7,7 +7,7 @@ from conftest import MIRROR
 
 pytest.importorskip("py3langid")
 
-from nmt_cli.language_id import LanguageIdentifier  # noqa: E402
+from nmt_cli.serving.language_id import LanguageIdentifier  # noqa: E402
 
 
 def test_one_served_language_is_every_text_and_guesses_stay_among_the_served():

@@ -260,7 +260,7 @@ def test_spec_describes_every_route_and_cors_answers_the_allowed_origin(server):
 def test_html_on_translate_and_translate_file(server):
     """`format: "html"` (the page sends it when the text looks like HTML) and an .html file: the
     markup comes back around the translated text, as the native route plans it."""
-    pytest.importorskip("nmt_cli.markup")
+    pytest.importorskip("nmt_cli.documents.markup")
     document = "<p>A man is riding a <b>bike</b>.</p>\n<p>Two dogs play in the snow.</p>"
     native = server.json(
         "POST", "/v1/translate", {"src": [document], "format": "html", "api_key": KEY}

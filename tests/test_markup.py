@@ -4,9 +4,9 @@ from html.parser import HTMLParser
 
 import pytest
 
-from nmt_cli.inline import Inline
-from nmt_cli.markup import parse_html
-from nmt_cli.protect import Protector
+from nmt_cli.documents.inline import Inline
+from nmt_cli.documents.markup import parse_html
+from nmt_cli.documents.protect import Protector
 from tests.conftest import multi30k_lines
 
 

@@ -5,8 +5,8 @@ import textwrap
 
 import pytest
 
-from nmt_cli import memory
-from nmt_cli.memory import (
+from nmt_cli.runtime import memory
+from nmt_cli.runtime.memory import (
     COMPUTATION_CACHE_ENV,
     PRIMITIVE_CACHE_ENV,
     HeapTrimmer,
@@ -52,7 +52,7 @@ CACHE_PROBE = textwrap.dedent(
     """
     import sys
     import torch
-    from nmt_cli.memory import bound_primitive_cache
+    from nmt_cli.runtime.memory import bound_primitive_cache
 
     if sys.argv[1] != "none":
         bound_primitive_cache(int(sys.argv[1]))

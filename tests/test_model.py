@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from nmt_cli.config import ModelConfig
+from nmt_cli.config.sections import ModelConfig
 from nmt_cli.model import build_model
 from nmt_cli.model.bridge import Bridge
 from nmt_cli.model.encoder import Encoder
@@ -219,9 +219,9 @@ def test_scheduled_sampling_feeds_back_predictions():
 
 
 def test_overfits_64_real_pairs(tiny_run):
-    from nmt_cli.batches import make_batch
-    from nmt_cli.store import load_split
-    from nmt_cli.tokenizer import Tokenizer
+    from nmt_cli.data.batches import make_batch
+    from nmt_cli.data.store import load_split
+    from nmt_cli.data.tokenizer import Tokenizer
 
     _, run_dir = tiny_run
     tok = Tokenizer.load(run_dir)

@@ -9,19 +9,19 @@ import sys
 import numpy as np
 import pytest
 
-from nmt_cli.directions import (
+from nmt_cli.config.recipes import recipe_from_dict
+from nmt_cli.data.directions import (
     EpochMix,
     Group,
     epoch_counts,
     groups_of,
     temperature_shares,
 )
-from nmt_cli.errors import ConfigError, DataError, UserError
-from nmt_cli.preprocess import preprocess
-from nmt_cli.recipes import recipe_from_dict
-from nmt_cli.shards import ShardReader, parse_shard, shard_range
-from nmt_cli.store import load_meta, load_split, load_text
-from nmt_cli.tokenizer import Tokenizer, normalize
+from nmt_cli.data.preprocess import preprocess
+from nmt_cli.data.store import load_meta, load_split, load_text
+from nmt_cli.data.tokenizer import Tokenizer, normalize
+from nmt_cli.runtime.errors import ConfigError, DataError, UserError
+from nmt_cli.translation.shards import ShardReader, parse_shard, shard_range
 from tests.conftest import ROOT, multi30k_lines, tiny_recipe_dict
 
 TRAINED = ["en-fr", "fr-en", "en-de", "de-en"]  # fr-de and de-fr are left zero-shot
@@ -52,7 +52,7 @@ def multi_recipe(data, **data_keys):
 def multi_run(tmp_path_factory):
     """A tiny multilingual model: four directions over en, fr, de, fr-en drawn twice as often
     as the others, trained for a few steps."""
-    from nmt_cli.training import train
+    from nmt_cli.training.loop import train
 
     base = tmp_path_factory.mktemp("multi")
     recipe = recipe_from_dict(multi_recipe(write_three(base / "corpus"), weights={"fr-en": 2.0}))
@@ -107,7 +107,7 @@ def test_validation_reports_each_direction_and_ranks_by_their_mean(multi_run):
 
 
 def test_translator_knows_its_directions_and_flags_zero_shot(multi_run):
-    from nmt_cli.translate import Translator
+    from nmt_cli.translation.translator import Translator
 
     _, run_dir, _ = multi_run
     tr = Translator.load(run_dir, device="cpu", beam_size=1)
@@ -139,7 +139,7 @@ def test_translator_knows_its_directions_and_flags_zero_shot(multi_run):
 
 
 def test_one_pair_model_refuses_another_target(tiny_run, tmp_path_factory):
-    from nmt_cli.translate import Translator
+    from nmt_cli.translation.translator import Translator
     from tests.conftest import trained_copy
 
     run_dir = trained_copy(tiny_run, tmp_path_factory, "pair", max_steps=2)
@@ -362,7 +362,7 @@ def test_serve_lists_every_direction_and_pivots_untrained_ones_unless_named(mult
         assert status == 200
         # the English goes to en-de as one line, as the model's own translate() takes it (a
         # request of its own would be split past decode.max_segment_tokens)
-        from nmt_cli.translate import Translator
+        from nmt_cli.translation.translator import Translator
 
         tr = Translator.load(run_dir, device="cpu", threads=1)
         (german,) = tr.translate([english["translations"][0]["text"]], target="de", source="en")
@@ -392,8 +392,8 @@ def stored_target_pieces(run_dir) -> dict[str, set[int]]:
 def test_each_target_language_has_the_pieces_of_its_training_targets(multi_run):
     import torch
 
-    from nmt_cli.checkpoint import load_model, resolve
-    from nmt_cli.shortlist import SPECIALS
+    from nmt_cli.decoding.shortlist import SPECIALS
+    from nmt_cli.training.checkpoint import load_model, resolve
 
     _, run_dir, _ = multi_run
     payload = torch.load(resolve(run_dir), map_location="cpu", weights_only=False)
@@ -415,8 +415,8 @@ def test_each_target_language_has_the_pieces_of_its_training_targets(multi_run):
 
 @pytest.mark.parametrize("decode", [{"beam_size": 1}, {"beam_size": 3, "shortlist": True}])
 def test_translations_use_only_their_target_languages_pieces(multi_run, decode):
-    from nmt_cli.sampling import Sampling
-    from nmt_cli.translate import Translator
+    from nmt_cli.decoding.sampling import Sampling
+    from nmt_cli.translation.translator import Translator
 
     _, run_dir, _ = multi_run
     tr = Translator.load(run_dir, device="cpu", **decode)
@@ -439,8 +439,8 @@ def test_translations_use_only_their_target_languages_pieces(multi_run, decode):
 def test_restricting_a_shortlist_keeps_each_rows_set_and_the_specials_first():
     import torch
 
-    from nmt_cli.language_vocabulary import restricted, restricted_ids
-    from nmt_cli.shortlist import Candidates
+    from nmt_cli.decoding.language_vocabulary import restricted, restricted_ids
+    from nmt_cli.decoding.shortlist import Candidates
 
     shortlist = Candidates(
         torch.tensor([0, 1, 2, 3, 7, 9, 12]),

@@ -2,8 +2,8 @@
 
 import pytest
 
-from nmt_cli.errors import UserError
-from nmt_cli.output_file import atomic_text_output, atomic_write, write_text_atomic
+from nmt_cli.runtime.errors import UserError
+from nmt_cli.runtime.output_file import atomic_text_output, atomic_write, write_text_atomic
 
 
 def test_the_file_appears_only_when_complete(tmp_path):

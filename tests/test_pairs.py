@@ -6,9 +6,8 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from nmt_cli.corpora import LineBlocks, iter_lines
-from nmt_cli.errors import DataError
-from nmt_cli.pairs import (
+from nmt_cli.data.corpora import LineBlocks, iter_lines
+from nmt_cli.data.pairs import (
     NO_TAB,
     Cleaning,
     Deduplicator,
@@ -21,8 +20,9 @@ from nmt_cli.pairs import (
     iter_tsv,
     normalize_lines,
 )
-from nmt_cli.reservoir import Reservoir
-from nmt_cli.tokenizer import normalize
+from nmt_cli.data.reservoir import Reservoir
+from nmt_cli.data.tokenizer import normalize
+from nmt_cli.runtime.errors import DataError
 from tests.conftest import multi30k_lines
 
 
@@ -207,7 +207,7 @@ def test_normalize_lines_is_normalize_of_each_line():
 def test_bytes_cleaning_finds_every_kind_of_whitespace_and_nothing_else():
     import sys
 
-    from nmt_cli.pairs import _normal_side, _wide_spaces
+    from nmt_cli.data.pairs import _normal_side, _wide_spaces
 
     spaces = [chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace() and c != 10]
     wide = [ch for ch in spaces if ord(ch) > 127]

@@ -9,11 +9,11 @@ pytest.importorskip("fastapi")
 from conftest import multi30k_lines, tiny_recipe_dict, trained_copy  # noqa: E402
 from test_serve import Server, cli_translate  # noqa: E402
 
-from nmt_cli.document import plan_documents, segment_counter  # noqa: E402
-from nmt_cli.pivot import Route, chained, languages, rejoined, routes  # noqa: E402
-from nmt_cli.search import Hypothesis  # noqa: E402
-from nmt_cli.served_models import ServedModel  # noqa: E402
-from nmt_cli.translate import Alternative, Translation, Translator  # noqa: E402
+from nmt_cli.decoding.search import Hypothesis  # noqa: E402
+from nmt_cli.documents.layer import plan_documents, segment_counter  # noqa: E402
+from nmt_cli.serving.models import ServedModel  # noqa: E402
+from nmt_cli.serving.pivot import Route, chained, languages, rejoined, routes  # noqa: E402
+from nmt_cli.translation.translator import Alternative, Translation, Translator  # noqa: E402
 
 GERMAN = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee."]
 ENGLISH = ["A man is riding a bike."]
@@ -84,9 +84,9 @@ def test_a_pivot_translation_is_as_sure_as_both_legs_together():
 @pytest.fixture(scope="module")
 def de_en_run(tmp_path_factory):
     """A tiny de→en model on a real Multi30k slice (the reverse side of the shared tiny run)."""
-    from nmt_cli.preprocess import preprocess
-    from nmt_cli.recipes import recipe_from_dict
-    from nmt_cli.training import train
+    from nmt_cli.config.recipes import recipe_from_dict
+    from nmt_cli.data.preprocess import preprocess
+    from nmt_cli.training.loop import train
 
     base = tmp_path_factory.mktemp("de-en")
     for split, n in (("train", 400), ("val", 40), ("test_2016_flickr", 40)):

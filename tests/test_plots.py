@@ -3,8 +3,8 @@ import sys
 import pytest
 import torch
 
-from nmt_cli.errors import UserError
-from nmt_cli.plots import attention_heatmap, bleu_by_length_chart, plot_dir
+from nmt_cli.runtime.errors import UserError
+from nmt_cli.translation.plots import attention_heatmap, bleu_by_length_chart, plot_dir
 
 image = pytest.importorskip("matplotlib.image")
 

@@ -2,9 +2,9 @@
 
 import pytest
 
-from nmt_cli.errors import UserError
-from nmt_cli.protect import Protector
-from nmt_cli.tokenizer import Tokenizer
+from nmt_cli.data.tokenizer import Tokenizer
+from nmt_cli.documents.protect import Protector
+from nmt_cli.runtime.errors import UserError
 from tests.conftest import multi30k_lines
 
 SPANS = [

@@ -4,9 +4,9 @@ from test_search import model as tiny_model
 from test_search import sources
 from torch import nn
 
-from nmt_cli.quantize import quantize_int8
-from nmt_cli.search import beam_search, greedy
-from nmt_cli.tokenizer import BOS
+from nmt_cli.data.tokenizer import BOS
+from nmt_cli.decoding.search import beam_search, greedy
+from nmt_cli.model.quantize import quantize_int8
 
 ORDERS = [
     ("luong", False),

@@ -13,10 +13,10 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nmt_cli import checkpoint as ckpt
-from nmt_cli.preprocess import preprocess
-from nmt_cli.recipes import recipe_from_dict
-from nmt_cli.store import load_split
+from nmt_cli.config.recipes import recipe_from_dict
+from nmt_cli.data.preprocess import preprocess
+from nmt_cli.data.store import load_split
+from nmt_cli.training import checkpoint as ckpt
 from tests.conftest import tiny_recipe_dict, write_slice
 from tests.test_cli import nmt, one_line_error
 
@@ -117,7 +117,7 @@ def test_recipe_with_vanished_data_files(tmp_path):
 def test_checkpoint_write_error_keeps_previous_and_training_goes_on(
     tiny_run, tmp_path, monkeypatch
 ):
-    from nmt_cli.training import train
+    from nmt_cli.training.loop import train
 
     recipe, run_dir = tiny_run
     copy = tmp_path / "run"
@@ -172,8 +172,8 @@ def test_huge_line_and_many_empty_lines(tiny_run, tmp_path):
     _, run_dir = tiny_run
     copy = tmp_path / "run"
     shutil.copytree(run_dir, copy)
-    from nmt_cli.recipes import load_recipe
-    from nmt_cli.training import train as run_train
+    from nmt_cli.config.recipes import load_recipe
+    from nmt_cli.training.loop import train as run_train
 
     recipe = load_recipe(copy / "recipe.yaml", ["train.max_steps=2"])
     run_train(recipe, copy, device="cpu")

@@ -2,8 +2,8 @@ import gzip
 
 import pytest
 
-from nmt_cli import scoring
-from nmt_cli.errors import UserError
+from nmt_cli.evaluation import scores as scoring
+from nmt_cli.runtime.errors import UserError
 from tests.conftest import MIRROR, multi30k_lines
 
 

@@ -4,10 +4,10 @@ from dataclasses import replace
 import pytest
 import torch
 
-from nmt_cli.config import ModelConfig
+from nmt_cli.config.sections import ModelConfig
+from nmt_cli.data.tokenizer import BOS, EOS, UNK
+from nmt_cli.decoding.search import beam_search, greedy, length_penalty
 from nmt_cli.model import build_model
-from nmt_cli.search import beam_search, greedy, length_penalty
-from nmt_cli.tokenizer import BOS, EOS, UNK
 
 V = 30
 
@@ -286,7 +286,7 @@ def test_greedy_equals_beam_of_one_with_a_length_penalty_and_eos_close_behind():
 def test_greedy_drops_ended_sentences_without_changing_any():
     # Sentences end at different steps, so the batch shrinks several times on the way; each
     # sentence, with its own shortlist row and its attention, must come out as decoded alone.
-    from nmt_cli.shortlist import Shortlist
+    from nmt_cli.decoding.shortlist import Shortlist
 
     m = model(11, input_feeding=True)
     g, src, lengths = ragged_batch(24, seed=3)
@@ -380,8 +380,8 @@ def test_beam_search_narrows_the_union_as_sentences_leave_without_changing_any(
     # frozen until then: nobody's hypotheses may change
     # Each sentence allows few target ids of its own, so the union shrinks as sentences finish;
     # the output layer then runs over fewer columns, and no sentence's result may change.
+    from nmt_cli.decoding.shortlist import Shortlist
     from nmt_cli.model.fast_decoding import prepare_for_decoding
-    from nmt_cli.shortlist import Shortlist
 
     m = model(12)
     prepare_for_decoding(m)
@@ -420,8 +420,8 @@ def test_the_output_layer_in_row_groups_changes_nothing(monkeypatch, search):
     # Rows go through the output layer a few whole sentences at a time, each group over its own
     # columns (output_layer.group_columns): hypotheses and scores as over the batch's union.
     import nmt_cli.model.output_layer as output_layer
+    from nmt_cli.decoding.shortlist import Shortlist
     from nmt_cli.model.fast_decoding import prepare_for_decoding
-    from nmt_cli.shortlist import Shortlist
 
     m = model(13)
     prepared = prepare_for_decoding(m)
@@ -459,8 +459,8 @@ def test_the_output_layer_in_row_groups_changes_nothing(monkeypatch, search):
 
 def test_row_groups_keep_each_rows_set_the_specials_in_place_and_map_back_to_ids(monkeypatch):
     import nmt_cli.model.output_layer as output_layer
+    from nmt_cli.data.tokenizer import PAD
     from nmt_cli.model.output_layer import group_columns, remaining_columns
-    from nmt_cli.tokenizer import PAD
 
     monkeypatch.setattr(output_layer, "GROUPED_SHARE", 1.0)
     vocab = torch.tensor([0, 1, 2, 3, 7, 9, 12, 15, 20, 21])
@@ -513,7 +513,7 @@ def test_bf16_shapes_rounded_up_to_whole_multiples_change_nothing(monkeypatch, s
     # shapes, and every width the output layer and row count the decoder meets is a whole multiple.
     import nmt_cli.model.fast_decoding as fast_decoding
     import nmt_cli.model.output_layer as output_layer
-    from nmt_cli.shortlist import Shortlist
+    from nmt_cli.decoding.shortlist import Shortlist
 
     m = model(14).to(torch.bfloat16)
     g, src, lengths = ragged_batch(12, seed=7)

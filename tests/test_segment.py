@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from conftest import multi30k_lines
 
-from nmt_cli.segment import clause_spans, sentence_spans, spans_of, split_sentences
+from nmt_cli.documents.segment import clause_spans, sentence_spans, spans_of, split_sentences
 
 
 @pytest.mark.parametrize("lang", ["en", "fr", "de"])

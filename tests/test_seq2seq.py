@@ -21,10 +21,10 @@ import math
 import pytest
 import torch
 
-from nmt_cli.config import ModelConfig
+from nmt_cli.config.sections import ModelConfig
+from nmt_cli.data.tokenizer import BOS, EOS, PAD
+from nmt_cli.decoding.search import greedy
 from nmt_cli.model import build_model
-from nmt_cli.search import greedy
-from nmt_cli.tokenizer import BOS, EOS, PAD
 
 V = 23
 D = torch.float64

@@ -233,7 +233,7 @@ def test_concurrent_answers_equal_nmt_translate_with_a_narrow_shortlist(
 ):
     """As the 64-request test, with a shortlist narrower than the tiny vocabulary (8 frequent
     pieces, 2 per source piece), as a real model's is; and with it turned off on both sides."""
-    from nmt_cli.checkpoint import load, resolve, save_atomic
+    from nmt_cli.training.checkpoint import load, resolve, save_atomic
 
     payload = load(resolve(run_dir))
     payload["recipe"]["decode"].update(shortlist=True, shortlist_frequent=8, shortlist_per_source=2)
@@ -628,7 +628,7 @@ def test_page_translates_a_pasted_paragraph_whole_and_an_html_document(server):
         heads = driver.find_elements(By.CSS_SELECTOR, "#heatmap th.src-word")
         assert [h.text for h in heads] == paragraph.split()
 
-        pytest.importorskip("nmt_cli.markup")  # the HTML reader of the document layer
+        pytest.importorskip("nmt_cli.documents.markup")  # the HTML reader of the document layer
         document = "<p>A man is riding a <b>bike</b>.</p>\n<p>Two dogs play in the snow.</p>"
         html = server.json("POST", "/v1/translate", {"src": [document], "format": "html"})[1]
         box = driver.find_element(By.ID, "source")

@@ -90,7 +90,7 @@ def test_serve_option_defaults_are_the_settings_defaults():
     import typer
 
     from nmt_cli.cli.app import app
-    from nmt_cli.serve_settings import ServeSettings
+    from nmt_cli.serving.settings import ServeSettings
 
     serve = typer.main.get_command(app).commands["serve"]
     options = {p.name: p.default for p in serve.params}

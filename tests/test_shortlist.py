@@ -1,11 +1,11 @@
 import numpy as np
 import torch
 
-from nmt_cli.config import ModelConfig
+from nmt_cli.config.sections import ModelConfig
+from nmt_cli.data.tokenizer import EOS
+from nmt_cli.decoding.search import beam_search, greedy
+from nmt_cli.decoding.shortlist import Shortlist, learn_shortlist, merge_shortlists
 from nmt_cli.model import build_model
-from nmt_cli.search import beam_search, greedy
-from nmt_cli.shortlist import Shortlist, learn_shortlist, merge_shortlists
-from nmt_cli.tokenizer import EOS
 
 
 def flat(seqs):
@@ -31,14 +31,14 @@ def test_learns_the_associated_pieces_not_the_common_ones():
 
 
 def test_learning_on_real_data(tiny_run):
-    from nmt_cli.store import load_shortlist
+    from nmt_cli.data.store import load_shortlist
 
     recipe, run_dir = tiny_run
     stored = load_shortlist(run_dir)
     assert stored is not None and stored.table.shape[0] == 300
     # A real sentence's shortlist is a small part of the vocabulary that holds most of its
     # reference.
-    from nmt_cli.store import load_split
+    from nmt_cli.data.store import load_split
 
     split = load_split(run_dir, "train")
     sl = learn_shortlist(
@@ -157,7 +157,7 @@ def test_an_unranked_older_shortlist_is_used_whole():
 
 
 def test_run_dir_keeps_the_ranking_and_reads_older_files_unranked(tmp_path):
-    from nmt_cli.store import load_shortlist, save_shortlist
+    from nmt_cli.data.store import load_shortlist, save_shortlist
 
     data = tmp_path / "run" / "data"
     data.mkdir(parents=True)
@@ -202,7 +202,7 @@ def _reference_table(src_ids, src_offsets, tgt_ids, tgt_offsets, vocab, per_sour
 
 
 def test_counting_in_chunks_of_pairs_equals_counting_pair_by_pair(monkeypatch):
-    import nmt_cli.shortlist as shortlist
+    import nmt_cli.decoding.shortlist as shortlist
 
     g = np.random.default_rng(4)
     lengths = g.integers(1, 9, size=(2, 57))

@@ -4,8 +4,8 @@ import sys
 
 import pytest
 
-from nmt_cli.errors import UserError
-from nmt_cli.significance import paired_tests, sentence_scores
+from nmt_cli.evaluation.significance import paired_tests, sentence_scores
+from nmt_cli.runtime.errors import UserError
 
 REFS = [
     "Un homme en chemise bleue joue de la guitare.",

@@ -5,7 +5,7 @@ import inspect
 
 import pytest
 
-from nmt_cli import device, interrupts, startup
+from nmt_cli.runtime import device, interrupts, startup
 
 
 @pytest.fixture(autouse=True)

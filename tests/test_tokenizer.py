@@ -1,8 +1,8 @@
 import pytest
 
-from nmt_cli.config import TokenizerConfig
-from nmt_cli.errors import DataError
-from nmt_cli.tokenizer import BOS, EOS, PAD, UNK, Tokenizer, train_tokenizer
+from nmt_cli.config.sections import TokenizerConfig
+from nmt_cli.data.tokenizer import BOS, EOS, PAD, UNK, Tokenizer, train_tokenizer
+from nmt_cli.runtime.errors import DataError
 from tests.conftest import multi30k_lines
 
 

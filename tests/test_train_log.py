@@ -5,9 +5,9 @@ import logging
 
 import pytest
 
-from nmt_cli import train_log
-from nmt_cli.config import TrainConfig
-from nmt_cli.train_log import TrainingLog, format_duration, remaining_seconds
+from nmt_cli.config.sections import TrainConfig
+from nmt_cli.training import log as train_log
+from nmt_cli.training.log import TrainingLog, format_duration, remaining_seconds
 
 
 def test_remaining_time_is_whichever_limit_comes_first():

@@ -5,14 +5,14 @@ import shutil
 import pytest
 import torch
 
-from nmt_cli import checkpoint as ckpt
-from nmt_cli.checkpoint import load_model
-from nmt_cli.config import TrainConfig
-from nmt_cli.errors import CheckpointError, DataError, UserError
-from nmt_cli.recipes import recipe_from_dict
-from nmt_cli.schedule import LearningRate, sampling_probability
-from nmt_cli.train_log import TrainingLog
-from nmt_cli.training import Trainer, train
+from nmt_cli.config.recipes import recipe_from_dict
+from nmt_cli.config.sections import TrainConfig
+from nmt_cli.runtime.errors import CheckpointError, DataError, UserError
+from nmt_cli.training import checkpoint as ckpt
+from nmt_cli.training.checkpoint import load_model
+from nmt_cli.training.log import TrainingLog
+from nmt_cli.training.loop import Trainer, train
+from nmt_cli.training.schedule import LearningRate, sampling_probability
 
 
 def fresh_run(tiny_run, tmp_path, **train_overrides):
@@ -34,7 +34,7 @@ def test_resume_is_exact(tiny_run, tmp_path, monkeypatch, sharded):
     if (
         sharded
     ):  # 400 pairs, 4 shards of 9-11 batches an epoch: step 51 stops inside epoch 2's second shard
-        import nmt_cli.batches as data
+        import nmt_cli.data.batches as data
 
         monkeypatch.setattr(data, "EPOCH_SHARD", 100)
         monkeypatch.setattr(data, "SHARD_BLOCK", 16)
@@ -306,8 +306,8 @@ def test_two_process_gloo_run_keeps_ranks_identical(tiny_run, tmp_path):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["final_step"] == 6
     # Throughput counts both ranks' batches: the first 12 of the shared order (6 steps x 2 ranks).
-    from nmt_cli.batches import iterate_epoch
-    from nmt_cli.store import load_split
+    from nmt_cli.data.batches import iterate_epoch
+    from nmt_cli.data.store import load_split
 
     split, cfg = load_split(run_dir, "train"), recipe.train
     both = [b.tgt_tokens for _, b in iterate_epoch(split, cfg.batch_tokens, cfg.seed, 0)][:12]
@@ -374,8 +374,8 @@ def test_accumulated_batches_weigh_every_target_token_the_same(tiny_run, tmp_pat
     """Two accumulated batches of 1 and 8 sentences make the same update as one batch of all 9
     (in fp32: under bf16 autocast, which ``auto`` picks on a bf16 CPU, the two differ by
     rounding)."""
-    from nmt_cli.batches import make_batch
-    from nmt_cli.store import load_split
+    from nmt_cli.data.batches import make_batch
+    from nmt_cli.data.store import load_split
 
     recipe, run = fresh_run(
         tiny_run,

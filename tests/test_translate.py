@@ -7,13 +7,13 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from nmt_cli.batched_decoding import _batches
-from nmt_cli.checkpoint import load_model
-from nmt_cli.config import DecodeConfig
-from nmt_cli.lines import OutputOptions, count_lines, shade_rows, translate_stream
-from nmt_cli.search import Hypothesis
-from nmt_cli.translate import Translator, force_decode
-from nmt_cli.words import alignment_pairs
+from nmt_cli.config.sections import DecodeConfig
+from nmt_cli.decoding.decode import _batches
+from nmt_cli.decoding.search import Hypothesis
+from nmt_cli.training.checkpoint import load_model
+from nmt_cli.translation.lines import OutputOptions, count_lines, shade_rows, translate_stream
+from nmt_cli.translation.translator import Translator, force_decode
+from nmt_cli.translation.words import alignment_pairs
 from tests.conftest import trained_copy
 
 
@@ -240,9 +240,9 @@ def test_lowercase_translator_lowercases_what_it_encodes_and_keeps_the_line(trai
 def test_load_translator_follows_the_recipes_lowercase(trained, monkeypatch):
     import dataclasses
 
-    from nmt_cli import checkpoint
-    from nmt_cli.errors import UserError
-    from nmt_cli.translate import load_translator
+    from nmt_cli.runtime.errors import UserError
+    from nmt_cli.training import checkpoint
+    from nmt_cli.translation.translator import load_translator
 
     _, _, run_dir, _ = trained
     real = checkpoint.load_model
@@ -272,7 +272,7 @@ def test_force_decoding_lowercases_for_a_lowercase_model(trained):
 
 
 def test_int8_quantized_model_translates(trained):
-    from nmt_cli.quantize import quantize_int8
+    from nmt_cli.model.quantize import quantize_int8
 
     model, tokenizer, _, _ = trained
     q = quantize_int8(model)
@@ -331,9 +331,9 @@ def test_random_text_keeps_order(trained, lines):
 
 
 def test_load_translator_takes_the_recipe_defaults_and_ensembles(trained):
-    from nmt_cli.errors import UserError
     from nmt_cli.model.ensemble import Ensemble
-    from nmt_cli.translate import load_translator
+    from nmt_cli.runtime.errors import UserError
+    from nmt_cli.translation.translator import load_translator
 
     _, _, run_dir, _ = trained
     recipe = load_model(run_dir).recipe
@@ -363,8 +363,8 @@ def test_load_translator_takes_the_recipe_defaults_and_ensembles(trained):
 
 
 def test_decode_overrides_are_checked_as_recipe_keys(trained):
-    from nmt_cli.errors import ConfigError
-    from nmt_cli.translate import load_translator
+    from nmt_cli.runtime.errors import ConfigError
+    from nmt_cli.translation.translator import load_translator
 
     _, _, run_dir, _ = trained
     with pytest.raises(
@@ -414,7 +414,7 @@ def test_a_line_translates_the_same_whatever_its_batch_mates(trained, beam, dtyp
 
 def test_python_api_loads_a_run_and_gives_typed_results(trained):
     import nmt_cli
-    from nmt_cli.lines import format_translation
+    from nmt_cli.translation.lines import format_translation
 
     _, tokenizer, run_dir, _ = trained
     assert nmt_cli.Translator is Translator
@@ -488,7 +488,7 @@ def test_batches_taper_at_the_end_when_workers_decode_side_by_side():
 def test_default_batch_size_follows_search_and_precision():
     """Greedy search batches more sentences when the model decodes in bf16 on the CPU, whose
     products gain more from rows; a batch size given is used as it is."""
-    from nmt_cli.batched_decoding import auto_batch_size
+    from nmt_cli.decoding.decode import auto_batch_size
 
     assert auto_batch_size(decoding(beam_size=1)) == 128
     assert auto_batch_size(decoding(beam_size=1), bf16=True) == 192
@@ -515,7 +515,7 @@ def test_a_paragraph_translates_as_its_sentences_one_by_one(trained):
 
 
 def test_the_document_stream_keeps_every_line_and_its_spacing(trained):
-    from nmt_cli.document import DocumentOptions
+    from nmt_cli.documents.layer import DocumentOptions
 
     lines = ["A man is riding a bike. Two dogs run.", "", "   ", "A woman sings.  "]
     buf = io.StringIO()
@@ -590,7 +590,7 @@ def test_the_repetition_guard_keeps_every_4gram_to_its_limit(trained, beam):
 
 
 def test_lines_cut_at_the_source_limit_are_named_in_one_warning(trained):
-    from nmt_cli.document import DocumentOptions
+    from nmt_cli.documents.layer import DocumentOptions
 
     model, tokenizer, _, _ = trained
     warnings = []

@@ -6,11 +6,11 @@ from contextlib import nullcontext
 import pytest
 import torch
 
+from nmt_cli.config.recipes import recipe_from_dict
+from nmt_cli.data.store import load_split, load_text
+from nmt_cli.data.tokenizer import Tokenizer
 from nmt_cli.model import build_model
-from nmt_cli.recipes import recipe_from_dict
-from nmt_cli.store import load_split, load_text
-from nmt_cli.tokenizer import Tokenizer
-from nmt_cli.validation import Validator
+from nmt_cli.training.validation import Validator
 
 
 def validator(tiny_run, **train):

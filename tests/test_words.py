@@ -1,7 +1,7 @@
 import pytest
 import torch
 
-from nmt_cli.words import alignment_pairs, word_attention, word_index, words_of
+from nmt_cli.translation.words import alignment_pairs, word_attention, word_index, words_of
 
 
 def test_word_index_starts_a_word_at_each_marked_piece():

@@ -2,7 +2,7 @@ import os
 
 import pytest
 
-from nmt_cli.workers import ordered_map
+from nmt_cli.data.workers import ordered_map
 
 
 def _square_and_pid(x):
@@ -49,7 +49,7 @@ def test_ordered_map_raises_a_worker_error_in_order():
 _KILLED_PARENT = """
 import os, sys, time
 from pathlib import Path
-from nmt_cli.workers import ordered_map
+from nmt_cli.data.workers import ordered_map
 
 def work(i):
     Path(sys.argv[1], str(os.getpid())).touch()

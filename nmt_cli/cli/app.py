@@ -10,8 +10,9 @@ from typing import Annotated
 
 import typer
 
-from nmt_cli import __version__, startup
-from nmt_cli.errors import UserError
+from nmt_cli import __version__
+from nmt_cli.runtime import startup
+from nmt_cli.runtime.errors import UserError
 
 app = typer.Typer(
     add_completion=False,
@@ -42,7 +43,8 @@ ModelOption = Annotated[
         help="Run dir or checkpoint file; repeat to ensemble several models.",
     ),
 ]
-# How nmt_cli.device.resolve_threads decides, spelled out so that --help does not import torch.
+# How nmt_cli.runtime.device.resolve_threads decides, spelled out so that --help does not import
+# torch.
 ThreadsOption = Annotated[
     int | None,
     typer.Option(
@@ -78,7 +80,7 @@ def main_options(
 
 
 def _recipe(path: Path, overrides: list[str] | None, extra: list[str] = ()):
-    from nmt_cli.recipes import load_recipe
+    from nmt_cli.config.recipes import load_recipe
 
     return load_recipe(path, list(overrides or []) + list(extra))
 
@@ -88,7 +90,7 @@ def _run_dir(recipe, run_dir: Path | None) -> Path:
 
 
 def _read(path: Path) -> list[str]:
-    from nmt_cli.corpora import read_lines
+    from nmt_cli.data.corpora import read_lines
 
     return read_lines(path)
 
@@ -102,8 +104,8 @@ def _close_stdout() -> None:
 def main() -> None:
     """Entry point: user errors become one line on stderr and exit code 2, never a traceback; a
     signal exits 128 + its number with one line saying what was left incomplete."""
-    from nmt_cli.errors import TrainingInterrupted
-    from nmt_cli.interrupts import Interrupted
+    from nmt_cli.runtime.errors import TrainingInterrupted
+    from nmt_cli.runtime.interrupts import Interrupted
 
     startup.prepare_process()
     try:

@@ -121,7 +121,7 @@ SeedOption = Annotated[
 def _decode_changes(ctx: typer.Context) -> dict:
     """The command's options named after decode.* keys that were given, for load_translator to lay
     over the recipe's decode section (None: not given, the recipe's value stands)."""
-    from nmt_cli.config import DecodeConfig
+    from nmt_cli.config.sections import DecodeConfig
 
     keys = {f.name for f in dataclasses.fields(DecodeConfig)}
     return {key: value for key, value in ctx.params.items() if key in keys and value is not None}
@@ -132,7 +132,7 @@ def _option_name(key: str) -> str:
     return "--" + key.replace("_", "-")
 
 
-# The direction of a multilingual model (nmt_cli/routing.py), for translate and eval.
+# The direction of a multilingual model (nmt_cli/translation/routing.py), for translate and eval.
 TargetOption = Annotated[
     str | None,
     typer.Option(

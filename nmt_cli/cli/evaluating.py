@@ -8,7 +8,6 @@ from typing import Annotated
 
 import typer
 
-from nmt_cli import startup
 from nmt_cli.cli.app import ThreadsOption, _read, app
 from nmt_cli.cli.decode_options import (
     BeamSizeOption,
@@ -19,7 +18,8 @@ from nmt_cli.cli.decode_options import (
     _decode_changes,
     _option_name,
 )
-from nmt_cli.errors import UserError
+from nmt_cli.runtime import startup
+from nmt_cli.runtime.errors import UserError
 
 
 @app.command("eval")
@@ -117,7 +117,7 @@ def evaluate(
     Either --hyp and --ref, or -m RUN --src FILE --ref FILE to translate and then score. Several
     -m with --by-length compare the models side by side.
     """
-    from nmt_cli import scoring
+    from nmt_cli.evaluation import scores as scoring
 
     if ref is None:
         raise UserError("--ref: give the reference file")
@@ -139,8 +139,10 @@ def evaluate(
             raise UserError(
                 f"--src and --ref differ in length: {len(sources)} vs {len(refs)} lines"
             )
-        from nmt_cli.interrupts import task
-        from nmt_cli.translate import load_translator  # torch is imported only to translate
+        from nmt_cli.runtime.interrupts import task
+        from nmt_cli.translation.translator import (
+            load_translator,  # torch is imported only to translate
+        )
 
         changes = _decode_changes(ctx)
         for m in model:
@@ -172,11 +174,11 @@ def evaluate(
         report[name] = entry
     if sentence is not None and not sentence.parent.is_dir():
         raise UserError(f"--sentence {sentence}: the folder {sentence.parent} does not exist")
-    from nmt_cli.significance import compare_systems, significance_lines
+    from nmt_cli.evaluation.significance import compare_systems, significance_lines
 
     tests = compare_systems(systems, refs, names, lc_tok, paired_bs, paired_ar, sentence)
     if plot is not None and by_length:
-        from nmt_cli.plots import bleu_by_length_chart
+        from nmt_cli.translation.plots import bleu_by_length_chart
 
         bleu_by_length_chart(report, plot)
     if json_out:

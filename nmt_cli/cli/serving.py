@@ -6,10 +6,10 @@ from typing import Annotated
 
 import typer
 
-from nmt_cli import startup
 from nmt_cli.cli.app import app
 from nmt_cli.cli.decode_options import DeviceOption
-from nmt_cli.serve_settings import ServeSettings
+from nmt_cli.runtime import startup
+from nmt_cli.serving.settings import ServeSettings
 
 DEFAULTS = ServeSettings()
 
@@ -157,7 +157,7 @@ def serve(
     requests are decoded together in batches. SIGTERM or Ctrl-C stops accepting requests, finishes
     those in flight and exits 0. Needs the serve extra (pip install 'nmt[serve]').
     """
-    from nmt_cli.serve_process import serve as run_serve
+    from nmt_cli.serving.process import serve as run_serve
 
     run_serve(
         model,

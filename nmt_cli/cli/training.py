@@ -8,9 +8,9 @@ from typing import Annotated
 
 import typer
 
-from nmt_cli import startup
 from nmt_cli.cli.app import RunDirOption, SetOption, ThreadsOption, _recipe, _run_dir, app
-from nmt_cli.errors import UserError
+from nmt_cli.runtime import startup
+from nmt_cli.runtime.errors import UserError
 
 
 @app.command()
@@ -22,8 +22,8 @@ def preprocess(
 ) -> None:
     """Fetch the corpus, clean and filter it, learn SentencePiece, and store encoded splits in
     the run dir."""
-    from nmt_cli.interrupts import task
-    from nmt_cli.preprocess import preprocess as run_preprocess
+    from nmt_cli.data.preprocess import preprocess as run_preprocess
+    from nmt_cli.runtime.interrupts import task
 
     r = _recipe(recipe, set_)
     out = _run_dir(r, run_dir)
@@ -67,10 +67,10 @@ def train(
     Runs preprocessing first if the run dir has no data. Ctrl-C or SIGTERM writes a checkpoint and
     stops; running the same command again resumes exactly.
     """
-    from nmt_cli.device import pick_device, resolve_precision
-    from nmt_cli.interrupts import task
-    from nmt_cli.preprocess import ensure_preprocessed
-    from nmt_cli.training import train as run_train
+    from nmt_cli.data.preprocess import ensure_preprocessed
+    from nmt_cli.runtime.device import pick_device, resolve_precision
+    from nmt_cli.runtime.interrupts import task
+    from nmt_cli.training.loop import train as run_train
 
     extra = (
         ([f"train.max_steps={max_steps}"] if max_steps is not None else [])
@@ -82,7 +82,7 @@ def train(
     # a device mismatch fails before preprocessing, and so does an initial model that cannot be used
     resolve_precision(r.train.precision, pick_device(device))
     if r.train.init_from:
-        from nmt_cli.finetune import initial_tokenizer
+        from nmt_cli.training.finetune import initial_tokenizer
 
         initial_tokenizer(r)
     with task(f"preprocessing into {out} did not finish; run the same command again"):
@@ -112,8 +112,8 @@ def average(
     ] = Path("averaged.pt"),
 ) -> None:
     """Average the weights of the last N checkpoints into one checkpoint that translate can use."""
-    from nmt_cli.checkpoint import average as run_average
-    from nmt_cli.checkpoint import step_checkpoints
+    from nmt_cli.training.checkpoint import average as run_average
+    from nmt_cli.training.checkpoint import step_checkpoints
 
     paths = step_checkpoints(run_dir)[-last:]
     if not paths:

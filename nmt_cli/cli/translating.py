@@ -9,7 +9,6 @@ from typing import Annotated
 
 import typer
 
-from nmt_cli import startup
 from nmt_cli.cli.app import ModelOption, ThreadsOption, _read, app
 from nmt_cli.cli.decode_options import (
     BatchSizeOption,
@@ -34,7 +33,8 @@ from nmt_cli.cli.decode_options import (
     _decode_changes,
     _option_name,
 )
-from nmt_cli.errors import UserError
+from nmt_cli.runtime import startup
+from nmt_cli.runtime.errors import UserError
 
 
 def _translation_unfinished(output: Path | None, **_) -> str:
@@ -148,17 +148,17 @@ def translate(
     With -o the translation goes to a temporary file renamed to FILE once complete. On a terminal,
     progress (lines, lines/s, and with -i the total and time left) is shown on stderr.
     """
-    from nmt_cli.interrupts import task
-    from nmt_cli.lines import OutputOptions, count_lines, translate_stream
-    from nmt_cli.output_file import atomic_text_output
-    from nmt_cli.translate import load_translator
+    from nmt_cli.runtime.interrupts import task
+    from nmt_cli.runtime.output_file import atomic_text_output
+    from nmt_cli.translation.lines import OutputOptions, count_lines, translate_stream
+    from nmt_cli.translation.translator import load_translator
 
     if attention_plot is not None:
         try:
             import matplotlib  # noqa: F401
         except ImportError:
             raise UserError("--attention-plot needs matplotlib: pip install 'nmt[plot]'") from None
-        from nmt_cli.plots import plot_dir
+        from nmt_cli.translation.plots import plot_dir
 
         plot_dir(attention_plot)  # before the model loads: a bad folder should not cost a load
     documents = _document_options(
@@ -187,7 +187,7 @@ def translate(
             ),
             err=True,
         )
-    from nmt_cli.controlled import controlled_translator
+    from nmt_cli.translation.controlled import controlled_translator
 
     translator = controlled_translator(
         translator, glossary, prefix_tab, sample, sampling_topk, temperature, seed, nbest
@@ -207,7 +207,7 @@ def translate(
         _translate_html(translator, in_stream, input, output, documents)
         return
     if shard is not None:
-        from nmt_cli.shards import ShardReader, parse_shard, shard_output, shard_range
+        from nmt_cli.translation.shards import ShardReader, parse_shard, shard_output, shard_range
 
         if input is None:
             raise UserError("--shard: give the file with -i (each shard counts its lines)")
@@ -258,7 +258,7 @@ def translate(
 def _document_options(fmt, split_sentences, protect, per_line: bool, pictures: bool):
     """The document layer's options from translate's, or None for the sentence path (each line
     one segment, with the per-line outputs: --nbest, --scores, --alignments, attention)."""
-    from nmt_cli.document import FORMATS, DocumentOptions
+    from nmt_cli.documents.layer import FORMATS, DocumentOptions
 
     if fmt not in FORMATS:
         raise UserError(f"--format: '{fmt}' is not one of {', '.join(FORMATS)}")
@@ -274,7 +274,7 @@ def _document_options(fmt, split_sentences, protect, per_line: bool, pictures: b
             )
             raise UserError(f"{asked}: {given} describe each input line as one sentence")
         return None
-    from nmt_cli.protect import Protector
+    from nmt_cli.documents.protect import Protector
 
     Protector(protect or ())  # a bad pattern is refused before the model loads
     return DocumentOptions(fmt, split_sentences is not False, list(protect or ()))
@@ -282,9 +282,9 @@ def _document_options(fmt, split_sentences, protect, per_line: bool, pictures: b
 
 def _translate_html(translator, in_stream, input: Path | None, output: Path | None, documents):
     """One HTML document from -i (or stdin) to -o (or stdout), written once complete."""
-    from nmt_cli.document import translate_html_stream
-    from nmt_cli.interrupts import task
-    from nmt_cli.output_file import atomic_text_output
+    from nmt_cli.documents.layer import translate_html_stream
+    from nmt_cli.runtime.interrupts import task
+    from nmt_cli.runtime.output_file import atomic_text_output
 
     where = f"{output} was not written" if output is not None else "nothing was written"
     try:
@@ -320,10 +320,10 @@ def score(
     device: DeviceOption = "auto",
 ) -> None:
     """Print log p(target | source) for each pair (forced decoding), one number per line."""
-    from nmt_cli.checkpoint import load_model
-    from nmt_cli.device import pick_device
-    from nmt_cli.interrupts import task
-    from nmt_cli.translate import force_decode
+    from nmt_cli.runtime.device import pick_device
+    from nmt_cli.runtime.interrupts import task
+    from nmt_cli.training.checkpoint import load_model
+    from nmt_cli.translation.translator import force_decode
 
     if not model or src is None or tgt is None:
         raise UserError("give -m RUN, --src FILE and --tgt FILE")

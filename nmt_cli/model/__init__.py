@@ -3,7 +3,7 @@
 import torch
 from torch.overrides import TorchFunctionMode
 
-from nmt_cli.config import ModelConfig
+from nmt_cli.config.sections import ModelConfig
 from nmt_cli.model.seq2seq import Seq2Seq
 
 # What PyTorch's modules and Seq2Seq._initialize call to draw or set initial values in place.

@@ -45,9 +45,9 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from nmt_cli.data.tokenizer import PAD
 from nmt_cli.model.attention import Attention, AttentionMemory
 from nmt_cli.model.encoder import RNN_CLASSES
-from nmt_cli.tokenizer import PAD
 
 
 @dataclass

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch.autograd.function import once_differentiable
 
-from nmt_cli.tokenizer import PAD
+from nmt_cli.data.tokenizer import PAD
 
 CHUNK_BYTES = 16 << 20  # one chunk's (rows × V) float32 block: under glibc's 32 MiB mmap cap
 

@@ -1,6 +1,7 @@
 """The output layer over the columns a batch decodes: logits = W_s h~ + b.
 
-Without a shortlist the columns are the whole target vocabulary. With one (nmt_cli/shortlist.py)
+Without a shortlist the columns are the whole target vocabulary. With one
+(nmt_cli/decoding/shortlist.py)
 they are the union of the batch's candidate sets, and every row keeps its own set: its other
 columns get the logit -inf, so that the log-softmax normalises each row over its own set and a
 sentence's result never depends on its batch-mates. ``Columns`` says which columns a step computes:
@@ -26,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nmt_cli.tokenizer import PAD
+from nmt_cli.data.tokenizer import PAD
 
 # Row groups are formed when they do at most GROUPED_SHARE of the arithmetic of one product over
 # the union. As sentences leave, the groups keep their columns (their cut rows of W_s stay valid)

@@ -18,14 +18,14 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from nmt_cli.config import ModelConfig
+from nmt_cli.config.sections import ModelConfig
+from nmt_cli.data.tokenizer import PAD
 from nmt_cli.model.attention import Attention, CosineScore
 from nmt_cli.model.bridge import Bridge
 from nmt_cli.model.decoder import Decoder, DecoderMemory, DecoderState
 from nmt_cli.model.encoder import Encoder
 from nmt_cli.model.loss import output_loss
 from nmt_cli.model.output_layer import Columns, logits
-from nmt_cli.tokenizer import PAD
 
 
 class Seq2Seq(nn.Module):

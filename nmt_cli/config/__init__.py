@@ -1,0 +1,1 @@
+"""Recipes: YAML -> typed, validated dataclasses, and the reference of every key."""

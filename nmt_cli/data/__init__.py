@@ -1,0 +1,1 @@
+"""Corpora to encoded splits: fetching, cleaning, SentencePiece, stores and training batches."""

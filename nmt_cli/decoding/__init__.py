@@ -1,0 +1,1 @@
+"""Search over the model: the beam loop and its strategies, shortlists, batched decoding."""

@@ -1,0 +1,1 @@
+"""The document layer: paragraphs, sentences, markup and protected spans around segments."""

@@ -1,0 +1,1 @@
+"""Scores: sacreBLEU's BLEU, chrF and TER, and paired significance."""

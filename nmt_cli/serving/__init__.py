@@ -1,0 +1,1 @@
+"""`nmt serve`: the HTTP service, LibreTranslate's API, batching across requests."""

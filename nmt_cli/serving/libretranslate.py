@@ -1,0 +1,363 @@
+"""LibreTranslate's API as its clients use it, on `nmt serve`.
+
+Routes: ``POST /translate``, ``POST /detect``, ``GET /languages``, ``GET /frontend/settings``,
+``POST /translate_file`` with ``GET /download_file/{name}``, and ``POST /suggest`` (refused: this
+server takes no suggestions). Fields come from a JSON body, an urlencoded or multipart form, or
+the query string; answers, status codes and error texts are LibreTranslate's, so its web page,
+libretranslatepy, deep-translator, Weblate and SearXNG work unchanged (docs/serve.md lists what
+each sends and the tests that replay it).
+"""
+
+# No `from __future__ import annotations`: FastAPI reads the route functions' annotations
+# (Request) as objects.
+
+import uuid
+from typing import Any
+from urllib.parse import quote
+
+from pydantic import BaseModel, Field
+
+from nmt_cli.serving import pivot
+from nmt_cli.serving.documents import plan_texts, translate_plan
+from nmt_cli.serving.language_id import LanguageIdentifier
+from nmt_cli.serving.request_body import RequestError
+from nmt_cli.translation.controlled import hold_back, text_confidences
+
+LANGUAGE_NAMES = {
+    "ar": "Arabic",
+    "cs": "Czech",
+    "de": "German",
+    "en": "English",
+    "es": "Spanish",
+    "fi": "Finnish",
+    "fr": "French",
+    "it": "Italian",
+    "ja": "Japanese",
+    "nl": "Dutch",
+    "pl": "Polish",
+    "pt": "Portuguese",
+    "ro": "Romanian",
+    "ru": "Russian",
+    "tr": "Turkish",
+    "uk": "Ukrainian",
+    "zh": "Chinese",
+}
+FILE_FORMATS = {".txt": "text", ".html": "html", ".htm": "html"}
+KEPT_FILES = 64  # translated files kept for their download, newest first
+FRONTEND_TIMEOUT_MS = 500  # how long LibreTranslate's page waits after typing before it asks
+
+
+# ---------------------------------------------------------------------- the API description
+
+
+class TranslateRequest(BaseModel):
+    q: str | list[str] = Field(description="Text or texts to translate")
+    source: str = Field(description='Source language code, or "auto" to identify it')
+    target: str = Field(description="Target language code")
+    format: str = Field("text", description='"text" or "html"')
+    alternatives: int = Field(0, ge=0, description="Alternative translations wanted per text")
+    api_key: str | None = Field(None, description="The server's API key, where it needs one")
+
+
+class DetectRequest(BaseModel):
+    q: str | list[str] = Field(description="Text whose language is wanted")
+    api_key: str | None = None
+
+
+class FileRequest(BaseModel):
+    file: bytes = Field(description="A .txt or .html file", json_schema_extra={"format": "binary"})
+    source: str
+    target: str
+    api_key: str | None = None
+
+
+class NativeRequest(BaseModel):
+    src: list[str] = Field(description="Sentences to translate")
+    model: str | None = Field(None, description="A model id from /v1/models")
+    source: str | None = None
+    target: str | None = None
+    beam_size: int | None = Field(None, ge=1, le=32)
+    nbest: int = Field(1, ge=1, le=32)
+    alignments: bool = False
+    attention: bool = False
+    format: str = Field("text", description='"text" or "html"')
+    api_key: str | None = None
+
+
+def body_schema(model: type[BaseModel], forms: bool = True, multipart_only: bool = False) -> dict:
+    """The route's request body for the OpenAPI description (the route itself reads its fields
+    from several places, so FastAPI cannot infer it)."""
+    schema = model.model_json_schema()
+    kinds = ["multipart/form-data"] if multipart_only else ["application/json"]
+    if forms and not multipart_only:
+        kinds += ["application/x-www-form-urlencoded", "multipart/form-data"]
+    return {"requestBody": {"required": True, "content": {k: {"schema": schema} for k in kinds}}}
+
+
+# ---------------------------------------------------------------------- reading the fields
+
+
+def text_field(body: dict, key: str) -> str:
+    value = body.get(key)
+    if value is None or value == "":
+        raise RequestError(400, f"Invalid request: missing {key} parameter")
+    if not isinstance(value, str):
+        raise RequestError(400, f"Invalid request: {key} must be a string")
+    return value.strip().lower() if key in ("source", "target") else value
+
+
+def texts_field(body: dict) -> tuple[list[str], bool]:
+    """(texts, whether q was a list); line ends made "\\n" as LibreTranslate makes them."""
+    q = body.get("q")
+    if q is None or q == "" or q == []:
+        raise RequestError(400, "Invalid request: missing q parameter")
+    batch = isinstance(q, list)
+    texts = q if batch else [q]
+    if not all(isinstance(t, str) for t in texts):
+        raise RequestError(400, "Invalid request: q must be a string or a list of strings")
+    return [t.replace("\r\n", "\n").replace("\r", "\n") for t in texts], batch
+
+
+def check_count(texts: list[str], most: int) -> None:
+    if len(texts) > most:
+        raise RequestError(
+            400, f"Invalid request: request ({len(texts)}) exceeds text limit ({most})"
+        )
+
+
+def alternatives_field(body: dict, most: int) -> int:
+    value = body.get("alternatives", 0)
+    if isinstance(value, bool) or not isinstance(value, (int, str)):
+        raise RequestError(400, "Invalid request: alternatives parameter is not a number")
+    try:
+        n = max(0, int(value))
+    except ValueError:
+        raise RequestError(400, "Invalid request: alternatives parameter is not a number") from None
+    if n > most:
+        raise RequestError(400, f"Invalid request: alternatives parameter must be <= {most}")
+    return n
+
+
+def unique(items: list[str], best: str) -> list[str]:
+    """Items in order without repeats, the best translation and empty (or blank) ones."""
+    seen = {best}
+    out = []
+    for item in items:
+        if item.strip() and item not in seen:
+            seen.add(item)
+            out.append(item)
+    return out
+
+
+def name(code: str) -> str:
+    return LANGUAGE_NAMES.get(code, code)
+
+
+# ---------------------------------------------------------------------- translating
+
+
+class LibreTranslate:
+    """What the routes share: the service, identifiers per set of candidate languages."""
+
+    def __init__(self, service):
+        self.service = service
+        self.languages = pivot.languages(service.models)
+        self._identifiers: dict[tuple[str, ...], LanguageIdentifier] = {}
+
+    def identifier(self, candidates: list[str]) -> LanguageIdentifier:
+        key = tuple(sorted(candidates))
+        if key not in self._identifiers:
+            self._identifiers[key] = LanguageIdentifier(key)
+        return self._identifiers[key]
+
+    def route(self, source: str, target: str, texts: list[str]):
+        """(route, detected language or None) for a request's pair; "auto" identifies the source
+        among the languages that translate into the target."""
+        routes = self.service.routes
+        if target not in self.languages:
+            raise RequestError(400, f"{target[:20]} is not supported")
+        detected = None
+        if source == "auto":
+            candidates = [s for s, t in routes if t == target]
+            if not candidates:
+                raise RequestError(400, f"{target[:20]} is not supported")
+            language, confidence = self.identifier(candidates).detect_many(texts)[0]
+            detected = {"confidence": confidence, "language": language}
+            source = language
+        elif source not in self.languages:
+            raise RequestError(400, f"{source[:20]} is not supported")
+        if (source, target) not in routes:
+            raise RequestError(
+                400,
+                f"{name(target)} ({target}) is not available as a target language from "
+                f"{name(source)} ({source})",
+            )
+        return routes[source, target], detected
+
+    async def translate(self, route, texts: list[str], alternatives: int, fmt: str):
+        """(translations, alternatives per text, which texts had a sentence cut, each text's
+        confidence) of LibreTranslate's texts: plain text or HTML through the document layer,
+        the segments of all texts decoded together; a whitespace-only text gives ""."""
+        beam = max(route.last.translator.config.beam_size, alternatives + 1)
+        plan = plan_texts(route, texts, fmt)
+        results = await translate_plan(
+            self.service,
+            route,
+            plan,
+            beam_size=beam,
+            nbest=alternatives + 1,
+            alignments=plan.needs_alignment,
+        )
+        versions = [plan.assemble(results, alternative=k) for k in range(alternatives + 1)]
+        translated = [t if t.strip() else "" for t in versions[0]]
+        alts = [
+            unique([v[i] for v in versions[1:]], translated[i]) if fmt == "text" else []
+            for i in range(len(texts))
+        ]
+        confidences = text_confidences(plan, results, len(texts))
+        return translated, alts, plan.cut(results), confidences
+
+
+def add_routes(app, service, read) -> None:
+    """LibreTranslate's routes on ``app``; ``read(request, allow_form)`` gives a request's fields
+    with its api_key checked."""
+    from fastapi import Request
+    from fastapi.responses import JSONResponse, Response
+
+    lt = LibreTranslate(service)
+    most_alternatives = 31
+
+    @app.post(
+        "/translate",
+        summary="Translate text (LibreTranslate)",
+        openapi_extra=body_schema(TranslateRequest),
+    )
+    async def libretranslate(request: Request):
+        body = await read(request, allow_form=True)
+        texts, batch = texts_field(body)
+        source, target = text_field(body, "source"), text_field(body, "target")
+        alternatives = alternatives_field(body, most_alternatives)
+        fmt = body.get("format") or "text"
+        if not isinstance(fmt, str) or fmt not in ("text", "html"):
+            raise RequestError(400, f"{str(fmt)[:20]} format is not supported")
+        check_count(texts, service.settings.max_queue)
+        service.check_length(texts)
+        route, detected = lt.route(source, target, texts)
+        service.charge(request, body["api_key"], sum(len(t) for t in texts))
+        request.state.log_texts = texts
+        translated, alts, _cut, confidences = await lt.translate(route, texts, alternatives, fmt)
+        threshold = service.settings.min_confidence
+        if threshold > 0:
+            translated, low = hold_back(texts, translated, confidences, threshold)
+            alts = [[] if held else a for a, held in zip(alts, low)]
+        out: dict[str, Any] = {"translatedText": translated if batch else translated[0]}
+        if detected is not None:
+            out["detectedLanguage"] = [detected] * len(texts) if batch else detected
+        if alternatives:
+            out["alternatives"] = alts if batch else alts[0]
+        if threshold > 0:  # the answer stays LibreTranslate's own without the option
+            out["confidence"] = confidences if batch else confidences[0]
+            out["lowConfidence"] = low if batch else low[0]
+        return out
+
+    @app.post(
+        "/detect",
+        summary="Identify the language of a text (LibreTranslate)",
+        openapi_extra=body_schema(DetectRequest),
+    )
+    async def detect(request: Request):
+        body = await read(request, allow_form=True)
+        texts, _batch = texts_field(body)
+        check_count(texts, service.settings.max_queue)
+        service.check_length(texts)
+        service.charge(request, body["api_key"], sum(len(t) for t in texts))
+        sources = sorted({m.source for m in service.models})
+        found = lt.identifier(sources).detect_many(texts)
+        return [{"confidence": c, "language": language} for language, c in found]
+
+    @app.get("/languages", summary="Languages served, each with its targets (LibreTranslate)")
+    async def languages():
+        return [
+            {"code": code, "name": name(code), "targets": sorted(targets)}
+            for code, targets in sorted(lt.languages.items())
+        ]
+
+    @app.get("/frontend/settings", summary="Settings of LibreTranslate's web page")
+    async def frontend_settings():
+        sources = sorted({s for s, _ in service.routes})
+        source = "auto" if len(sources) > 1 else sources[0]
+        target = service.models[0].target
+        keyed = service.settings.api_key is not None
+        return {
+            "charLimit": service.settings.max_chars,
+            "frontendTimeout": FRONTEND_TIMEOUT_MS,
+            "apiKeys": keyed,
+            "keyRequired": keyed,
+            "suggestions": False,
+            "filesTranslation": True,
+            "supportedFilesFormat": sorted(FILE_FORMATS),
+            "language": {
+                "source": {
+                    "code": source,
+                    "name": "Auto Detect" if source == "auto" else name(source),
+                },
+                "target": {"code": target, "name": name(target)},
+            },
+        }
+
+    @app.post("/suggest", summary="Suggestions (refused: this server takes none)")
+    async def suggest(request: Request):
+        await read(request, allow_form=True)
+        raise RequestError(403, "Suggestions are disabled on this server.")
+
+    @app.post(
+        "/translate_file",
+        summary="Translate a .txt or .html file (LibreTranslate)",
+        openapi_extra=body_schema(FileRequest, multipart_only=True),
+    )
+    async def translate_file(request: Request):
+        body, files = await service.fields(request, allow_form=True)
+        key = service.check_key(body, request.headers)
+        upload = files.get("file")
+        if upload is None:
+            raise RequestError(400, "Invalid request: missing file parameter")
+        source, target = text_field(body, "source"), text_field(body, "target")
+        filename = (upload.filename or "").replace("\\", "/").rsplit("/", 1)[-1]
+        if not filename:
+            raise RequestError(400, "Invalid request: empty file")
+        extension = ("." + filename.rsplit(".", 1)[-1].lower()) if "." in filename else ""
+        if extension not in FILE_FORMATS:
+            raise RequestError(400, "Invalid request: file format not supported")
+        try:
+            text = (await upload.read()).decode("utf-8")
+        except UnicodeDecodeError:
+            raise RequestError(400, "Invalid request: the file is not UTF-8 text") from None
+        service.check_length([text])
+        route, _detected = lt.route(source, target, [text])
+        service.charge(request, key, len(text))
+        texts, _alts, _cut, _confidences = await lt.translate(
+            route, [text], 0, FILE_FORMATS[extension]
+        )
+        translated = texts[0]
+        stored = f"{uuid.uuid4()}.{filename}"
+        service.files[stored] = (filename, translated.encode("utf-8"))
+        while len(service.files) > KEPT_FILES:
+            service.files.pop(next(iter(service.files)))
+        url = str(request.url_for("download_file", filename=stored))
+        return {"translatedFileUrl": url}
+
+    @app.get("/download_file/{filename}", summary="A translated file (LibreTranslate)")
+    async def download_file(filename: str):
+        if filename not in service.files:  # only files this process translated; never a path
+            return JSONResponse({"error": "Invalid filename"}, status_code=404)
+        original, content = service.files[filename]
+        kind = "text/html" if FILE_FORMATS[_extension(original)] == "html" else "text/plain"
+        return Response(
+            content,
+            media_type=f"{kind}; charset=utf-8",
+            headers={"Content-Disposition": f"attachment; filename*=UTF-8''{quote(original)}"},
+        )
+
+
+def _extension(filename: str) -> str:
+    return "." + filename.rsplit(".", 1)[-1].lower()

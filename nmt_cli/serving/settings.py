@@ -1,0 +1,32 @@
+"""What `nmt serve` is told: address, key, batching, limits and logging, one dataclass.
+
+It has no dependency beyond the standard library, so the command line reads its defaults from
+here without loading the service (FastAPI, torch) for `nmt --help`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass
+class ServeSettings:
+    host: str = "127.0.0.1"
+    port: int = 5000
+    api_key: str | None = None
+    max_batch_tokens: int = 1024  # 0: no batching across requests, one request at a time
+    max_wait_ms: float = 50.0
+    max_chars: int = 5000  # characters of one text (LibreTranslate's char limit: 400 beyond)
+    max_request_chars: int = 100_000  # characters of all texts of one request (413 beyond)
+    max_queue: int = 1024  # sentences queued or decoding; a request that would pass it gets 503
+    timeout_s: float = 30.0  # a request waiting longer for its translation gets 504
+    threads: int = 1
+    shortlist: bool | None = None  # None: the recipe's decode.shortlist
+    cors: tuple[str, ...] = ()  # origins whose pages may call the API
+    metrics: bool = False  # GET /metrics for Prometheus
+    requests_per_minute: int = 0  # per client (api key or address); 0: no limit
+    chars_per_minute: int = 0
+    access_log: bool = False  # one line per request on stderr
+    log_texts: bool = False  # the access log shows the texts too
+    glossaries: tuple[str, ...] = ()  # --glossary [ID=]FILE (nmt_cli/translation/controlled.py)
+    min_confidence: float = 0.0  # the LibreTranslate route holds back translations below it

@@ -1,0 +1,1 @@
+"""The training loop, its run state, checkpoints, validation and log."""

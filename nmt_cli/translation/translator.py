@@ -1,0 +1,428 @@
+"""Translating lines: text to token ids, decoding (nmt_cli/decoding/decode.py), ids to text.
+
+N lines in give N lines out, in order. An empty (or all-whitespace) line gives an empty line
+without touching the model. Lines longer than the model's source limit are cut to it, with one
+warning. The decoding settings are the recipe's ``decode`` section (:class:`DecodeConfig`), with
+a caller's changes laid over it by :func:`nmt_cli.config.sections.override`; how many alternatives
+and which attention a call wants are arguments of that call. Reading and writing line streams is
+nmt_cli/translation/lines.py.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from nmt_cli.config.sections import DecodeConfig, Recipe, override
+from nmt_cli.data.tokenizer import Tokenizer, normalize
+from nmt_cli.decoding.decode import decode_ids
+from nmt_cli.decoding.language_vocabulary import LanguageVocabularies
+from nmt_cli.decoding.search import Hypothesis
+from nmt_cli.decoding.shortlist import Shortlist
+from nmt_cli.model.fast_decoding import prepare_for_decoding
+from nmt_cli.runtime.memory import bound_primitive_cache
+from nmt_cli.translation.confidence import confidence_of
+
+if TYPE_CHECKING:
+    from nmt_cli.decoding.sampling import Sampling
+from nmt_cli.translation.words import WordAttention, alignment_pairs, word_attention
+
+MAX_SOURCE_TOKENS = 250
+
+
+@dataclass
+class Alternative:
+    """One of the n best translations of a sentence."""
+
+    text: str
+    score: float  # total log-probability, EOS included
+    norm_score: float  # the length-penalised score the search ranked by
+
+
+@dataclass
+class Translation:
+    """The result for one input line; ``alignment`` and ``attention`` are filled when asked for."""
+
+    source: str
+    text: str
+    hypotheses: list[Hypothesis]
+    src_ids: list[int]
+    truncated: bool = False
+    alternatives: list[Alternative] = field(default_factory=list)  # the n best, best first
+    alignment: list[tuple[int, int]] | None = None  # (source word, target word), as --alignments
+    attention: WordAttention | None = None
+    # The direction asked of a multilingual model (nmt_cli/translation/routing.py): the languages,
+    # and whether the model was trained on it (None where the source was not named); None alike for
+    # a one-pair model.
+    source_lang: str | None = None
+    target_lang: str | None = None
+    zero_shot: bool | None = None
+    confidence: float | None = (
+        None  # in [0, 1], nmt_cli/translation/confidence.py; None for an empty line
+    )
+
+    @property
+    def score(self) -> float:
+        """The best translation's log-probability (0 for an empty line)."""
+        return self.hypotheses[0].score if self.hypotheses else 0.0
+
+
+class Translator:
+    """Lines in, translations out, with one model (or several averaged in log space).
+
+    The Python API: ``Translator.load("runs/en-fr").translate(["A dog runs."])`` gives one
+    :class:`Translation` per line with the recipe's decoding settings, as `nmt translate` writes
+    it. ``config`` is the decoding configuration, ``shortlist`` the model's vocabulary shortlist
+    (None: the model has none), ``languages`` a multilingual model's pieces per target language
+    (nmt_cli/decoding/language_vocabulary.py), ``recipe`` and ``checkpoint`` where the model came
+    from.
+    """
+
+    def __init__(
+        self,
+        model,
+        tokenizer: Tokenizer,
+        config: DecodeConfig | None = None,
+        device="cpu",
+        *,
+        shortlist: Shortlist | None = None,
+        languages: LanguageVocabularies | None = None,
+        max_source_tokens: int = MAX_SOURCE_TOKENS,
+        warn: Callable[[str], None] | None = None,
+        lowercase: bool = False,
+        recipe: Recipe | None = None,
+        checkpoint: os.PathLike | None = None,
+    ):
+        self.model, self.tokenizer, self.device = model, tokenizer, device
+        self.config = config if config is not None else DecodeConfig()
+        self.shortlist = shortlist
+        self.languages = languages  # a multilingual model's pieces per target language
+        self.lowercase = lowercase  # the model was trained on lowercased text (data.lowercase)
+        self.max_source_tokens = max_source_tokens
+        self.warn = warn or (lambda msg: print(msg, file=sys.stderr))
+        self.warned_truncation = False
+        self.recipe, self.checkpoint = recipe, checkpoint
+        # The direction translate() asks for when a call names none (``nmt translate --target``).
+        self.target: str | None = None
+        self.source: str | None = None
+        self.glossary = None  # terms every call forces, before its own (nmt serve --glossary)
+
+    @functools.cached_property
+    def routing(self):
+        """The model's directions and how a request picks one (nmt_cli/translation/routing.py)."""
+        from nmt_cli.translation.routing import Routing
+
+        return Routing(self.recipe)
+
+    @property
+    def directions(self) -> list[str]:
+        """The directions the model was trained on (``en-fr``); a multilingual model also
+        translates its ``zero_shot_directions``."""
+        return self.routing.directions
+
+    @property
+    def zero_shot_directions(self) -> list[str]:
+        return self.routing.zero_shot
+
+    @property
+    def multilingual(self) -> bool:
+        return self.routing.multilingual
+
+    def language_pieces(self, route, config: DecodeConfig):
+        """The pieces a translation along ``route`` may use (decode.language_vocabulary), or
+        None: every piece."""
+        if route is None or self.languages is None or not config.language_vocabulary:
+            return None
+        return self.languages.of(route.target)
+
+    @property
+    def precision(self) -> str:
+        """bf16 where the model's weights are (``decode.precision``), else fp32."""
+        first = next(self.model.parameters(), None)
+        return "bf16" if first is not None and first.dtype == torch.bfloat16 else "fp32"
+
+    @classmethod
+    def load(
+        cls,
+        model: str | os.PathLike | Sequence[str | os.PathLike],
+        *,
+        device: str = "auto",
+        quantize: str = "none",
+        threads: int | None = None,
+        **decode: Any,
+    ) -> Translator:
+        """A Translator for a run dir or checkpoint file (a list of them: their ensemble).
+        ``decode``: recipe ``decode`` keys (``beam_size=3``, ``shortlist=False``...) laid over the
+        first model's recipe, None keeping its value; ``threads``: CPU threads torch may use;
+        ``device`` and ``quantize`` as :func:`load_translator`'s."""
+        models = [model] if isinstance(model, (str, os.PathLike)) else list(model)
+        if threads is not None:
+            if threads < 1:
+                from nmt_cli.runtime.errors import UserError
+
+                raise UserError(f"threads: {threads} is not a positive number of threads")
+            torch.set_num_threads(threads)
+        return load_translator(models, decode, device=device, quantize=quantize)
+
+    def translate(
+        self,
+        lines: Sequence[str],
+        *,
+        nbest: int = 1,
+        alignments: bool = False,
+        attention: bool = False,
+        beam_size: int | None = None,
+        weights: bool = False,
+        target: str | None = None,
+        source: str | None = None,
+        glossary=None,
+        prefixes: Sequence[str | None] | None = None,
+        sampling: Sampling | None = None,
+    ) -> list[Translation]:
+        """One Translation per line, in order, with ``nbest`` alternatives each; ``beam_size``:
+        this call's instead of the configured one; ``alignments``, ``attention``: fill those
+        fields; ``weights``: keep each hypothesis's attention weights (implied by the two);
+        ``target``, ``source``: the languages, for a multilingual model (``directions``);
+        ``glossary``: terms to force (nmt_cli/translation/glossary.py: a Glossary, a file, a
+        mapping or pairs); ``prefixes``: per line, a target prefix to force (None or "": none);
+        ``sampling``: sample the translations (nmt_cli/decoding/sampling.py) instead of
+        searching."""
+        config = override(self.config, {"beam_size": beam_size})
+        if nbest > config.beam_size or nbest < 1:
+            from nmt_cli.runtime.errors import UserError
+
+            raise UserError(f"nbest {nbest} must be between 1 and the beam size {config.beam_size}")
+        route = self.routing.route(target or self.target, source or self.source)
+        prefix = self.tokenizer.symbol_ids(route.tags) if route is not None else []
+        cleaned = [normalize(line, self.lowercase) for line in lines]
+        ids = self.tokenizer.encode_src(cleaned)
+        truncated = [len(x) > self.max_source_tokens - len(prefix) for x in ids]
+        if prefix:  # the direction's tokens start the source, as in training
+            ids = [prefix + x[: self.max_source_tokens - len(prefix)] if x else x for x in ids]
+        if any(truncated) and not self.warned_truncation:
+            self.warned_truncation = True
+            self.warn(
+                f"warning: a line is longer than {self.max_source_tokens} subwords; "
+                "overlong lines are cut to that length"
+            )
+        ids = [x[: self.max_source_tokens] for x in ids]
+        todo = [i for i, x in enumerate(ids) if x]
+        forced = None
+        if self.glossary is not None:
+            from nmt_cli.translation.glossary import merged
+
+            glossary = merged(self.glossary, glossary)
+        if glossary is not None or prefixes is not None:
+            from nmt_cli.decoding.forced import forced_for_lines
+
+            forced = forced_for_lines(
+                cleaned,
+                ids,
+                self.tokenizer,
+                config,
+                glossary=glossary,
+                prefixes=prefixes,
+                lowercase=self.lowercase,
+            )
+        hyps = (
+            decode_ids(
+                self.model,
+                [ids[i] for i in todo],
+                config,
+                self.device,
+                shortlist=self.shortlist,
+                nbest=nbest,
+                attention=weights or alignments or attention,
+                forced=None if forced is None else [forced[i] for i in todo],
+                sampling=sampling,
+                warn=self.warn,
+                language=self.language_pieces(route, config),
+            )
+            if todo
+            else []
+        )
+        out = [Translation(lines[i], "", [], ids[i], truncated[i]) for i in range(len(lines))]
+        if prefix:  # what the caller sees is its own text's pieces, the tokens left out
+            for tr in out:
+                tr.src_ids = tr.src_ids[len(prefix) :]
+            for sentence in hyps:
+                for h in sentence:
+                    if h.attention is not None:
+                        h.attention = h.attention[:, len(prefix) :]
+        if route is not None:
+            for tr in out:
+                tr.source_lang, tr.target_lang = route.source, route.target
+                tr.zero_shot = route.zero_shot
+        flat = [h for sentence in hyps for h in sentence]
+        texts = iter(self.tokenizer.decode_tgt([h.tokens for h in flat]))
+        for i, sentence in zip(todo, hyps):
+            tr = out[i]
+            tr.hypotheses = sentence
+            tr.alternatives = [Alternative(next(texts), h.score, h.norm_score) for h in sentence]
+            tr.text = tr.alternatives[0].text if sentence else ""
+            tr.confidence = confidence_of(sentence, len(tr.src_ids))
+            if (alignments or attention) and sentence and sentence[0].attention is not None:
+                src_p = self.tokenizer.src_pieces(tr.src_ids)
+                tgt_p = self.tokenizer.tgt_pieces(sentence[0].tokens)
+                if alignments:
+                    tr.alignment = alignment_pairs(sentence[0].attention, src_p, tgt_p)
+                if attention:
+                    tr.attention = word_attention(
+                        sentence[0].attention, src_p, tgt_p, tr.source, tr.text
+                    )
+        return out
+
+    def translate_texts(
+        self,
+        texts: Sequence[str],
+        *,
+        fmt: str = "text",
+        split_sentences: bool = True,
+        protect: Sequence[str] | None = (),
+        language: str | None = None,
+        nbest: int = 1,
+        beam_size: int | None = None,
+    ):
+        """Whole texts in, whole translations out
+        (:class:`nmt_cli.documents.layer.DocumentTranslation`:
+        ``.text``, ``.segments``, ``.cut``): each text cut into paragraphs at its line breaks and
+        sentences inside them (``split_sentences``), or an HTML document (``fmt="html"``), its
+        whitespace and markup put back around the translations; ``protect``: do-not-translate
+        regexes besides the built-in placeholders, URLs and e-mail addresses (None: none)."""
+        from nmt_cli.documents.layer import translate_documents
+
+        return translate_documents(
+            self,
+            texts,
+            fmt=fmt,
+            split_sentences=split_sentences,
+            protect=protect,
+            language=language,
+            nbest=nbest,
+            beam_size=beam_size,
+        )
+
+
+@torch.no_grad()
+def force_decode(
+    model,
+    tokenizer: Tokenizer,
+    sources: Sequence[str],
+    targets: Sequence[str],
+    device="cpu",
+    batch_size: int = 64,
+    lowercase: bool = False,
+    per_piece: bool = False,
+) -> list[float]:
+    """log p(y | x) = Σ_i log p(y_i | y_<i, x), EOS included, for each (source, target) pair;
+    with ``per_piece`` divided by the number of its terms (the target's pieces and EOS), the
+    negative of the cross-entropy per piece that filtering synthetic pairs compares;
+    ``lowercase`` for a model trained with data.lowercase."""
+    import numpy as np
+
+    from nmt_cli.data.batches import collate  # only forced decoding needs training's batches
+
+    src_ids = tokenizer.encode_src([normalize(s, lowercase) for s in sources])
+    tgt_ids = tokenizer.encode_tgt([normalize(t, lowercase) for t in targets])
+    out: list[float] = []
+    for start in range(0, len(src_ids), batch_size):
+        batch = collate(
+            [
+                np.asarray(s[:MAX_SOURCE_TOKENS], dtype=np.int64)
+                for s in src_ids[start : start + batch_size]
+            ],
+            [np.asarray(t, dtype=np.int64) for t in tgt_ids[start : start + batch_size]],
+        )
+        logits, _ = model(batch.src.to(device), batch.src_lengths, batch.tgt_in.to(device))
+        logp = torch.log_softmax(logits.float(), dim=-1)
+        target = batch.tgt_out.to(device)
+        picked = logp.gather(-1, target.unsqueeze(-1)).squeeze(-1).masked_fill(target == 0, 0.0)
+        summed = picked.sum(-1)
+        out.extend((summed / (target != 0).sum(-1) if per_piece else summed).tolist())
+    return out
+
+
+def load_translator(
+    models: Sequence[str | os.PathLike],
+    decode: DecodeConfig | Mapping[str, Any] | None = None,
+    *,
+    device: str = "auto",
+    quantize: str = "none",
+    name_of: Callable[[str], str] | None = None,
+) -> Translator:
+    """A Translator for one model, or the ensemble of several (run dirs or checkpoint files with
+    one vocabulary). ``decode``: the decoding configuration, or changes to the first model's
+    recipe's ``decode`` section (recipe keys; None keeps the recipe's value), checked as recipe
+    keys are; errors name a key as ``name_of`` gives it (the CLI names its options). ``quantize``:
+    none or int8. ``decode.precision`` bf16 (``auto`` on a CPU with bf16 hardware) converts the
+    weights to bf16, so that every matrix product runs in bf16; log-probabilities and scores
+    stay fp32."""
+    from nmt_cli.model.ensemble import Ensemble
+    from nmt_cli.runtime.device import pick_device, resolve_decode_precision
+    from nmt_cli.runtime.errors import UserError
+    from nmt_cli.training.checkpoint import load_model
+
+    if not models:
+        raise UserError("-m/--model: give a run dir or checkpoint")
+    dev = pick_device(device)
+    loaded = [load_model(m, dev) for m in models]
+    first = loaded[0]
+    if isinstance(decode, DecodeConfig):
+        config, changes = decode, {}
+    else:
+        changes = {k: v for k, v in (decode or {}).items() if v is not None}
+        config = override(first.recipe.decode, changes, name_of)
+    for other in loaded[1:]:
+        if (
+            other.tokenizer.tgt_proto != first.tokenizer.tgt_proto
+            or other.tokenizer.src_proto != first.tokenizer.src_proto
+        ):
+            raise UserError(
+                f"{other.path}: uses a different vocabulary than {first.path}; cannot ensemble"
+            )
+        if other.recipe.data.lowercase != first.recipe.data.lowercase:
+            raise UserError(
+                f"{other.path}: data.lowercase differs from {first.path}'s; cannot ensemble"
+            )
+    models_ = [x.model for x in loaded]
+    if quantize == "int8":
+        from nmt_cli.model.quantize import quantize_int8
+
+        models_ = [quantize_int8(m) for m in models_]
+    elif quantize != "none":
+        raise UserError(f"--quantize: '{quantize}' is not one of none, int8")
+    if resolve_decode_precision(config.precision, dev, quantize) == "bf16":
+        models_ = [m.to(torch.bfloat16) for m in models_]
+    if len(loaded) == 1:
+        model, shortlist, languages = models_[0], first.shortlist, first.languages
+    else:
+        from nmt_cli.decoding.language_vocabulary import LanguageVocabularies
+        from nmt_cli.decoding.shortlist import merge_shortlists
+
+        model = Ensemble(models_).eval()
+        shortlist = merge_shortlists([x.shortlist for x in loaded])
+        languages = LanguageVocabularies.union(x.languages for x in loaded)
+    bound_primitive_cache()  # before the first bf16 product; see nmt_cli/runtime/memory.py
+    prepare_for_decoding(model)
+    if changes.get("shortlist") and shortlist is None:
+        raise UserError(
+            f"--shortlist: {first.path} has no vocabulary shortlist "
+            "(trained before shortlists existed); use --no-shortlist"
+        )
+    return Translator(
+        model,
+        first.tokenizer,
+        config,
+        dev,
+        shortlist=shortlist,
+        languages=languages,
+        lowercase=first.recipe.data.lowercase,
+        recipe=first.recipe,
+        checkpoint=first.path,
+    )
