@@ -76,3 +76,13 @@ def test_readme_code_layout_names_every_module():
     assert modules
     missing = [str(p.relative_to(package)) for p in modules if f"`{p.name}`" not in layout]
     assert not missing, f"README.md's code layout does not name: {missing}"
+
+
+def test_results_page_stays_within_its_budget():
+    """docs/results.md keeps each experiment's conclusion and command; the rounds behind it live
+    in git history, so the page stays readable in one sitting."""
+    results = (ROOT / "docs" / "results.md").read_text(encoding="utf-8")
+    assert len(results) <= 30_000, (
+        f"docs/results.md has {len(results)} characters (at most 30,000); condense an experiment "
+        "to its conclusion table and command"
+    )
