@@ -86,3 +86,28 @@ def test_results_page_stays_within_its_budget():
         f"docs/results.md has {len(results)} characters (at most 30,000); condense an experiment "
         "to its conclusion table and command"
     )
+
+
+def test_bench_readme_names_every_script():
+    """bench/README.md has a table row for every script in bench/, saying what it measures and
+    giving its command (`python bench/NAME.py ...`) wherever the script runs on its own."""
+    bench = ROOT / "bench"
+    readme = (bench / "README.md").read_text(encoding="utf-8")
+    rows = {
+        match.group(1): line
+        for line in readme.splitlines()
+        if (match := re.match(r"\| \[`([\w.]+\.py)`\]", line))
+    }
+    scripts = sorted(bench.glob("*.py"))
+    assert len(scripts) >= 20
+    unnamed = [p.name for p in scripts if p.name not in rows]
+    assert not unnamed, f"bench/README.md has no row for: {unnamed}"
+    no_command = [
+        p.name
+        for p in scripts
+        if '__name__ == "__main__"' in p.read_text(encoding="utf-8")
+        and f"python bench/{p.name}" not in rows[p.name]
+    ]
+    assert not no_command, f"bench/README.md gives no command for: {no_command}"
+    stale = [name for name in rows if not (bench / name).exists()]
+    assert not stale, f"bench/README.md names scripts that are gone: {stale}"
