@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # The main job on a laptop CPU: fetch Multi30k en-fr, preprocess, train for a few minutes,
-# translate a few test sentences, and print BLEU on the test set.
+# translate a few test sentences, print BLEU on the test set, and say where the model is.
 #   QUICKSTART_MINUTES=5   training time (wall clock)
-#   NMT_DATA_MIRROR=DIR    read corpora from DIR/<corpus>/<file> instead of the network
+#   NMT_DATA_MIRROR=DIR    read corpora from DIR/<corpus>/<file> instead of the network; by default
+#                          ../shared/data where that folder exists (as scripts/test.sh), else the
+#                          public URLs. Either way files are cached in ~/.cache/nmt/data.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+if [ -z "${NMT_DATA_MIRROR:-}" ] && [ -d ../shared/data ]; then
+  NMT_DATA_MIRROR="$(cd ../shared/data && pwd)"
+  export NMT_DATA_MIRROR
+fi
 MINUTES="${QUICKSTART_MINUTES:-5}"
 RUN=runs/quickstart-en-fr
 NMT=.venv/bin/nmt
@@ -21,3 +27,7 @@ echo "--- expected (README, quick start): about 41 BLEU after 800 steps, 25 afte
 if [ "$steps" -lt 400 ]; then
   echo "    few steps for ${MINUTES} minutes: is another job using the cores? see docs/running.md (--threads)"
 fi
+echo "--- the model: $(pwd)/$RUN (checkpoints/best.pt, with its SentencePiece model and recipe)"
+echo "    translate: echo 'Two dogs run through the snow.' | $NMT translate -m $RUN"
+echo "               $NMT translate -m $RUN -i input.en -o output.fr"
+echo "    more training: $NMT train recipes/en-fr.yaml --run-dir $RUN --max-minutes 10 (resumes)"

@@ -111,3 +111,17 @@ def test_bench_readme_names_every_script():
     assert not no_command, f"bench/README.md gives no command for: {no_command}"
     stale = [name for name in rows if not (bench / name).exists()]
     assert not stale, f"bench/README.md names scripts that are gone: {stale}"
+
+
+def test_quick_start_ends_with_its_model():
+    """The quick start says where its model is and how to translate with it, in the README and in
+    the script's last lines, and reads a local data mirror only where one exists."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    quick = readme[readme.index("## Quick start") : readme.index("## Commands")]
+    assert ".venv/bin/nmt translate -m runs/quickstart-en-fr" in quick
+    assert "~/.cache/nmt/data" in quick and "chromium-driver" in quick
+    script = (ROOT / "scripts" / "quickstart.sh").read_text(encoding="utf-8")
+    assert "RUN=runs/quickstart-en-fr" in script and "NMT=.venv/bin/nmt" in script
+    last = script.rstrip().splitlines()[-4:]
+    assert any("$NMT translate -m $RUN" in line and line.startswith("echo") for line in last)
+    assert "[ -d ../shared/data ]" in script
