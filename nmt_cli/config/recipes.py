@@ -17,10 +17,9 @@ import typing
 from pathlib import Path
 from typing import Any
 
+from nmt_cli.config.directions import check_denoise, check_directions
 from nmt_cli.config.sections import Recipe, may_change_on_resume
 from nmt_cli.config.values import check_value
-from nmt_cli.data.denoising import check_denoise
-from nmt_cli.data.directions import check_directions
 from nmt_cli.runtime.errors import ConfigError
 
 
