@@ -4,13 +4,27 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from nmt_cli.cli.app import RunDirOption, SetOption, ThreadsOption, _recipe, _run_dir, app
 from nmt_cli.runtime import startup
 from nmt_cli.runtime.errors import UserError
+
+if TYPE_CHECKING:
+    from nmt_cli.config.sections import Recipe
+    from nmt_cli.data.tokenizer import Tokenizer
+
+
+def _inherited_tokenizer(recipe: Recipe) -> tuple[Tokenizer, Path] | None:
+    """The initial model's tokenizer and checkpoint when the recipe fine-tunes, else None."""
+    if not recipe.train.init_from:
+        return None
+    # reading a checkpoint imports torch, which preprocessing a fresh run never pays
+    from nmt_cli.training.finetune import initial_tokenizer
+
+    return initial_tokenizer(recipe)
 
 
 @app.command()
@@ -27,8 +41,9 @@ def preprocess(
 
     r = _recipe(recipe, set_)
     out = _run_dir(r, run_dir)
+    inherited = _inherited_tokenizer(r)
     with task(f"preprocessing into {out} did not finish; run nmt preprocess again"):
-        run_preprocess(r, out, log=lambda m: typer.echo(m, err=True))
+        run_preprocess(r, out, log=lambda m: typer.echo(m, err=True), inherited=inherited)
     typer.echo(f"preprocessed into {out}", err=True)
 
 
@@ -81,12 +96,9 @@ def train(
     out = _run_dir(r, run_dir)
     # a device mismatch fails before preprocessing, and so does an initial model that cannot be used
     resolve_precision(r.train.precision, pick_device(device))
-    if r.train.init_from:
-        from nmt_cli.training.finetune import initial_tokenizer
-
-        initial_tokenizer(r)
+    inherited = _inherited_tokenizer(r)
     with task(f"preprocessing into {out} did not finish; run the same command again"):
-        ensure_preprocessed(r, out, log=lambda m: typer.echo(m, err=True))
+        ensure_preprocessed(r, out, log=lambda m: typer.echo(m, err=True), inherited=inherited)
     summary = run_train(r, out, device=device, restart=restart)
     typer.echo(
         json.dumps(
