@@ -58,6 +58,29 @@ ThreadsOption = Annotated[
 ]
 
 
+def _check_device(name: str) -> str:
+    """--device checked as the command line is read (nmt_cli/runtime/device.py, check_device):
+    auto and cpu need nothing of torch; any other name is held against this machine's devices."""
+    if name not in ("auto", "cpu"):
+        startup.import_torch()
+        # here, not at the top: `nmt --help` and the commands without a model never import torch
+        from nmt_cli.runtime.device import check_device
+
+        check_device(name)
+    return name
+
+
+DeviceOption = Annotated[
+    str,
+    typer.Option(
+        metavar="auto|cpu|cuda[:N]|mps",
+        callback=_check_device,
+        help="Where the model runs: auto (a GPU when there is one, else the CPU), cpu, cuda, "
+        "cuda:N (the N-th GPU) or mps.",
+    ),
+]
+
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"nmt {__version__}")

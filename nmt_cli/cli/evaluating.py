@@ -8,10 +8,9 @@ from typing import Annotated
 
 import typer
 
-from nmt_cli.cli.app import ThreadsOption, _read, app
+from nmt_cli.cli.app import DeviceOption, ThreadsOption, _read, app
 from nmt_cli.cli.decode_options import (
     BeamSizeOption,
-    DeviceOption,
     LengthPenaltyOption,
     SourceOption,
     TargetOption,

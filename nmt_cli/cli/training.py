@@ -8,7 +8,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from nmt_cli.cli.app import RunDirOption, SetOption, ThreadsOption, _recipe, _run_dir, app
+from nmt_cli.cli.app import (
+    DeviceOption,
+    RunDirOption,
+    SetOption,
+    ThreadsOption,
+    _recipe,
+    _run_dir,
+    app,
+)
 from nmt_cli.runtime import startup
 from nmt_cli.runtime.errors import UserError
 
@@ -61,7 +69,7 @@ def train(
         float | None,
         typer.Option(help="Stop after this much wall-clock time (train.max_minutes)."),
     ] = None,
-    device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto",
+    device: DeviceOption = "auto",
     restart: Annotated[
         bool, typer.Option("--restart", help="Ignore existing checkpoints and start over.")
     ] = False,
