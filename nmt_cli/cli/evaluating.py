@@ -65,7 +65,8 @@ def evaluate(
         str | None,
         typer.Option(
             help="Score in the literature's condition: lowercase, normalise punctuation and "
-            "Moses-tokenize the hypotheses for LANG; give the official tokenized references."
+            "Moses-tokenize the hypotheses for LANG, and the references too unless they already "
+            "are (the official tokenized ones are used as given)."
         ),
     ] = None,
     beam_size: BeamSizeOption = None,
@@ -151,7 +152,7 @@ def evaluate(
             if translator.lowercase and not lc_tok:
                 typer.echo(
                     f"note: {m} was trained with data.lowercase and writes lowercase; against "
-                    "cased references use --lc-tok LANG with the tokenized ones",
+                    "cased references use --lc-tok LANG",
                     err=True,
                 )
             with task(f"stopped while translating {src} with {m}; nothing was scored"):
