@@ -19,6 +19,7 @@ from nmt_cli.cli.decode_options import (
 )
 from nmt_cli.runtime import startup
 from nmt_cli.runtime.errors import UserError
+from nmt_cli.runtime.interrupts import task
 
 
 @app.command("eval")
@@ -117,6 +118,7 @@ def evaluate(
     Either --hyp and --ref, or -m RUN --src FILE --ref FILE to translate and then score. Several
     -m with --by-length compare the models side by side.
     """
+    # here, not at the top: sacreBLEU loads with the command, not with --help
     from nmt_cli.evaluation import scores as scoring
 
     if ref is None:
@@ -139,7 +141,6 @@ def evaluate(
             raise UserError(
                 f"--src and --ref differ in length: {len(sources)} vs {len(refs)} lines"
             )
-        from nmt_cli.runtime.interrupts import task
         from nmt_cli.translation.translator import (
             load_translator,  # torch is imported only to translate
         )
@@ -174,11 +175,11 @@ def evaluate(
         report[name] = entry
     if sentence is not None and not sentence.parent.is_dir():
         raise UserError(f"--sentence {sentence}: the folder {sentence.parent} does not exist")
-    from nmt_cli.evaluation.significance import compare_systems, significance_lines
+    from nmt_cli.evaluation.significance import compare_systems, significance_lines  # sacreBLEU
 
     tests = compare_systems(systems, refs, names, lc_tok, paired_bs, paired_ar, sentence)
     if plot is not None and by_length:
-        from nmt_cli.translation.plots import bleu_by_length_chart
+        from nmt_cli.translation.plots import bleu_by_length_chart  # matplotlib, the plot extra
 
         bleu_by_length_chart(report, plot)
     if json_out:

@@ -19,6 +19,7 @@ from nmt_cli.cli.app import (
 )
 from nmt_cli.runtime import startup
 from nmt_cli.runtime.errors import UserError
+from nmt_cli.runtime.interrupts import task
 
 if TYPE_CHECKING:
     from nmt_cli.config.sections import Recipe
@@ -44,8 +45,8 @@ def preprocess(
 ) -> None:
     """Fetch the corpus, clean and filter it, learn SentencePiece, and store encoded splits in
     the run dir."""
+    # here, not at the top: numpy, SentencePiece and the corpus code load with the command
     from nmt_cli.data.preprocess import preprocess as run_preprocess
-    from nmt_cli.runtime.interrupts import task
 
     r = _recipe(recipe, set_)
     out = _run_dir(r, run_dir)
@@ -90,9 +91,9 @@ def train(
     Runs preprocessing first if the run dir has no data. Ctrl-C or SIGTERM writes a checkpoint and
     stops; running the same command again resumes exactly.
     """
+    # here, not at the top: torch and the training loop load with the command, not with --help
     from nmt_cli.data.preprocess import ensure_preprocessed
     from nmt_cli.runtime.device import pick_device, resolve_precision
-    from nmt_cli.runtime.interrupts import task
     from nmt_cli.training.loop import train as run_train
 
     extra = (
@@ -132,6 +133,7 @@ def average(
     ] = Path("averaged.pt"),
 ) -> None:
     """Average the weights of the last N checkpoints into one checkpoint that translate can use."""
+    # here, not at the top: checkpoints need torch
     from nmt_cli.training.checkpoint import average as run_average
     from nmt_cli.training.checkpoint import step_checkpoints
 
