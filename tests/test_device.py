@@ -2,7 +2,10 @@ import pytest
 import torch
 
 from nmt_cli.runtime.device import (
+    DEVICE_CHOICES,
     autocast_context,
+    available_devices,
+    check_device,
     cpu_multiplies_bf16,
     native_bf16,
     pick_device,
@@ -10,6 +13,7 @@ from nmt_cli.runtime.device import (
     resolve_precision,
 )
 from nmt_cli.runtime.errors import UserError
+from tests.test_cli import nmt, one_line_error
 
 
 def test_precision_auto_uses_bf16_only_on_a_cpu_whose_hardware_has_it():
@@ -46,8 +50,56 @@ def test_pick_device():
     assert pick_device("cpu") == torch.device("cpu")
     assert pick_device("auto").type in ("cpu", "cuda", "mps")
     if not torch.cuda.is_available():
-        with pytest.raises(UserError, match="--device cuda: no CUDA device"):
+        with pytest.raises(UserError, match="'cuda' is not on this machine"):
             pick_device("cuda")
+    with pytest.raises(UserError, match="'gpu' is not a device"):
+        pick_device("gpu")
+
+
+def _lacking() -> list[str]:
+    """Device choices this machine does not have."""
+    has = available_devices()
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return [name for name in ("cuda", f"cuda:{gpus}", "mps") if name not in has]
+
+
+def test_check_device_names_the_choices_and_what_this_machine_has():
+    has = available_devices()
+    assert has[0] == "cpu"
+    for name in ["auto", *has]:
+        check_device(name)  # accepted
+    for name, problem in [("gpu", "is not a device"), ("CPU", "is not a device")] + [
+        (name, "is not on this machine") for name in _lacking()
+    ]:
+        with pytest.raises(UserError) as info:
+            check_device(name)
+        message = str(info.value)
+        assert f"'{name}' {problem}" in message and "\n" not in message
+        assert ", ".join(DEVICE_CHOICES) in message
+        assert f"this machine has {', '.join(has)}" in message
+
+
+# Each command that takes --device, with what else it needs to get as far as reading it
+DEVICE_COMMANDS = {
+    "translate": ["translate", "-m", "no-such-run"],
+    "eval": ["eval", "--hyp", "h.txt", "--ref", "r.txt"],
+    "score": ["score", "-m", "no-such-run", "--src", "s.txt", "--tgt", "t.txt"],
+    "train": ["train", "recipes/en-fr.yaml"],
+    "serve": ["serve", "-m", "no-such-run"],
+}
+
+
+@pytest.mark.parametrize("command", sorted(DEVICE_COMMANDS))
+def test_a_device_that_is_not_a_choice_is_one_line_and_exit_2_in_every_command(command):
+    result = nmt(*DEVICE_COMMANDS[command], "--device", "gpu")
+    one_line_error(result, "--device: 'gpu' is not a device", "choose from auto, cpu, cuda")
+    assert "this machine has cpu" in result.stderr.decode()
+
+
+@pytest.mark.parametrize("name", ["CPU", "tpu", "cuda:x", *_lacking()])
+def test_every_device_the_machine_lacks_is_refused_before_anything_is_read(name):
+    result = nmt(*DEVICE_COMMANDS["translate"], "--device", name)
+    one_line_error(result, f"--device: '{name}' is not", "this machine has cpu")
 
 
 def test_threads_come_from_the_flag_then_the_environment_then_the_idle_cores(monkeypatch):

@@ -8,6 +8,7 @@ from nmt_cli.data.store import load_meta
 from nmt_cli.data.tokenizer import Tokenizer
 from nmt_cli.runtime.errors import CheckpointError, DataError
 from nmt_cli.training import checkpoint as ckpt
+from nmt_cli.training.finetune import initial_tokenizer
 from nmt_cli.training.loop import Trainer, train
 from tests.conftest import tiny_recipe_dict, trained_copy, write_slice
 from tests.test_cli import nmt, one_line_error
@@ -38,7 +39,7 @@ def test_fine_tuning_keeps_the_tokenizer_and_starts_from_the_weights(initial, tm
     recipe = recipe_from_dict(new_data_recipe(tmp_path, initial))
     run = tmp_path / "ft"
     logs = []
-    ensure_preprocessed(recipe, run, log=logs.append)
+    ensure_preprocessed(recipe, run, log=logs.append, inherited=initial_tokenizer(recipe))
     assert any(f"using the tokenizer of {initial / 'checkpoints'}" in line for line in logs)
     assert Tokenizer.load(run).src_proto == Tokenizer.load(initial).src_proto
     assert load_meta(run)["src_vocab"] == Tokenizer.load(initial).src_vocab_size  # not 150
@@ -70,7 +71,7 @@ def test_data_preprocessed_without_init_from_is_refused(initial, tmp_path):
 def test_a_model_of_another_shape_is_refused_in_one_line(initial, tmp_path):
     raw = new_data_recipe(tmp_path, initial, hidden_dim=64, dropout=0.3)
     with pytest.raises(CheckpointError, match=r"model.hidden_dim \(32 there, 64 here\)") as info:
-        preprocess(recipe_from_dict(raw), tmp_path / "run", log=lambda m: None)
+        initial_tokenizer(recipe_from_dict(raw))
     assert "dropout" not in str(info.value)  # dropout leaves the shapes alone
     path = tmp_path / "r.yaml"
     raw["train"].pop("init_from")

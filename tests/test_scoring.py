@@ -1,10 +1,13 @@
 import gzip
+import json
 
 import pytest
+from sacrebleu.metrics import BLEU
 
 from nmt_cli.evaluation import scores as scoring
 from nmt_cli.runtime.errors import UserError
 from tests.conftest import MIRROR, multi30k_lines
+from tests.test_cli import nmt
 
 
 def test_scores_match_sacrebleu_and_carry_signatures():
@@ -67,3 +70,57 @@ def test_bad_input():
         scoring.score(["a"], ["a"], lc_tok="xx")
     with pytest.raises(UserError, match="unknown metric 'meteor'"):
         scoring.parse_metrics("bleu,meteor")
+
+
+def _official_tok(split: str, lang: str, n: int) -> list[str]:
+    path = MIRROR / "multi30k" / "tok" / f"{split}.lc.norm.tok.{lang}.gz"
+    with gzip.open(path, "rt", encoding="utf-8") as fh:
+        return fh.read().split("\n")[:n]
+
+
+def _system_like(lines: list[str]) -> list[str]:
+    """Real cased, detokenized sentences with every fourth word dropped: a hypothesis that
+    scores well below 100."""
+    return [" ".join(w for i, w in enumerate(line.split()) if i % 4 != 3) for line in lines]
+
+
+@pytest.mark.parametrize("lang", ["fr", "de", "en"])
+def test_official_tokenized_references_are_told_from_raw_ones(lang):
+    raw = multi30k_lines("test_2016_flickr", lang)
+    assert scoring.is_lc_tok(_official_tok("test_2016_flickr", lang, len(raw)))
+    assert not scoring.is_lc_tok(raw)
+    assert not scoring.is_lc_tok([line.lower() for line in raw])  # lowercased, not tokenized
+
+
+def test_lc_tok_scores_a_raw_reference_as_the_official_tokenized_one():
+    raw = multi30k_lines("test_2016_flickr", "fr", 300)
+    official = _official_tok("test_2016_flickr", "fr", 300)
+    hyps = _system_like(raw)
+    against_raw = scoring.score(hyps, raw, ["bleu"], lc_tok="fr")[0].score
+    against_official = scoring.score(hyps, official, ["bleu"], lc_tok="fr")[0].score
+    assert against_raw == pytest.approx(against_official, abs=0.01)
+    assert 30 < against_official < 90
+    # the raw reference left as it is would have scored far lower
+    untokenized = sacrebleu_none(scoring.moses_lc_tok(hyps, "fr"), raw)
+    assert untokenized < against_official - 20
+    rows = scoring.bleu_by_length(raw, hyps, raw, lc_tok="fr")
+    assert rows == scoring.bleu_by_length(raw, hyps, official, lc_tok="fr")
+
+
+def sacrebleu_none(hyps: list[str], refs: list[str]) -> float:
+    return BLEU(tokenize="none", force=True).corpus_score(hyps, [refs]).score
+
+
+def test_nmt_eval_lc_tok_gives_one_figure_for_the_raw_and_the_official_reference(tmp_path):
+    raw = multi30k_lines("test_2016_flickr", "fr", 200)
+    hyp, raw_ref, tok_ref = tmp_path / "hyp.fr", tmp_path / "ref.fr", tmp_path / "ref.tok.fr"
+    hyp.write_text("\n".join(_system_like(raw)) + "\n", encoding="utf-8")
+    raw_ref.write_text("\n".join(raw) + "\n", encoding="utf-8")
+    tok_ref.write_text("\n".join(_official_tok("test_2016_flickr", "fr", 200)) + "\n")
+    bleu = {}
+    for name, ref in (("raw", raw_ref), ("tok", tok_ref)):
+        args = ("--hyp", hyp, "--ref", ref, "--lc-tok", "fr", "--metrics", "bleu", "--json")
+        done = nmt("eval", *args)
+        assert done.returncode == 0, done.stderr.decode()
+        bleu[name] = json.loads(done.stdout)["scores"][0]["score"]
+    assert bleu["raw"] == bleu["tok"] and bleu["raw"] > 30

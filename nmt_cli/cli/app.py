@@ -12,7 +12,8 @@ import typer
 
 from nmt_cli import __version__
 from nmt_cli.runtime import startup
-from nmt_cli.runtime.errors import UserError
+from nmt_cli.runtime.errors import TrainingInterrupted, UserError
+from nmt_cli.runtime.interrupts import Interrupted
 
 app = typer.Typer(
     add_completion=False,
@@ -58,6 +59,29 @@ ThreadsOption = Annotated[
 ]
 
 
+def _check_device(name: str) -> str:
+    """--device checked as the command line is read (nmt_cli/runtime/device.py, check_device):
+    auto and cpu need nothing of torch; any other name is held against this machine's devices."""
+    if name not in ("auto", "cpu"):
+        startup.import_torch()
+        # here, not at the top: `nmt --help` and the commands without a model never import torch
+        from nmt_cli.runtime.device import check_device
+
+        check_device(name)
+    return name
+
+
+DeviceOption = Annotated[
+    str,
+    typer.Option(
+        metavar="auto|cpu|cuda[:N]|mps",
+        callback=_check_device,
+        help="Where the model runs: auto (a GPU when there is one, else the CPU), cpu, cuda, "
+        "cuda:N (the N-th GPU) or mps.",
+    ),
+]
+
+
 def _version(value: bool) -> None:
     if value:
         typer.echo(f"nmt {__version__}")
@@ -80,6 +104,7 @@ def main_options(
 
 
 def _recipe(path: Path, overrides: list[str] | None, extra: list[str] = ()):
+    # here, not at the top: a recipe brings YAML, which `nmt --help` never needs
     from nmt_cli.config.recipes import load_recipe
 
     return load_recipe(path, list(overrides or []) + list(extra))
@@ -90,6 +115,7 @@ def _run_dir(recipe, run_dir: Path | None) -> Path:
 
 
 def _read(path: Path) -> list[str]:
+    # here, not at the top: the corpus readers bring numpy and the download code
     from nmt_cli.data.corpora import read_lines
 
     return read_lines(path)
@@ -104,9 +130,6 @@ def _close_stdout() -> None:
 def main() -> None:
     """Entry point: user errors become one line on stderr and exit code 2, never a traceback; a
     signal exits 128 + its number with one line saying what was left incomplete."""
-    from nmt_cli.runtime.errors import TrainingInterrupted
-    from nmt_cli.runtime.interrupts import Interrupted
-
     startup.prepare_process()
     try:
         code = app(standalone_mode=False, prog_name="nmt")

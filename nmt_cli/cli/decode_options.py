@@ -10,7 +10,6 @@ import typer
 
 # The decoding options of translate, eval and serve. Each overrides the recipe key of its name in
 # decode.* (None: not given, the recipe's value stands); see _decode_changes.
-DeviceOption = Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")]
 BeamSizeOption = Annotated[
     int | None,
     typer.Option(min=1, help="Beam width; 1 = greedy (default: the recipe's decode.beam_size)."),

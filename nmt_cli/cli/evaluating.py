@@ -8,10 +8,9 @@ from typing import Annotated
 
 import typer
 
-from nmt_cli.cli.app import ThreadsOption, _read, app
+from nmt_cli.cli.app import DeviceOption, ThreadsOption, _read, app
 from nmt_cli.cli.decode_options import (
     BeamSizeOption,
-    DeviceOption,
     LengthPenaltyOption,
     SourceOption,
     TargetOption,
@@ -20,6 +19,7 @@ from nmt_cli.cli.decode_options import (
 )
 from nmt_cli.runtime import startup
 from nmt_cli.runtime.errors import UserError
+from nmt_cli.runtime.interrupts import task
 
 
 @app.command("eval")
@@ -66,7 +66,8 @@ def evaluate(
         str | None,
         typer.Option(
             help="Score in the literature's condition: lowercase, normalise punctuation and "
-            "Moses-tokenize the hypotheses for LANG; give the official tokenized references."
+            "Moses-tokenize the hypotheses for LANG, and the references too unless they already "
+            "are (the official tokenized ones are used as given)."
         ),
     ] = None,
     beam_size: BeamSizeOption = None,
@@ -117,6 +118,7 @@ def evaluate(
     Either --hyp and --ref, or -m RUN --src FILE --ref FILE to translate and then score. Several
     -m with --by-length compare the models side by side.
     """
+    # here, not at the top: sacreBLEU loads with the command, not with --help
     from nmt_cli.evaluation import scores as scoring
 
     if ref is None:
@@ -139,7 +141,6 @@ def evaluate(
             raise UserError(
                 f"--src and --ref differ in length: {len(sources)} vs {len(refs)} lines"
             )
-        from nmt_cli.runtime.interrupts import task
         from nmt_cli.translation.translator import (
             load_translator,  # torch is imported only to translate
         )
@@ -152,7 +153,7 @@ def evaluate(
             if translator.lowercase and not lc_tok:
                 typer.echo(
                     f"note: {m} was trained with data.lowercase and writes lowercase; against "
-                    "cased references use --lc-tok LANG with the tokenized ones",
+                    "cased references use --lc-tok LANG",
                     err=True,
                 )
             with task(f"stopped while translating {src} with {m}; nothing was scored"):
@@ -174,11 +175,11 @@ def evaluate(
         report[name] = entry
     if sentence is not None and not sentence.parent.is_dir():
         raise UserError(f"--sentence {sentence}: the folder {sentence.parent} does not exist")
-    from nmt_cli.evaluation.significance import compare_systems, significance_lines
+    from nmt_cli.evaluation.significance import compare_systems, significance_lines  # sacreBLEU
 
     tests = compare_systems(systems, refs, names, lc_tok, paired_bs, paired_ar, sentence)
     if plot is not None and by_length:
-        from nmt_cli.translation.plots import bleu_by_length_chart
+        from nmt_cli.translation.plots import bleu_by_length_chart  # matplotlib, the plot extra
 
         bleu_by_length_chart(report, plot)
     if json_out:

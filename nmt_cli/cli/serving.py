@@ -6,8 +6,7 @@ from typing import Annotated
 
 import typer
 
-from nmt_cli.cli.app import app
-from nmt_cli.cli.decode_options import DeviceOption
+from nmt_cli.cli.app import DeviceOption, app
 from nmt_cli.runtime import startup
 from nmt_cli.serving.settings import ServeSettings
 

@@ -4,13 +4,36 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from nmt_cli.cli.app import RunDirOption, SetOption, ThreadsOption, _recipe, _run_dir, app
+from nmt_cli.cli.app import (
+    DeviceOption,
+    RunDirOption,
+    SetOption,
+    ThreadsOption,
+    _recipe,
+    _run_dir,
+    app,
+)
 from nmt_cli.runtime import startup
 from nmt_cli.runtime.errors import UserError
+from nmt_cli.runtime.interrupts import task
+
+if TYPE_CHECKING:
+    from nmt_cli.config.sections import Recipe
+    from nmt_cli.data.tokenizer import Tokenizer
+
+
+def _inherited_tokenizer(recipe: Recipe) -> tuple[Tokenizer, Path] | None:
+    """The initial model's tokenizer and checkpoint when the recipe fine-tunes, else None."""
+    if not recipe.train.init_from:
+        return None
+    # reading a checkpoint imports torch, which preprocessing a fresh run never pays
+    from nmt_cli.training.finetune import initial_tokenizer
+
+    return initial_tokenizer(recipe)
 
 
 @app.command()
@@ -22,13 +45,14 @@ def preprocess(
 ) -> None:
     """Fetch the corpus, clean and filter it, learn SentencePiece, and store encoded splits in
     the run dir."""
+    # here, not at the top: numpy, SentencePiece and the corpus code load with the command
     from nmt_cli.data.preprocess import preprocess as run_preprocess
-    from nmt_cli.runtime.interrupts import task
 
     r = _recipe(recipe, set_)
     out = _run_dir(r, run_dir)
+    inherited = _inherited_tokenizer(r)
     with task(f"preprocessing into {out} did not finish; run nmt preprocess again"):
-        run_preprocess(r, out, log=lambda m: typer.echo(m, err=True))
+        run_preprocess(r, out, log=lambda m: typer.echo(m, err=True), inherited=inherited)
     typer.echo(f"preprocessed into {out}", err=True)
 
 
@@ -46,7 +70,7 @@ def train(
         float | None,
         typer.Option(help="Stop after this much wall-clock time (train.max_minutes)."),
     ] = None,
-    device: Annotated[str, typer.Option(help="auto, cpu, cuda or mps.")] = "auto",
+    device: DeviceOption = "auto",
     restart: Annotated[
         bool, typer.Option("--restart", help="Ignore existing checkpoints and start over.")
     ] = False,
@@ -67,9 +91,9 @@ def train(
     Runs preprocessing first if the run dir has no data. Ctrl-C or SIGTERM writes a checkpoint and
     stops; running the same command again resumes exactly.
     """
+    # here, not at the top: torch and the training loop load with the command, not with --help
     from nmt_cli.data.preprocess import ensure_preprocessed
     from nmt_cli.runtime.device import pick_device, resolve_precision
-    from nmt_cli.runtime.interrupts import task
     from nmt_cli.training.loop import train as run_train
 
     extra = (
@@ -81,12 +105,9 @@ def train(
     out = _run_dir(r, run_dir)
     # a device mismatch fails before preprocessing, and so does an initial model that cannot be used
     resolve_precision(r.train.precision, pick_device(device))
-    if r.train.init_from:
-        from nmt_cli.training.finetune import initial_tokenizer
-
-        initial_tokenizer(r)
+    inherited = _inherited_tokenizer(r)
     with task(f"preprocessing into {out} did not finish; run the same command again"):
-        ensure_preprocessed(r, out, log=lambda m: typer.echo(m, err=True))
+        ensure_preprocessed(r, out, log=lambda m: typer.echo(m, err=True), inherited=inherited)
     summary = run_train(r, out, device=device, restart=restart)
     typer.echo(
         json.dumps(
@@ -112,6 +133,7 @@ def average(
     ] = Path("averaged.pt"),
 ) -> None:
     """Average the weights of the last N checkpoints into one checkpoint that translate can use."""
+    # here, not at the top: checkpoints need torch
     from nmt_cli.training.checkpoint import average as run_average
     from nmt_cli.training.checkpoint import step_checkpoints
 

@@ -9,12 +9,11 @@ from typing import Annotated
 
 import typer
 
-from nmt_cli.cli.app import ModelOption, ThreadsOption, _read, app
+from nmt_cli.cli.app import DeviceOption, ModelOption, ThreadsOption, _read, app
 from nmt_cli.cli.decode_options import (
     BatchSizeOption,
     BatchTokensOption,
     BeamSizeOption,
-    DeviceOption,
     GlossaryOption,
     LanguageVocabularyOption,
     LengthPenaltyOption,

@@ -17,11 +17,11 @@ import typing
 from pathlib import Path
 from typing import Any
 
+from nmt_cli.config.directions import check_denoise, check_directions
 from nmt_cli.config.sections import Recipe, may_change_on_resume
 from nmt_cli.config.values import check_value
-from nmt_cli.data.denoising import check_denoise
-from nmt_cli.data.directions import check_directions
 from nmt_cli.runtime.errors import ConfigError
+from nmt_cli.runtime.output_file import write_text_atomic
 
 
 def _origin_of(key: str, origin: str, set_by: dict[str, str]) -> str:
@@ -168,7 +168,7 @@ def _read_yaml(path: Path) -> Any:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read recipe ({exc})") from None
-    import yaml
+    import yaml  # here, not at the top: as in parse_value
 
     try:
         return yaml.safe_load(text)
@@ -227,9 +227,7 @@ def load_recipe(path: str | os.PathLike, overrides: list[str] | None = None) -> 
 
 
 def save_recipe(recipe: Recipe, path: Path) -> None:
-    import yaml
-
-    from nmt_cli.runtime.output_file import write_text_atomic
+    import yaml  # here, not at the top: as in parse_value
 
     write_text_atomic(path, yaml.safe_dump(recipe.to_dict(), sort_keys=False))
 

@@ -20,11 +20,11 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+from nmt_cli.config.directions import parse_direction
 from nmt_cli.config.sections import Recipe
 from nmt_cli.data.corpora import iter_lines
-from nmt_cli.data.directions import denoising_tags, parse_direction, recipe_directions
+from nmt_cli.data.directions import denoising_tags
 from nmt_cli.data.pairs import PairSource
-from nmt_cli.runtime.errors import ConfigError
 
 
 def noised(words: list[str], rng: random.Random, drop: float, shuffle: int) -> list[str]:
@@ -37,26 +37,6 @@ def noised(words: list[str], rng: random.Random, drop: float, shuffle: int) -> l
         return kept
     keys = [i + rng.uniform(0, shuffle + 1) for i in range(len(kept))]
     return [w for _, w in sorted(zip(keys, kept), key=lambda pair: pair[0])]
-
-
-def check_denoise(recipe: Recipe, origin: str) -> None:
-    """Each language of data.denoise is the target of one of the recipe's directions."""
-    data = recipe.data
-    if not data.denoise:
-        return
-    if not data.directions:
-        raise ConfigError(
-            f"{origin}: data.denoise: needs data.directions (the pairs carry target tokens)"
-        )
-    targets = {d.tgt for d in recipe_directions(recipe)}
-    for lang in data.denoise:
-        if lang not in targets:
-            raise ConfigError(
-                f"{origin}: data.denoise: {lang}: no direction of data.directions writes it "
-                f"(targets: {', '.join(sorted(targets))})"
-            )
-    if len(set(data.denoise)) < len(data.denoise):
-        raise ConfigError(f"{origin}: data.denoise: a language is listed twice")
 
 
 def denoising_sources(recipe: Recipe, real: list[PairSource], data_dir: Path) -> list[PairSource]:

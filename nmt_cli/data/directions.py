@@ -7,24 +7,23 @@ SentencePiece model over all their languages. Each source starts with the target
 (``data.source_tag``), then ``<bt>`` for a back-translated pair (tagged back-translation, Caswell
 et al. 2019) or, with ``data.denoise_tag``, ``<denoise>`` for a denoising pair
 (nmt_cli/data/denoising.py). The tokens are SentencePiece user-defined symbols, prepended as ids so
-a tag is one piece whatever text follows. A recipe without ``data.directions`` is the one pair
+a tag is one piece whatever text follows. The direction names and their checks are
+nmt_cli/config/directions.py's. A recipe without ``data.directions`` is the one pair
 ``src-tgt``, as before, and only a back-translated corpus gives it a token (``<bt>``).
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
 from dataclasses import dataclass
 
 import numpy as np
 
+from nmt_cli.config.directions import Direction, is_multilingual, recipe_directions
 from nmt_cli.config.sections import Recipe
-from nmt_cli.runtime.errors import ConfigError
 
 BACK_TRANSLATED = "<bt>"
 DENOISING = "<denoise>"
-_DIRECTION = re.compile(r"^([A-Za-z][A-Za-z0-9_]*)-([A-Za-z][A-Za-z0-9_]*)$")
 
 
 def target_tag(lang: str) -> str:
@@ -33,37 +32,6 @@ def target_tag(lang: str) -> str:
 
 def source_tag(lang: str) -> str:
     return f"<from_{lang}>"
-
-
-@dataclass(frozen=True)
-class Direction:
-    src: str
-    tgt: str
-
-    @property
-    def name(self) -> str:
-        return f"{self.src}-{self.tgt}"
-
-
-def parse_direction(text: str, where: str = "data.directions") -> Direction:
-    """``en-fr`` as a Direction; anything else is one ConfigError line naming ``where``."""
-    match = _DIRECTION.match(str(text).strip())
-    if not match or match.group(1) == match.group(2):
-        raise ConfigError(
-            f"{where}: '{text}' is not a direction SRC-TGT of two different languages, e.g. en-fr"
-        )
-    return Direction(match.group(1), match.group(2))
-
-
-def is_multilingual(recipe: Recipe) -> bool:
-    return bool(recipe.data.directions)
-
-
-def recipe_directions(recipe: Recipe) -> list[Direction]:
-    """The directions the recipe trains: data.directions, or the one pair src-tgt."""
-    if not is_multilingual(recipe):
-        return [Direction(recipe.src, recipe.tgt)]
-    return [parse_direction(d) for d in recipe.data.directions]
 
 
 def languages(directions: list[Direction]) -> list[str]:
@@ -129,47 +97,6 @@ def direction_recipe(recipe: Recipe, direction: Direction) -> Recipe:
         tgt=direction.tgt,
         data=dataclasses.replace(data, **changes),
     )
-
-
-def check_directions(recipe: Recipe, origin: str) -> None:
-    """The multilingual keys agree with each other (one ConfigError line naming the key)."""
-    data = recipe.data
-    names = [parse_direction(d, f"{origin}: data.directions").name for d in data.directions]
-    if len(set(names)) < len(names):
-        twice = sorted({n for n in names if names.count(n) > 1})
-        raise ConfigError(f"{origin}: data.directions: {', '.join(twice)} listed twice")
-    known = names or [f"{recipe.src}-{recipe.tgt}"]
-    for key, mapping in (("pairs", data.pairs), ("back_translated", data.back_translated)):
-        for name, path in mapping.items():
-            if name not in known:
-                raise ConfigError(
-                    f"{origin}: data.{key}.{name}: not one of the recipe's directions "
-                    f"({', '.join(known)})"
-                )
-            if "{lang}" not in path:
-                raise ConfigError(
-                    f"{origin}: data.{key}.{name}: '{path}' must contain {{lang}} "
-                    "(one file per language)"
-                )
-    groups = names + [f"{lang}-{lang}" for lang in data.denoise]
-    for name, weight in data.weights.items():
-        if name not in groups:
-            raise ConfigError(
-                f"{origin}: data.weights.{name}: not one of the recipe's directions "
-                f"({', '.join(groups) or 'data.directions is empty'})"
-            )
-        if weight <= 0:
-            raise ConfigError(f"{origin}: data.weights.{name}: {weight:g}; give a number above 0")
-    if names and not recipe.tokenizer.joint:
-        raise ConfigError(
-            f"{origin}: tokenizer.joint: a multilingual recipe learns one SentencePiece model "
-            "over all its languages; set it true"
-        )
-    if (names or data.back_translated) and recipe.train.subword_alpha:
-        raise ConfigError(
-            f"{origin}: train.subword_alpha: re-segmenting tagged sources is not supported; "
-            "set it to 0 with data.directions or data.back_translated"
-        )
 
 
 @dataclass(frozen=True)

@@ -15,15 +15,17 @@ from pathlib import Path
 
 import numpy as np
 
+from nmt_cli.config.directions import (
+    Direction,
+    is_multilingual,
+    parse_direction,
+    recipe_directions,
+)
 from nmt_cli.config.sections import Recipe
 from nmt_cli.data.arrays import SideWriter
 from nmt_cli.data.denoising import denoising_sources
 from nmt_cli.data.directions import (
-    Direction,
     direction_recipe,
-    is_multilingual,
-    parse_direction,
-    recipe_directions,
     source_tags,
 )
 from nmt_cli.data.pairs import PairSource

@@ -24,15 +24,13 @@ from itertools import chain, compress
 from pathlib import Path
 
 import numpy as np
+import yaml
 
+from nmt_cli.config.directions import is_multilingual, recipe_directions
 from nmt_cli.config.recipes import save_recipe
 from nmt_cli.config.sections import Recipe
 from nmt_cli.data import corpora
 from nmt_cli.data.arrays import SideWriter, id_dtype
-from nmt_cli.data.directions import (
-    is_multilingual,
-    recipe_directions,
-)
 from nmt_cli.data.multilingual import (
     directions_heldout,
     encode_tagged_source,
@@ -301,14 +299,20 @@ def encode_text_file(
     return meta
 
 
-def preprocess(recipe: Recipe, run_dir: Path, log=print) -> dict:
-    """Preprocess ``recipe``'s corpora into ``run_dir`` (see _preprocess). When it fails or is
+def preprocess(
+    recipe: Recipe, run_dir: Path, log=print, inherited: tuple[Tokenizer, Path] | None = None
+) -> dict:
+    """Preprocess ``recipe``'s corpora into ``run_dir`` (see _preprocess). A recipe that
+    fine-tunes (``train.init_from``) gives the initial model's tokenizer and checkpoint as
+    ``inherited`` (nmt_cli/training/finetune.py, ``initial_tokenizer``). When it fails or is
     interrupted, the folders it created are removed: no run dir that looks started is left
     behind."""
+    if recipe.train.init_from and inherited is None:
+        raise ValueError("train.init_from: preprocess needs the initial model's tokenizer")
     run_dir = Path(run_dir)
     created = [d for d in (run_dir, run_dir / "data") if not d.exists()]
     try:
-        return _preprocess(recipe, run_dir, log)
+        return _preprocess(recipe, run_dir, log, inherited)
     except BaseException:
         if created:
             shutil.rmtree(created[0], ignore_errors=True)
@@ -322,17 +326,14 @@ def _sizes_text(sizes: dict) -> str:
     )
 
 
-def _preprocess(recipe: Recipe, run_dir: Path, log) -> dict:
+def _preprocess(
+    recipe: Recipe, run_dir: Path, log, inherited: tuple[Tokenizer, Path] | None
+) -> dict:
     """Store the held-out splits' cleaned text; learn SentencePiece on a sample of the training
-    pairs (or take the initial model's, with ``train.init_from``); then read, clean, filter and
-    encode the training corpora in one streaming pass, and encode the held-out splits."""
+    pairs (or take the initial model's, ``inherited``); then read, clean, filter and encode the
+    training corpora in one streaming pass, and encode the held-out splits."""
     data_dir = run_dir / "data"
     _prepare_data_dir(data_dir, log)
-    inherited = None
-    if recipe.train.init_from:  # reading its checkpoint needs torch, which a fresh run never loads
-        from nmt_cli.training.finetune import initial_tokenizer
-
-        inherited = initial_tokenizer(recipe)
     if is_tagged(recipe):  # several directions, or a back-translated corpus
         sources = training_sources(recipe, data_dir)
     else:
@@ -412,17 +413,18 @@ def _preprocess(recipe: Recipe, run_dir: Path, log) -> dict:
     return meta
 
 
-def ensure_preprocessed(recipe: Recipe, run_dir: Path, log=print) -> None:
-    """Preprocess when the run dir has no data yet; refuse data made from a different recipe."""
+def ensure_preprocessed(
+    recipe: Recipe, run_dir: Path, log=print, inherited: tuple[Tokenizer, Path] | None = None
+) -> None:
+    """Preprocess when the run dir has no data yet (``inherited`` as for :func:`preprocess`);
+    refuse data made from a different recipe."""
     meta_path = run_dir / "data" / "meta.json"
     if not meta_path.exists():
         log(f"{run_dir}: no preprocessed data yet; running nmt preprocess first")
-        preprocess(recipe, run_dir, log)
+        preprocess(recipe, run_dir, log, inherited)
         return
     saved_path = run_dir / "recipe.yaml"
     if saved_path.exists():
-        import yaml
-
         try:
             saved = yaml.safe_load(saved_path.read_text(encoding="utf-8")) or {}
         except yaml.YAMLError:

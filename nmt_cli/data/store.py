@@ -225,7 +225,7 @@ SHORTLIST_SAMPLE = 100_000  # pairs sampled from a larger one
 
 def learn_split_shortlist(data_dir: Path, tokenizer) -> Shortlist:
     """The vocabulary shortlist of the stored training split (nmt_cli/decoding/shortlist.py)."""
-    import torch
+    import torch  # here, not at the top: preprocessing never loads torch
 
     frequent, table = count_split_shortlist(data_dir, tokenizer)
     return Shortlist(torch.from_numpy(frequent), torch.from_numpy(table))
@@ -296,7 +296,7 @@ def load_shortlist(run_dir: Path) -> Shortlist | None:
         table = np.load(data_dir / "shortlist.table.npy", allow_pickle=False)
     except (FileNotFoundError, ValueError, OSError, EOFError):
         return None
-    import torch
+    import torch  # here, not at the top: preprocessing never loads torch
 
     return Shortlist(
         torch.from_numpy(frequent.astype(np.int64)),

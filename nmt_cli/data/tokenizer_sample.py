@@ -8,9 +8,10 @@ import time
 from itertools import compress
 from pathlib import Path
 
+from nmt_cli.config.directions import is_multilingual, recipe_directions
 from nmt_cli.config.sections import Recipe
 from nmt_cli.data import corpora
-from nmt_cli.data.directions import is_multilingual, languages, recipe_directions, tag_symbols
+from nmt_cli.data.directions import languages, tag_symbols
 from nmt_cli.data.pairs import Cleaning, Deduplicator, PairSource, chunks, clean_raw_pairs
 from nmt_cli.data.reservoir import Reservoir
 from nmt_cli.data.splits import local_path

@@ -4,12 +4,14 @@ literature's lowercased-tokenized condition.
 Standard condition: cased, detokenized hypotheses against raw references, sacreBLEU's own 13a
 tokenization. ``lc_tok`` gives the condition most Multi30k papers report: the hypothesis goes
 through Moses ``lowercase | normalize-punctuation -l L | tokenizer -l L`` (sacremoses, XML
-escaping on) and is scored against the official tokenized references with no further
-tokenization.
+escaping on) and is scored against references in the same condition with no further
+tokenization: the official tokenized references are used as given, and any other reference (the
+raw, cased one) is made so the same way, which reproduces the official ones from the raw.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -20,6 +22,10 @@ from nmt_cli.runtime.errors import UserError
 
 METRICS = ("bleu", "chrf", "ter")
 LENGTH_BUCKETS = ((0, 10), (10, 20), (20, 30), (30, None))
+# A character that Moses tokenization writes as an XML entity, left raw: the text is untokenized
+_RAW_CHARACTER = re.compile(r"['\"<>\[\]|]|&(?!(?:amp|apos|quot|lt|gt|#124|#91|#93);)")
+# Tokenization splits a sentence's final stop off its last word
+_GLUED_STOP = re.compile(r"\w[.!?]$")
 
 
 @dataclass
@@ -51,7 +57,7 @@ def parse_metrics(spec: str) -> list[str]:
 def moses_lc_tok(lines: Sequence[str], lang: str) -> list[str]:
     """lowercase | normalize-punctuation.perl -l L | tokenizer.perl -l L, as the references were
     made."""
-    try:
+    try:  # sacremoses is an optional dependency (the dev extra)
         from sacremoses import MosesPunctNormalizer, MosesTokenizer
         from sacremoses.corpus import NonbreakingPrefixes
     except ImportError:
@@ -69,6 +75,23 @@ def moses_lc_tok(lines: Sequence[str], lang: str) -> list[str]:
     ]
 
 
+def is_lc_tok(lines: Sequence[str]) -> bool:
+    """Whether ``lines`` are already lowercased and Moses-tokenized, as the official tokenized
+    references are: no uppercase letter, no character that tokenization escapes left raw, and a
+    final stop glued to its word in at most one line in ten (tokenization splits it off; the
+    official references keep a few, after a word Moses takes for an abbreviation)."""
+    if any(line != line.lower() or _RAW_CHARACTER.search(line) for line in lines):
+        return False
+    glued = sum(1 for line in lines if _GLUED_STOP.search(line.rstrip()))
+    return glued * 10 <= len(lines)
+
+
+def lc_tok_references(refs: Sequence[str], lang: str) -> list[str]:
+    """The references in the lowercased-tokenized condition: as given when they already are
+    (:func:`is_lc_tok`), else made so as the hypotheses are (:func:`moses_lc_tok`)."""
+    return list(refs) if is_lc_tok(refs) else moses_lc_tok(refs, lang)
+
+
 def score(
     hyps: Sequence[str],
     refs: Sequence[str],
@@ -83,7 +106,7 @@ def score(
         raise UserError("nothing to score: the references are empty (0 lines)")
     hyps = list(hyps)
     if lc_tok:
-        hyps = moses_lc_tok(hyps, lc_tok)
+        hyps, refs = moses_lc_tok(hyps, lc_tok), lc_tok_references(refs, lc_tok)
     out = []
     for name in metrics:
         if name == "bleu":
@@ -113,7 +136,7 @@ def bleu_by_length(
             f"{len(sources)}, {len(hyps)}, {len(refs)} lines"
         )
     if lc_tok:
-        hyps = moses_lc_tok(hyps, lc_tok)
+        hyps, refs = moses_lc_tok(hyps, lc_tok), lc_tok_references(refs, lc_tok)
     rows = []
     for lo, hi in LENGTH_BUCKETS:
         idx = [

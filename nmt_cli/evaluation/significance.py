@@ -15,16 +15,19 @@ sacreBLEU's seed is fixed (12345, unless SACREBLEU_SEED says otherwise), so a re
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 
+from sacrebleu.metrics import BLEU, CHRF, TER
+from sacrebleu.significance import PairedTest
+
+from nmt_cli.evaluation.scores import lc_tok_references, moses_lc_tok
 from nmt_cli.runtime.errors import UserError
 
 TESTS = {"bs": "paired bootstrap resampling", "ar": "approximate randomization"}
 
 
 def _metrics(names: Sequence[str], lc_tok: str | None) -> dict:
-    from sacrebleu.metrics import BLEU, CHRF, TER
-
     made = {}
     for name in names:
         if name == "bleu":
@@ -46,16 +49,14 @@ def paired_tests(
     """The first of ``systems`` as the baseline against the others, by ``test`` (bs or ar):
     one dict per metric and system: its score, the baseline's, p, and with bootstrap the mean
     and 95% interval of each."""
-    from sacrebleu.significance import PairedTest
-
-    from nmt_cli.evaluation.scores import moses_lc_tok
-
     if len(systems) < 2:
         raise UserError(f"--paired-{test}: give two systems (two --hyp, or two -m)")
     for name, hyps in systems:
         if len(hyps) != len(refs):
             raise UserError(f"{name}: {len(hyps)} lines, but the references have {len(refs)}")
     named = [(n, moses_lc_tok(list(h), lc_tok) if lc_tok else list(h)) for n, h in systems]
+    if lc_tok:
+        refs = lc_tok_references(refs, lc_tok)
     made = _metrics(metrics, lc_tok)
     trials = PairedTest(named, made, [list(refs)], test_type=test, n_samples=0, n_ar_confidence=-1)
     signatures, table = trials()
@@ -89,8 +90,6 @@ def paired_tests(
 def sentence_scores(hyps: Sequence[str], refs: Sequence[str]) -> list[dict]:
     """Per sentence: sacreBLEU's sentence BLEU (effective n-gram order, exp smoothing) and
     sentence chrF."""
-    from sacrebleu.metrics import BLEU, CHRF
-
     bleu, chrf = BLEU(effective_order=True), CHRF()
     return [
         {
@@ -112,8 +111,6 @@ def compare_systems(
 ) -> list[dict]:
     """`nmt eval`'s --paired-bs / --paired-ar (the first system as the baseline) and
     --sentence (JSON lines: line, system, bleu, chrf)."""
-    import json
-
     if (paired_bs or paired_ar) and len(systems) != 2:
         flag = "--paired-bs" if paired_bs else "--paired-ar"
         raise UserError(

@@ -7,6 +7,7 @@ training loop.
 from __future__ import annotations
 
 import os
+import re
 import resource
 import sys
 from contextlib import nullcontext
@@ -16,20 +17,50 @@ import torch
 from nmt_cli.runtime.cores import busy_cores, usable_cores
 from nmt_cli.runtime.errors import UserError
 
+# What --device accepts; cuda:N names the N-th GPU
+DEVICE_CHOICES = ("auto", "cpu", "cuda", "cuda:N", "mps")
+
+
+def _mps_available() -> bool:
+    return bool(getattr(torch.backends, "mps", None) and torch.backends.mps.is_available())
+
+
+def available_devices() -> list[str]:
+    """This machine's devices as --device names them: cpu, then cuda and each cuda:N, then mps."""
+    names = ["cpu"]
+    if torch.cuda.is_available():
+        names += ["cuda"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    if _mps_available():
+        names.append("mps")
+    return names
+
+
+def check_device(name: str) -> None:
+    """Refuse in one UserError line a device that is not one of DEVICE_CHOICES, or that this
+    machine lacks; the line names the choices and the devices this machine has."""
+    if name == "auto":
+        return
+    has = available_devices()
+    if name in has:
+        return
+    known = name in ("cpu", "cuda", "mps") or re.fullmatch(r"cuda:[0-9]+", name) is not None
+    problem = "is not on this machine" if known else "is not a device"
+    raise UserError(
+        f"--device: '{name}' {problem}; choose from {', '.join(DEVICE_CHOICES)} "
+        f"(this machine has {', '.join(has)})"
+    )
+
 
 def pick_device(name: str) -> torch.device:
+    """The torch device of a --device choice (checked by :func:`check_device`); auto is the
+    first GPU there is (CUDA, then MPS), else the CPU."""
+    check_device(name)
     if name == "auto":
         if torch.cuda.is_available():
             return torch.device("cuda")
-        if getattr(torch.backends, "mps", None) and torch.backends.mps.is_available():
+        if _mps_available():
             return torch.device("mps")
         return torch.device("cpu")
-    if name == "cuda" and not torch.cuda.is_available():
-        raise UserError("--device cuda: no CUDA device is available")
-    if name == "mps" and not (
-        getattr(torch.backends, "mps", None) and torch.backends.mps.is_available()
-    ):
-        raise UserError("--device mps: no MPS device is available")
     return torch.device(name)
 
 

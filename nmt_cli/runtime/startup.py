@@ -29,6 +29,8 @@ from collections.abc import Callable
 from typing import Any
 
 from nmt_cli.runtime import interrupts
+from nmt_cli.runtime.cores import start_sample
+from nmt_cli.runtime.memory import bound_primitive_cache
 
 
 def prepare_process() -> None:
@@ -36,9 +38,6 @@ def prepare_process() -> None:
     torch's scan for device backends, bound the kernel caches that grow with every new tensor
     shape (nmt_cli/runtime/memory.py: every command, not only training and the service), and have
     SIGINT and SIGTERM stop a command cleanly."""
-    from nmt_cli.runtime.cores import start_sample
-    from nmt_cli.runtime.memory import bound_primitive_cache
-
     start_sample()
     os.environ.setdefault("TORCH_DEVICE_BACKEND_AUTOLOAD", "0")
     bound_primitive_cache()
@@ -49,7 +48,7 @@ def import_torch() -> None:
     """Import torch with the collector off, then freeze what the import built and collect again."""
     gc.disable()
     try:
-        import torch  # noqa: F401
+        import torch  # noqa: F401  (the command's torch, loaded here on purpose)
     finally:
         gc.freeze()
         gc.enable()
@@ -77,6 +76,7 @@ def command(
             if uses_torch(**options) if callable(uses_torch) else uses_torch:
                 import_torch()
                 if "threads" in options:
+                    # here, not at the top: runtime.device imports torch, loaded just above
                     from nmt_cli.runtime.device import configure_threads
 
                     options["threads"] = configure_threads(options["threads"])

@@ -22,11 +22,14 @@ from pathlib import Path
 
 import torch
 
+from nmt_cli.config.directions import is_multilingual
 from nmt_cli.config.recipes import recipe_from_dict
 from nmt_cli.config.sections import Recipe
+from nmt_cli.data.store import load_meta
 from nmt_cli.data.tokenizer import Tokenizer
-from nmt_cli.decoding.language_vocabulary import LanguageVocabularies
+from nmt_cli.decoding.language_vocabulary import LanguageVocabularies, count_languages
 from nmt_cli.decoding.shortlist import Shortlist
+from nmt_cli.model import build_model
 from nmt_cli.runtime.errors import CheckpointError
 from nmt_cli.runtime.output_file import atomic_write, fsync_dir, temporary_name
 
@@ -207,8 +210,6 @@ def load_model(
 
     ``fast`` maps the file rather than reading it whole (module docstring); the weights, and so
     the translations, are the same as with ``fast=False``."""
-    from nmt_cli.model import build_model  # the model knows nothing of files; files know the model
-
     path = resolve(model_path)
     payload = load(path, mmap=fast)
     recipe = recipe_of(payload, path)
@@ -245,7 +246,6 @@ def load_model(
 def languages_of(payload: dict, path: Path, recipe: Recipe) -> LanguageVocabularies | None:
     """A multilingual model's target-language vocabularies: the checkpoint's, or for one saved
     before they existed, counted from its run dir's stored training split where that is there."""
-    from nmt_cli.data.directions import is_multilingual
 
     if "languages" in payload:
         try:
@@ -255,8 +255,6 @@ def languages_of(payload: dict, path: Path, recipe: Recipe) -> LanguageVocabular
     data_dir = path.parent.parent / "data"
     if not is_multilingual(recipe) or not (data_dir / "train.tgt.ids.npy").is_file():
         return None
-    from nmt_cli.data.store import load_meta
-    from nmt_cli.decoding.language_vocabulary import count_languages
 
     return count_languages(data_dir, load_meta(path.parent.parent))
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from tqdm import tqdm
 
 from nmt_cli.config.sections import ModelConfig, TrainConfig
 from nmt_cli.runtime.device import native_bf16, peak_rss_mb
@@ -143,8 +144,6 @@ class TrainingLog:
         """The clock starts; ``step`` is where this invocation begins (non-zero when resumed)."""
         self.tensorboard = self.open_tensorboard() if self.enabled else None
         if self.want_bar:
-            from tqdm import tqdm
-
             self.bar = tqdm(
                 total=self.cfg.max_steps or None,
                 initial=step,

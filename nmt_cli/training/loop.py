@@ -27,6 +27,8 @@ import time
 from pathlib import Path
 
 import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
 
 from nmt_cli.config.sections import Recipe
 from nmt_cli.data.directions import EpochMix, groups_of
@@ -145,8 +147,6 @@ class Trainer:
             self.ema.load_state_dict(*resumed.average)
         self.train_model = self.model
         if self.distributed:
-            from torch.nn.parallel import DistributedDataParallel
-
             self.train_model = DistributedDataParallel(
                 self.model, device_ids=[self.device.index] if self.device.type == "cuda" else None
             )
@@ -157,8 +157,6 @@ class Trainer:
     # ------------------------------------------------------------------ setup
 
     def _init_distributed(self) -> None:
-        import torch.distributed as dist
-
         backend = "nccl" if self.device.type == "cuda" else "gloo"
         if self.device.type == "cuda":
             local = int(os.environ.get("LOCAL_RANK", "0"))
@@ -196,16 +194,12 @@ class Trainer:
         """The largest of each rank's value, so time-driven decisions are the same on every rank."""
         if not self.distributed:
             return value
-        import torch.distributed as dist
-
         t = torch.tensor([value], dtype=torch.float64, device=self.device)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         return float(t.item())
 
     def _sum_over_ranks(self, *counts: int) -> tuple[int, ...]:
         """Each count summed over the ranks of a distributed run."""
-        import torch.distributed as dist
-
         t = torch.tensor(counts, dtype=torch.float64, device=self.device)
         dist.all_reduce(t)
         return tuple(int(c) for c in t.tolist())

@@ -27,6 +27,7 @@ from nmt_cli.runtime.errors import CheckpointError, DataError
 from nmt_cli.training import checkpoint as ckpt
 from nmt_cli.training.checkpoint_policy import CheckpointPolicy
 from nmt_cli.training.ema import WeightAverage
+from nmt_cli.training.finetune import load_initial_weights
 from nmt_cli.training.schedule import LearningRate
 
 log = logging.getLogger("nmt.train")
@@ -156,8 +157,6 @@ def start_run(
     if restart:
         checkpoints.clear()
     if recipe.train.init_from:
-        from nmt_cli.training.finetune import load_initial_weights
-
         start = load_initial_weights(model, recipe)
         if announce:
             log.info(

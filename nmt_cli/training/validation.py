@@ -16,7 +16,7 @@ from nmt_cli.data.batches import make_batch
 from nmt_cli.data.directions import Group
 from nmt_cli.data.store import EncodedSplit
 from nmt_cli.data.tokenizer import PAD, Tokenizer
-from nmt_cli.translation.translator import decode_ids
+from nmt_cli.decoding.decode import decode_ids
 
 
 @torch.no_grad()
