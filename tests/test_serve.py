@@ -649,3 +649,21 @@ def test_page_translates_a_pasted_paragraph_whole_and_an_html_document(server):
         assert "<p>" in want and "<b>" in want
     finally:
         driver.quit()
+
+
+def test_a_sentence_cut_into_clauses_has_one_confidence_and_no_capital_inside(server):
+    lines = [x.rstrip(".") for x in multi30k_lines("test_2016_flickr", "en", 6)]
+    long = ", and ".join(line[0].lower() + line[1:] for line in lines) + "."
+    status, body = server.json(
+        "POST", "/v1/translate", {"src": [long], "nbest": 2, "alignments": True}
+    )
+    assert status == 200, body
+    (answer,) = body["translations"]
+    assert answer["segments"] > 1
+    assert 0 < answer["confidence"] <= 1
+    assert len(answer["nbest"]) == 2 and answer["nbest"][0]["text"] == answer["text"]
+    words = answer["text"].split()
+    pairs = [tuple(map(int, p.split("-"))) for p in answer["alignment"].split()]
+    assert max(j for _, j in pairs) < len(words) and max(i for i, _ in pairs) < len(long.split())
+    inside = [w for prev, w in zip(words, words[1:]) if not prev.endswith((".", "!", "?"))]
+    assert not any(w[0].isupper() and w[1:2].islower() for w in inside), answer["text"]
