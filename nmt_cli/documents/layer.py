@@ -427,10 +427,7 @@ def segment_options(plan: DocumentPlan, options: TranslateOptions) -> TranslateO
             prefixes[plan.text_of[s]] if s in firsts else None for s in range(len(plan.segments))
         )
     return replace(
-        options,
-        prefixes=prefixes,
-        alignments=options.alignments or plan.needs_alignment,
-        warn_cut=False,
+        options, prefixes=prefixes, alignments=options.alignments or plan.needs_alignment
     )
 
 
@@ -530,7 +527,8 @@ def translate_html_stream(
         document = data.decode("utf-8", errors="replace")
         translator.warn(f"warning: {name} is not valid UTF-8; the bad bytes became U+FFFD")
     html = replace(documents, fmt="html")
-    (result,) = translate_documents(translator, [document], options, html)
+    quiet = replace(options, warn_cut=False)  # one warning below, for the document
+    (result,) = translate_documents(translator, [document], quiet, html)
     if result.cut:
         translator.warn("warning: a sentence was cut at the model's source limit")
     out_stream.write(result.text)

@@ -304,6 +304,13 @@ def add_routes(app, service, read) -> None:
         await read(request, allow_form=True)
         raise RequestError(403, "Suggestions are disabled on this server.")
 
+    _add_file_routes(app, service, lt)
+
+
+def _add_file_routes(app, service, lt: LibreTranslate) -> None:
+    """``POST /translate_file`` and ``GET /download_file/{name}``: a .txt or .html file
+    translated whole, kept for its download."""
+
     @app.post(
         "/translate_file",
         summary="Translate a .txt or .html file (LibreTranslate)",

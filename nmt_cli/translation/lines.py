@@ -103,7 +103,13 @@ class OutputOptions:
 
     def translate_options(self, options: TranslateOptions) -> TranslateOptions:
         """``options`` asking for what these outputs need."""
-        return replace(options, nbest=self.nbest, alignments=self.alignments, weights=self.weights)
+        return replace(
+            options,
+            nbest=self.nbest,
+            alignments=self.alignments,
+            weights=self.weights,
+            warn_cut=False,  # the stream names the lines cut instead
+        )
 
 
 def format_translation(index: int, tr: Translation, out: OutputOptions) -> list[str]:
