@@ -6,6 +6,7 @@ from types import SimpleNamespace
 import pytest
 
 from nmt_cli.serving.job_queue import Batcher, Job, QueueFull, ReturningClients
+from nmt_cli.translation.contract import TranslateOptions
 
 
 class RecordingTranslator:
@@ -18,7 +19,7 @@ class RecordingTranslator:
         self.release = threading.Event()
         self.release.set()
 
-    def translate(self, sentences, **options):
+    def translate(self, sentences, options=None):
         self.release.wait(10)
         time.sleep(self.delay)
         self.batches.append(list(sentences))
@@ -26,7 +27,8 @@ class RecordingTranslator:
 
 
 def job(tr, sentences, beam=5, nbest=1):
-    return Job(tr, sentences, sum(len(s.split()) for s in sentences), beam, nbest, False, False)
+    options = TranslateOptions(beam_size=beam, nbest=nbest)
+    return Job(tr, sentences, sum(len(s.split()) for s in sentences), options)
 
 
 def test_jobs_queued_together_share_one_batch_and_get_their_own_answers():

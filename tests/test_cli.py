@@ -533,7 +533,7 @@ def test_translate_paragraphs_html_and_document_errors(tiny_run, tmp_path):
     one_line_error(nmt("translate", "-m", run, "--format", "pdf", input=b"x\n"), "--format")
     one_line_error(nmt("translate", "-m", run, "--protect", "(", input=b"x\n"), "'('")
     one_line_error(
-        nmt("translate", "-m", run, "--scores", "--split-sentences", input=b"x\n"),
+        nmt("translate", "-m", run, "--prefix-tab", "--split-sentences", input=b"x\n"),
         "--split-sentences",
     )
     src, ref = tmp_path / "src.en", tmp_path / "ref.fr"

@@ -1,7 +1,7 @@
 import pytest
 
-from nmt_cli.translation.controlled import hold_back, text_confidences
-from nmt_cli.translation.translator import Translation
+from nmt_cli.serving.request_options import hold_back, text_confidences
+from nmt_cli.translation.results import Translation
 from tests.test_serve import Server, run_dir  # noqa: F401 (the fixture)
 
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from conftest import multi30k_lines
 
+from nmt_cli.decoding.search import Hypothesis
 from nmt_cli.documents.layer import plan_documents
 from nmt_cli.runtime.errors import UserError
-from nmt_cli.translation.translator import Alternative, Translation
+from nmt_cli.translation.results import Alternative, Translation
 
 
 def echo(plan, upper=True, truncated=()):
@@ -116,7 +117,7 @@ class DroppingTranslator:
         self.config = DecodeConfig(max_segment_tokens=0)
         self.calls = []
 
-    def translate(self, lines, **_):
+    def translate(self, lines, options=None):
         self.calls.append(list(lines))
         out = []
         for line in lines:
@@ -127,13 +128,82 @@ class DroppingTranslator:
 
 
 def test_a_translation_that_drops_half_its_source_is_redone_in_parts():
-    from nmt_cli.documents.layer import translate_documents
+    from nmt_cli.documents.layer import DocumentOptions, translate_documents
 
     lines = [x.strip() for x in multi30k_lines("test_2017_flickr", "en", 40)]
     bare = [x for x in lines if not x.endswith(".") and len(x.split()) >= 6][:2]
     text = " ".join(bare)  # two captions run together: one sentence to the segmenter
     stub = DroppingTranslator()
-    (result,) = translate_documents(stub, [text], protect=None)
+    (result,) = translate_documents(stub, [text], None, DocumentOptions(protect=None))
     assert len(stub.calls) == 2 and len(stub.calls[1]) >= 2
     assert len(result.text.split()) >= len(text.split()) / 2
     assert " ".join(stub.calls[1]) == text
+
+
+class CapitalisingTranslator:
+    """A stand-in model that translates each segment as a sentence: its words as given, the
+    first capitalised, and, given ``repeat``, the last two words of the segment before first."""
+
+    recipe, tokenizer, lowercase = None, None, False
+
+    def __init__(self, repeat: bool = False):
+        self.repeat = repeat
+
+    def translate(self, lines, options=None):
+        out, before = [], []
+        for line in lines:
+            restated = before[-2:] if self.repeat else []
+            words = restated + line.split()
+            text = " ".join(words)
+            out.append(
+                Translation(
+                    line,
+                    text[:1].upper() + text[1:],
+                    [Hypothesis(list(range(len(words))), -1.0, -0.5)],
+                    [1] * len(line.split()),
+                    alternatives=[Alternative(text[:1].upper() + text[1:], -1.0, -0.5)],
+                    alignment=[(k - len(restated), k) for k in range(len(restated), len(words))],
+                    confidence=0.5,
+                )
+            )
+            before = line.split()
+        return out
+
+
+def clause_plan(texts):
+    return plan_documents(texts, max_tokens=6, count_tokens=lambda t: len(t.split()))
+
+
+def test_a_clause_cut_leaves_no_capital_in_the_middle_and_no_repeated_words():
+    texts = ["a man sits on a bench, and a woman reads a paper. NASA sends a rocket up."]
+    plan = clause_plan(texts)
+    assert plan.segments == [
+        "a man sits on a bench,",
+        "and a woman reads a paper.",
+        "NASA sends a rocket up.",
+    ]
+    (plain,) = plan.assemble(CapitalisingTranslator().translate(plan.segments))
+    assert plain == "A man sits on a bench, and a woman reads a paper. NASA sends a rocket up."
+    repeating = CapitalisingTranslator(repeat=True).translate(plan.segments)
+    assert repeating[1].text.startswith("A bench,")  # the clause restates the one before
+    whole = plan.joined(0, repeating)
+    assert whole.text.startswith("A man sits on a bench, and a woman reads a paper.")
+    assert "bench, a bench" not in whole.text and "bench, A" not in whole.text
+    # the alignment follows the words kept: the second clause's first word is target word 6
+    assert (6, 6) in whole.alignment and max(j for _, j in whole.alignment) == len(
+        whole.text.split()
+    ) - 1
+
+
+def test_a_text_of_several_segments_is_one_translation_with_one_score_and_confidence():
+    import math
+
+    plan = clause_plan(["a man sits on a bench, and a woman reads a paper.", "  ", "a dog."])
+    translations = CapitalisingTranslator().translate(plan.segments)
+    whole, blank, one = (plan.joined(i, translations) for i in range(3))
+    assert whole.score == -2.0 and [a.score for a in whole.alternatives] == [-2.0]
+    # the joined hypothesis's confidence: exp(Σ log p / Σ (tokens + 1)) over 6 + 6 tokens
+    assert whole.confidence == pytest.approx(math.exp(-2.0 / 14))
+    assert whole.alignment == [(k, k) for k in range(12)]
+    assert blank.text == "  " and blank.confidence is None and not blank.alternatives
+    assert one.text == "A dog." and one.confidence == 0.5

@@ -107,7 +107,7 @@ def test_validation_reports_each_direction_and_ranks_by_their_mean(multi_run):
 
 
 def test_translator_knows_its_directions_and_flags_zero_shot(multi_run):
-    from nmt_cli.translation.translator import Translator
+    from nmt_cli.translation.translator import TranslateOptions, Translator
 
     _, run_dir, _ = multi_run
     tr = Translator.load(run_dir, device="cpu", beam_size=1)
@@ -133,8 +133,8 @@ def test_translator_knows_its_directions_and_flags_zero_shot(multi_run):
         tr.translate(line, target="es")
     with pytest.raises(UserError, match="--target: this model translates into de, en, fr"):
         tr.translate(line)
-    tr.target = "de"  # the default nmt translate --target sets
-    assert tr.translate(line)[0].target_lang == "de"
+    into_de = TranslateOptions(target="de")  # what nmt translate --target de asks of each call
+    assert tr.translate(line, into_de)[0].target_lang == "de"
     assert tr.translate([""], target="fr")[0].text == ""
 
 

@@ -2,6 +2,8 @@
 listed in /languages, answered on both routes as the two models chained, with `source: "auto"`
 choosing between the two source languages."""
 
+import math
+
 import pytest
 
 pytest.importorskip("fastapi")
@@ -13,7 +15,8 @@ from nmt_cli.decoding.search import Hypothesis  # noqa: E402
 from nmt_cli.documents.layer import plan_documents, segment_counter  # noqa: E402
 from nmt_cli.serving.models import ServedModel  # noqa: E402
 from nmt_cli.serving.pivot import Route, chained, languages, rejoined, routes  # noqa: E402
-from nmt_cli.translation.translator import Alternative, Translation, Translator  # noqa: E402
+from nmt_cli.translation.results import Alternative, Translation  # noqa: E402
+from nmt_cli.translation.translator import Translator  # noqa: E402
 
 GERMAN = ["Ein Mann fährt Fahrrad.", "Zwei Hunde spielen im Schnee."]
 ENGLISH = ["A man is riding a bike."]
@@ -59,7 +62,7 @@ def test_a_pivot_text_cut_in_parts_is_one_translation_again():
         piece("a dog runs", "un chien court", -0.5, 0.9, "un chien"),
     ]
     whole, blank, one = rejoined(plan, pieces, texts)
-    assert blank is None and one is pieces[2]
+    assert blank is None and one == pieces[2]
     assert whole.source == texts[0] and whole.text == "un homme sur un banc , lisant un journal"
     assert [a.text for a in whole.alternatives] == [whole.text, "un homme lisant"]
     assert [a.score for a in whole.alternatives] == [-3.0, -5.0]
@@ -67,7 +70,9 @@ def test_a_pivot_text_cut_in_parts_is_one_translation_again():
     # the second part's words come after the first's, on both sides (5 source words, 6 target)
     first = [(0, 0), (1, 1), (2, 2), (3, 3), (4, 4), (4, 5)]
     assert whole.alignment == first + [(5, 6), (6, 7), (7, 8)]
-    assert whole.confidence == 0.6 and len(whole.src_ids) == 8 and not whole.truncated
+    # one confidence: the joined hypothesis's, exp(Σ log p / Σ (tokens + 1)) = exp(-3 / 11)
+    assert whole.confidence == pytest.approx(math.exp(-3 / 11))
+    assert len(whole.src_ids) == 8 and not whole.truncated
 
 
 def test_a_pivot_translation_is_as_sure_as_both_legs_together():

@@ -57,7 +57,7 @@ def test_n_lines_in_n_lines_out_in_order(trained):
     tr = translator(trained)
     out = run_stream(tr, ("\n".join(lines) + "\n").encode())
     assert len(out) == 5
-    assert out[1] == "" and out[2] == ""
+    assert out[1] == "" and out[2] == "   "  # a blank line comes back as it was
     # Order restored: each line equals translating it alone.
     for i in (0, 3, 4):
         assert out[i] == tr.translate([lines[i]])[0].text
@@ -242,6 +242,7 @@ def test_load_translator_follows_the_recipes_lowercase(trained, monkeypatch):
 
     from nmt_cli.runtime.errors import UserError
     from nmt_cli.training import checkpoint
+    from nmt_cli.translation import translator as translator_module
     from nmt_cli.translation.translator import load_translator
 
     _, _, run_dir, _ = trained
@@ -255,7 +256,7 @@ def test_load_translator_follows_the_recipes_lowercase(trained, monkeypatch):
             )
         return loaded
 
-    monkeypatch.setattr(checkpoint, "load_model", load)
+    monkeypatch.setattr(translator_module, "load_model", load)
     lower = run_dir.parent / "lower"
     shutil.copytree(run_dir, lower, dirs_exist_ok=True)
     assert load_translator([str(lower)], device="cpu").lowercase
@@ -327,7 +328,7 @@ def test_random_text_keeps_order(trained, lines):
     assert len(out) == len(lines)
     for line, text in zip(lines, out):
         if not line.strip():
-            assert text == ""
+            assert text == line
 
 
 def test_load_translator_takes_the_recipe_defaults_and_ensembles(trained):
@@ -414,7 +415,6 @@ def test_a_line_translates_the_same_whatever_its_batch_mates(trained, beam, dtyp
 
 def test_python_api_loads_a_run_and_gives_typed_results(trained):
     import nmt_cli
-    from nmt_cli.translation.lines import format_translation
 
     _, tokenizer, run_dir, _ = trained
     assert nmt_cli.Translator is Translator
@@ -430,10 +430,8 @@ def test_python_api_loads_a_run_and_gives_typed_results(trained):
         assert t.score == t.alternatives[0].score == t.hypotheses[0].score
         norms = [a.norm_score for a in t.alternatives]
         assert norms == sorted(norms, reverse=True)
-        expected = format_translation(0, t, tokenizer, OutputOptions(alignments=True))[0].split(
-            "\t"
-        )[1]
-        assert " ".join(f"{i}-{j}" for i, j in t.alignment) == expected
+        src_p, tgt_p = tokenizer.src_pieces(t.src_ids), tokenizer.tgt_pieces(t.hypotheses[0].tokens)
+        assert t.alignment == alignment_pairs(t.hypotheses[0].attention, src_p, tgt_p)
         assert t.attention.source_words == t.source.split()
         assert len(t.attention.weights) == len(t.attention.target_words) == len(t.text.split())
     with pytest.raises(Exception, match="nbest 4"):
@@ -616,3 +614,92 @@ def test_lines_cut_at_the_source_limit_are_named_in_one_warning(trained):
         "warning: input lines 2, 4 have a sentence part longer than 20 subwords, cut to that "
         "length (decode.max_segment_tokens cuts long sentences at clauses first)"
     ]
+
+
+def cli_env() -> dict:
+    import os
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parent.parent)
+    return {**os.environ, "PYTHONPATH": root, "OMP_NUM_THREADS": "1"}
+
+
+SPANS = ["{name}", "https://x.org", "a@b.com", "%s"]
+PROTECTED_LINE = "Hello {name}, see https://x.org or write to a@b.com about %s today."
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--scores"], ["--nbest", "2"], ["--alignments"], ["--prefix-tab"], ["--show-attention"]],
+)
+def test_every_output_option_keeps_protected_spans(trained, args):
+    import subprocess
+    import sys
+
+    run = str(trained[2])
+    line = PROTECTED_LINE + ("\tBonjour" if "--prefix-tab" in args else "")
+    out = subprocess.run(
+        [sys.executable, "-m", "nmt_cli", "translate", "-m", run, "--beam-size", "2", *args],
+        input=line + "\n",
+        capture_output=True,
+        text=True,
+        check=True,
+        env=cli_env(),
+    ).stdout.splitlines()
+    assert len(out) == (2 if "--nbest" in args else 1)
+    for row in out:
+        text = row.split(" ||| ")[1] if "--nbest" in args else row.split("\t")[0]
+        assert all(text.count(span) == 1 for span in SPANS), text
+
+
+def test_a_line_cut_into_sentences_has_one_score_confidence_and_alignment(trained):
+    import math
+
+    tr = translator(trained)
+    sentences = ["A man sleeps.", "Two dogs run in the snow."]
+    (line,) = run_stream(tr, (" ".join(sentences) + "\n").encode(), scores=True, alignments=True)
+    text, score, confidence, alignment = line.split("\t")
+    alone = tr.translate(sentences, alignments=True)
+    assert text == " ".join(t.text for t in alone)
+    assert float(score) == pytest.approx(sum(t.score for t in alone), abs=2e-4)
+    tokens = sum(len(t.hypotheses[0].tokens) + 1 for t in alone)
+    assert float(confidence) == pytest.approx(
+        math.exp(sum(t.score for t in alone) / tokens), abs=2e-4
+    )
+    first_src, first_tgt = len(sentences[0].split()), len(alone[0].text.split())
+    shifted = alone[0].alignment + [(i + first_src, j + first_tgt) for i, j in alone[1].alignment]
+    assert alignment == " ".join(f"{i}-{j}" for i, j in shifted)
+
+
+def test_nbest_lines_of_a_cut_line_are_whole_lines(trained):
+    tr = translator(trained, beam_size=2)
+    out = run_stream(tr, b"A man sleeps. Two dogs run.\n\n", nbest=2)
+    assert [row.split(" ||| ")[0] for row in out] == ["0", "0", "1"]
+    assert out[2] == "1 ||| ||| 0.0000 ||| 0.0000"
+    (whole,) = tr.translate_texts(["A man sleeps. Two dogs run."], nbest=2)
+    assert len(whole.segments) == 2  # both sentences in each line
+    assert [row.split(" ||| ")[1] for row in out[:2]] == [
+        a.text for a in whole.translation.alternatives
+    ]
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["--format", "html", "--scores"], "--format html: --scores describes input lines"),
+        (["--prefix-tab", "--split-sentences"], "--prefix-tab: a prefix begins its whole line"),
+    ],
+)
+def test_an_output_option_that_cannot_apply_is_a_one_line_error(trained, args, message):
+    import subprocess
+    import sys
+
+    done = subprocess.run(
+        [sys.executable, "-m", "nmt_cli", "translate", "-m", str(trained[2]), *args],
+        input="A dog.\n",
+        capture_output=True,
+        text=True,
+        env=cli_env(),
+    )
+    assert done.returncode != 0 and message in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1 and not done.stdout

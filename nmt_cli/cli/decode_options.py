@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+from nmt_cli.config.sections import DecodeConfig
+
 # The decoding options of translate, eval and serve. Each overrides the recipe key of its name in
 # decode.* (None: not given, the recipe's value stands); see _decode_changes.
 BeamSizeOption = Annotated[
@@ -120,8 +122,6 @@ SeedOption = Annotated[
 def _decode_changes(ctx: typer.Context) -> dict:
     """The command's options named after decode.* keys that were given, for load_translator to lay
     over the recipe's decode section (None: not given, the recipe's value stands)."""
-    from nmt_cli.config.sections import DecodeConfig
-
     keys = {f.name for f in dataclasses.fields(DecodeConfig)}
     return {key: value for key, value in ctx.params.items() if key in keys and value is not None}
 

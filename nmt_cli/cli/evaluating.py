@@ -141,15 +141,16 @@ def evaluate(
             raise UserError(
                 f"--src and --ref differ in length: {len(sources)} vs {len(refs)} lines"
             )
-        from nmt_cli.translation.translator import (
-            load_translator,  # torch is imported only to translate
+        from nmt_cli.translation.translator import (  # torch is imported only to translate
+            TranslateOptions,
+            load_translator,
         )
 
         changes = _decode_changes(ctx)
         for m in model:
             translator = load_translator([m], changes, device=device, name_of=_option_name)
             translator.routing.route(target, source)  # a language it lacks: before translating
-            translator.target, translator.source = target, source
+            direction = TranslateOptions(target=target, source=source)
             if translator.lowercase and not lc_tok:
                 typer.echo(
                     f"note: {m} was trained with data.lowercase and writes lowercase; against "
@@ -158,10 +159,12 @@ def evaluate(
                 )
             with task(f"stopped while translating {src} with {m}; nothing was scored"):
                 if split_sentences:
-                    done = translator.translate_texts(sources)
+                    done = translator.translate_texts(sources, direction)
                     systems[_unique(systems, m)] = [t.text for t in done]
                 else:
-                    systems[_unique(systems, m)] = [t.text for t in translator.translate(sources)]
+                    systems[_unique(systems, m)] = [
+                        t.text for t in translator.translate(sources, direction)
+                    ]
     elif hyp:
         for path in hyp:
             systems[_unique(systems, str(path))] = _read(path)

@@ -8,9 +8,11 @@ import typer
 
 from nmt_cli.cli.app import DeviceOption, app
 from nmt_cli.runtime import startup
+from nmt_cli.runtime.errors import UserError
 from nmt_cli.serving.settings import ServeSettings
 
 DEFAULTS = ServeSettings()
+SERVE_EXTRA = ("fastapi", "uvicorn", "starlette", "pydantic", "multipart", "python_multipart")
 
 
 @app.command()
@@ -156,7 +158,14 @@ def serve(
     requests are decoded together in batches. SIGTERM or Ctrl-C stops accepting requests, finishes
     those in flight and exits 0. Needs the serve extra (pip install 'nmt[serve]').
     """
-    from nmt_cli.serving.process import serve as run_serve
+    # Imported here, not at the top: the serve extra is optional, and the other commands need
+    # not load torch and FastAPI.
+    try:
+        from nmt_cli.serving.process import serve as run_serve
+    except ModuleNotFoundError as exc:
+        if exc.name not in SERVE_EXTRA:
+            raise
+        raise UserError("nmt serve needs the serve extra: pip install 'nmt[serve]'") from None
 
     run_serve(
         model,

@@ -32,6 +32,7 @@ from nmt_cli.cli.decode_options import (
     _decode_changes,
     _option_name,
 )
+from nmt_cli.documents.protect import Protector
 from nmt_cli.runtime import startup
 from nmt_cli.runtime.errors import UserError
 
@@ -109,8 +110,7 @@ def translate(
         typer.Option(
             "--split-sentences/--no-split-sentences",
             help="Cut paragraphs into sentences (the default), or translate each line as one "
-            "sentence (sentence-per-line test sets; implied by --nbest, --scores, "
-            "--alignments and the attention options).",
+            "sentence (sentence-per-line test sets; implied by --prefix-tab).",
         ),
     ] = None,
     protect: Annotated[
@@ -147,50 +147,21 @@ def translate(
     With -o the translation goes to a temporary file renamed to FILE once complete. On a terminal,
     progress (lines, lines/s, and with -i the total and time left) is shown on stderr.
     """
+    # Imported here, not at the top: `nmt --help` and the commands that do not translate need
+    # not load torch.
+    from tqdm import tqdm
+
     from nmt_cli.runtime.interrupts import task
     from nmt_cli.runtime.output_file import atomic_text_output
+    from nmt_cli.translation.contract import TranslateOptions
+    from nmt_cli.translation.controlled import command_glossary, sampling_of
     from nmt_cli.translation.lines import OutputOptions, count_lines, translate_stream
+    from nmt_cli.translation.plots import check_plotting
+    from nmt_cli.translation.shards import ShardReader, parse_shard, shard_output, shard_range
     from nmt_cli.translation.translator import load_translator
 
     if attention_plot is not None:
-        try:
-            import matplotlib  # noqa: F401
-        except ImportError:
-            raise UserError("--attention-plot needs matplotlib: pip install 'nmt[plot]'") from None
-        from nmt_cli.translation.plots import plot_dir
-
-        plot_dir(attention_plot)  # before the model loads: a bad folder should not cost a load
-    documents = _document_options(
-        fmt,
-        split_sentences,
-        protect,
-        nbest > 1 or scores or alignments or prefix_tab,
-        attention_plot is not None or show_attention,
-    )
-    translator = load_translator(
-        model, _decode_changes(ctx), device=device, quantize=quantize, name_of=_option_name
-    )
-    if nbest > translator.config.beam_size:
-        raise UserError(f"--nbest {nbest} exceeds the beam size {translator.config.beam_size}")
-    route = translator.routing.route(target, source)  # a language it lacks: refused before reading
-    translator.target, translator.source = target, source
-    if route is not None and route.zero_shot:
-        through = translator.routing.pivots(route.source, route.target)
-        typer.echo(
-            f"note: {route.source}-{route.target} is zero-shot: the model was not trained on it"
-            + (
-                f"; it was on {route.source}-{through[0]} and {through[0]}-{route.target}: "
-                f"translating --target {through[0]} and then --source {through[0]} is a pivot"
-                if through
-                else ""
-            ),
-            err=True,
-        )
-    from nmt_cli.translation.controlled import controlled_translator
-
-    translator = controlled_translator(
-        translator, glossary, prefix_tab, sample, sampling_topk, temperature, seed, nbest
-    )
+        check_plotting(attention_plot)  # before the model loads: a bad folder should not cost one
     out_opts = OutputOptions(
         scores=scores,
         alignments=alignments,
@@ -198,16 +169,36 @@ def translate(
         attention_plot=str(attention_plot) if attention_plot else None,
         show_attention=show_attention,
     )
+    documents = _document_options(fmt, split_sentences, protect, out_opts, prefix_tab)
+    translator = load_translator(
+        model, _decode_changes(ctx), device=device, quantize=quantize, name_of=_option_name
+    )
+    if nbest > translator.config.beam_size:
+        raise UserError(f"--nbest {nbest} exceeds the beam size {translator.config.beam_size}")
+    route = translator.routing.route(target, source)  # a language it lacks: refused before reading
+    if route is not None and route.zero_shot:
+        typer.echo(_zero_shot_note(translator, route), err=True)
+    options = TranslateOptions(
+        target=target,
+        source=source,
+        glossary=command_glossary(glossary, translator),
+        sampling=sampling_of(
+            sample,
+            sampling_topk,
+            temperature,
+            seed,
+            nbest=nbest,
+            forcing=bool(glossary) or prefix_tab,
+        ),
+    )
     try:
         in_stream = open(input, "rb") if input is not None else sys.stdin.buffer
     except OSError as exc:
         raise UserError(f"{input}: cannot read ({exc.strerror})") from None
     if fmt == "html":
-        _translate_html(translator, in_stream, input, output, documents)
+        _translate_html(translator, in_stream, input, output, options, documents)
         return
     if shard is not None:
-        from nmt_cli.translation.shards import ShardReader, parse_shard, shard_output, shard_range
-
         if input is None:
             raise UserError("--shard: give the file with -i (each shard counts its lines)")
         index, count = parse_shard(shard)
@@ -216,8 +207,6 @@ def translate(
     interactive = input is None and sys.stdin.isatty()
     progress = None
     if sys.stderr.isatty() and not interactive and not show_attention:
-        from tqdm import tqdm
-
         progress = tqdm(
             total=count_lines(input) if input is not None else None,
             unit="line",
@@ -242,10 +231,12 @@ def translate(
                 out_stream or sys.stdout,
                 interactive=interactive,
                 out=out_opts,
+                options=options,
+                documents=documents,
+                prefix_tab=prefix_tab,
                 progress=progress,
                 done=done,
                 chunk_lines=256 if progress is not None else 2000,
-                documents=documents,
             )
     finally:
         if progress is not None:
@@ -254,34 +245,55 @@ def translate(
             in_stream.close()
 
 
-def _document_options(fmt, split_sentences, protect, per_line: bool, pictures: bool):
-    """The document layer's options from translate's, or None for the sentence path (each line
-    one segment, with the per-line outputs: --nbest, --scores, --alignments, attention)."""
-    from nmt_cli.documents.layer import FORMATS, DocumentOptions
+def _zero_shot_note(translator, route) -> str:
+    through = translator.routing.pivots(route.source, route.target)
+    return f"note: {route.source}-{route.target} is zero-shot: the model was not trained on it" + (
+        f"; it was on {route.source}-{through[0]} and {through[0]}-{route.target}: "
+        f"translating --target {through[0]} and then --source {through[0]} is a pivot"
+        if through
+        else ""
+    )
+
+
+def _document_options(fmt, split_sentences, protect, out, prefix_tab: bool):
+    """The document layer's options (nmt_cli/documents/layer.py's DocumentOptions) from
+    translate's, ``out`` its OutputOptions; an option that cannot apply with another is a
+    one-line error."""
+    from nmt_cli.documents.layer import FORMATS, DocumentOptions  # as translate's: no torch yet
 
     if fmt not in FORMATS:
         raise UserError(f"--format: '{fmt}' is not one of {', '.join(FORMATS)}")
-    if per_line or pictures:
-        given = (
-            "--nbest, --scores, --alignments, --prefix-tab" if per_line else "the attention options"
+    per_line = [
+        name
+        for name, given in (
+            ("--nbest", out.nbest > 1),
+            ("--scores", out.scores),
+            ("--alignments", out.alignments),
+            ("--prefix-tab", prefix_tab),
+            ("--attention-plot", out.attention_plot is not None),
+            ("--show-attention", out.show_attention),
         )
-        if fmt == "html" or split_sentences or protect:
-            asked = (
-                "--format html"
-                if fmt == "html"
-                else ("--protect" if protect else "--split-sentences")
-            )
-            raise UserError(f"{asked}: {given} describe each input line as one sentence")
-        return None
-    from nmt_cli.documents.protect import Protector
-
+        if given
+    ]
+    if fmt == "html" and per_line:
+        raise UserError(
+            f"--format html: {per_line[0]} describes input lines, and an HTML document is "
+            "translated whole; use --format text"
+        )
+    if prefix_tab and split_sentences:
+        raise UserError(
+            "--prefix-tab: a prefix begins its whole line, which is translated as one sentence; "
+            "drop --split-sentences"
+        )
     Protector(protect or ())  # a bad pattern is refused before the model loads
     return DocumentOptions(fmt, split_sentences is not False, list(protect or ()))
 
 
-def _translate_html(translator, in_stream, input: Path | None, output: Path | None, documents):
+def _translate_html(
+    translator, in_stream, input: Path | None, output: Path | None, options, documents
+):
     """One HTML document from -i (or stdin) to -o (or stdout), written once complete."""
-    from nmt_cli.documents.layer import translate_html_stream
+    from nmt_cli.documents.layer import translate_html_stream  # as translate's: no torch yet
     from nmt_cli.runtime.interrupts import task
     from nmt_cli.runtime.output_file import atomic_text_output
 
@@ -289,7 +301,7 @@ def _translate_html(translator, in_stream, input: Path | None, output: Path | No
     try:
         with task(lambda: f"translation stopped; {where}"), atomic_text_output(output) as out:
             translate_html_stream(
-                translator, in_stream, out or sys.stdout, documents, str(input or "stdin")
+                translator, in_stream, out or sys.stdout, options, documents, str(input or "stdin")
             )
     finally:
         if input is not None:
@@ -319,6 +331,7 @@ def score(
     device: DeviceOption = "auto",
 ) -> None:
     """Print log p(target | source) for each pair (forced decoding), one number per line."""
+    # Imported here, not at the top: `nmt --help` need not load torch.
     from nmt_cli.runtime.device import pick_device
     from nmt_cli.runtime.interrupts import task
     from nmt_cli.training.checkpoint import load_model

@@ -11,7 +11,12 @@ back by the word alignment.
 
     plan = plan_documents(texts, fmt="html")
     translations = translator.translate(plan.segments, alignments=plan.needs_alignment)
-    outputs = plan.assemble(translations)
+    whole = [plan.joined(i, translations) for i in range(len(texts))]
+
+:meth:`DocumentPlan.joined` is the one join of a text's segments, for every output: the texts
+put back (a clause cut leaves no sentence-initial capital and no repeated words where the parts
+meet), the scores added, one confidence, the alignment and attention shifted past the words
+before each segment (nmt_cli/translation/results.py's ``combined``).
 """
 
 from __future__ import annotations
@@ -19,19 +24,21 @@ from __future__ import annotations
 import functools
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from dataclasses import dataclass, field, replace
 
+from nmt_cli.data.tokenizer import normalize
+from nmt_cli.documents.inline import Inline, plain_inline
+from nmt_cli.documents.markup import parse_html
+from nmt_cli.documents.protect import Protector
 from nmt_cli.documents.segment import DEFAULT_LANGUAGE, clause_spans, sentence_spans
 from nmt_cli.runtime.errors import UserError
-
-if TYPE_CHECKING:
-    from nmt_cli.documents.inline import Inline
-    from nmt_cli.documents.protect import Protector
-    from nmt_cli.translation.translator import Translation
+from nmt_cli.translation.contract import TranslateOptions, Translating
+from nmt_cli.translation.results import Translation, combined, empty_translation, kth
 
 FORMATS = ("text", "html")
 _LINE_BREAK = re.compile(r"(\r\n|\r|\n)")
+_EDGE_PUNCTUATION = ",;:.!?\"'«»()"
+_SENTENCE_END = (".", "!", "?", "…", ".»", '."')
 
 
 class DocumentPlan:
@@ -47,16 +54,20 @@ class DocumentPlan:
         self.needs_alignment = False
         self._parts: list[list[str | int]] = [[] for _ in range(count)]
         self._inlines: list[Inline | None] = []
+        self._continues: list[bool] = []  # the segment begins inside a sentence (a clause cut)
 
     def _literal(self, text: int, part: str) -> None:
         if part:
             self._parts[text].append(part)
 
-    def _segment(self, text: int, model_input: str, inline: Inline | None) -> None:
+    def _segment(
+        self, text: int, model_input: str, inline: Inline | None, continues: bool = False
+    ) -> None:
         self._parts[text].append(len(self.segments))
         self.segments.append(model_input)
         self.text_of.append(text)
         self._inlines.append(inline)
+        self._continues.append(continues)
         if inline is not None and inline.needs_alignment:
             self.needs_alignment = True
 
@@ -68,29 +79,82 @@ class DocumentPlan:
         """The indices of text ``text``'s segments, in order."""
         return [p for p in self._parts[text] if isinstance(p, int)]
 
+    def joined(self, text: int, translations: Sequence[Translation]) -> Translation:
+        """Text ``text``'s translation from ``translations`` (one per segment of the plan):
+        everything between its segments as it was, each segment's translation in its place
+        (its tags and protected spans put back), for the best and for each alternative (a
+        segment with fewer gives its best); where a clause cut meets, the later part loses a
+        sentence-initial capital its source did not have and the words that repeat the end of
+        the part before. One segment's Translation is kept whole, its texts put in place."""
+        ids = self.segments_of(text)
+        met, texts = self._texts(text, translations)
+        source = "".join(p if isinstance(p, str) else self.segments[p] for p in self._parts[text])
+        if not ids:
+            return replace(empty_translation(source), text=texts[0])
+        if len(ids) == 1:
+            tr = met[ids[0]]
+            alternatives = [replace(a, text=texts[k]) for k, a in enumerate(tr.alternatives)]
+            return replace(tr, text=texts[0], alternatives=alternatives)
+        return combined(source, [self.segments[s] for s in ids], [met[s] for s in ids], texts)
+
     def assemble(self, translations: Sequence[Translation], alternative: int = 0) -> list[str]:
-        """One output text per input text, the translations of its segments in place of them and
-        everything else as it was. ``alternative`` k uses each segment's k-th alternative (its
-        best where it has fewer)."""
+        """One output text per input text (:meth:`joined`'s), ``alternative`` k taking each
+        segment's k-th alternative (its best where it has fewer)."""
+        out = []
+        for i in range(len(self._parts)):
+            texts = self._texts(i, translations)[1]
+            out.append(texts[alternative] if alternative < len(texts) else texts[0])
+        return out
+
+    def _texts(self, text: int, translations: Sequence[Translation]) -> tuple[dict, list[str]]:
+        """(the segments' translations as they meet at cuts, the text's translation for the
+        best and each alternative)."""
         if len(translations) != len(self.segments):
             raise ValueError(f"{len(translations)} translations for {len(self.segments)} segments")
-        outputs = []
-        for parts in self._parts:
-            pieces = []
-            for part in parts:
-                if isinstance(part, str):
-                    pieces.append(part)
-                else:
-                    pieces.append(self._put_back(part, translations[part], alternative))
-            outputs.append("".join(pieces))
-        return outputs
+        ids = self.segments_of(text)
+        met = self._met_at_cuts(ids, translations)
+        depth = max([len(met[s].alternatives) for s in ids] + [1])
+        return met, [self._text(text, met, k) for k in range(depth)]
+
+    def _text(self, text: int, met: dict, alternative: int) -> str:
+        """Text ``text`` with its segments' translations (``alternative``) in place. A part after
+        a clause cut starts in lowercase where its source does and the output before it does
+        not end a sentence (the model capitalises what it translates as a sentence)."""
+        out: list[str] = []
+        for part in self._parts[text]:
+            if isinstance(part, str):
+                out.append(part)
+                continue
+            words = self._put_back(part, met[part], alternative)
+            so_far = "".join(out).rstrip()
+            if (
+                self._continues[part]
+                and so_far
+                and not so_far.endswith(_SENTENCE_END)
+                and _starts_lowercase(self.segments[part])
+            ):
+                words = _lowered_start(words)
+            out.append(words)
+        return "".join(out)
 
     def _put_back(self, index: int, tr: Translation, alternative: int) -> str:
         words, alignment = tr.text, tr.alignment
-        if 0 < alternative < len(tr.alternatives):
-            words, alignment = tr.alternatives[alternative].text, None
+        if alternative:
+            chosen = kth(tr, alternative)
+            words = chosen.text if chosen is not None else words
+            alignment = alignment if alternative >= len(tr.alternatives) else None
         inline = self._inlines[index]
         return words if inline is None else inline.restore(words, alignment)
+
+    def _met_at_cuts(self, ids: Sequence[int], translations: Sequence[Translation]) -> dict:
+        """The translations of a text's segments, each after a clause cut without the words
+        that repeat the end of the part before it (plain segments: an Inline places its spans
+        by the words as translated)."""
+        out = {s: translations[s] for s in ids}
+        for before, s in zip(ids, ids[1:]):
+            if self._continues[s] and self._inlines[s] is None and self._inlines[before] is None:
+                out[s] = _without_repeat(out[before].text, out[s])
+        return out
 
     def cut(self, translations: Sequence[Translation]) -> list[bool]:
         """For each text, whether a segment of it was cut at the model's source limit."""
@@ -99,6 +163,46 @@ class DocumentPlan:
             if tr.truncated:
                 flags[self.text_of[s]] = True
         return flags
+
+
+def _starts_lowercase(source: str) -> bool:
+    first = next((c for c in source if c.isalpha()), "")
+    return first.islower()
+
+
+def _lowered_start(text: str) -> str:
+    """``text`` with a capitalised first word lowercased (an acronym, two capitals, is kept)."""
+    at = len(text) - len(text.lstrip())
+    word = text[at:].split(" ", 1)[0]
+    if len(word) > 1 and word[0].isupper() and not word[1].isupper():
+        return text[:at] + word[0].lower() + text[at + 1 :]
+    return text
+
+
+def _bare(word: str) -> str:
+    return word.strip(_EDGE_PUNCTUATION).lower()
+
+
+def _without_repeat(before: str, tr: Translation) -> Translation:
+    """``tr`` without its first n >= 2 words where they repeat the last n of ``before`` (a
+    clause translated apart restates the end of the one before it); its alignment and word
+    attention follow."""
+    tail, words = [_bare(w) for w in before.split()], tr.text.split()
+    head = [_bare(w) for w in words]
+    n = next((n for n in range(min(len(tail), len(words) - 1), 1, -1) if tail[-n:] == head[:n]), 0)
+    if not n:
+        return tr
+    text = " ".join(words[n:])
+    alignment = tr.alignment and [(i, j - n) for i, j in tr.alignment if j >= n]
+    attention = tr.attention
+    if attention is not None:
+        attention = replace(
+            attention, target_words=attention.target_words[n:], weights=attention.weights[n:]
+        )
+    alternatives = [replace(a, text=text) if k == 0 else a for k, a in enumerate(tr.alternatives)]
+    return replace(
+        tr, text=text, alternatives=alternatives, alignment=alignment, attention=attention
+    )
 
 
 def plan_documents(
@@ -134,12 +238,12 @@ def plan_documents(
 
 class _Cutter:
     """Segment spans of one paragraph: its sentences, long ones cut into clauses, no cut inside
-    a protected span."""
+    a protected span. Each span says whether it continues a sentence (a clause after a cut)."""
 
     def __init__(self, language, split_sentences, too_long):
         self.language, self.split, self.too_long = language, split_sentences, too_long
 
-    def spans(self, text: str, kept: Sequence[tuple[int, int]] = ()) -> list[tuple[int, int]]:
+    def spans(self, text: str, kept: Sequence[tuple[int, int]] = ()) -> list[tuple[int, int, bool]]:
         """``kept``: the protected spans of ``text``, which no cut may fall inside."""
         if not text.strip():
             return []
@@ -150,10 +254,11 @@ class _Cutter:
             spans = [(start, len(text.rstrip()))]
         spans = _joined_across(spans, kept)
         if self.too_long is None:
-            return spans
-        parts: list[tuple[int, int]] = []
+            return [(a, b, False) for a, b in spans]
+        parts: list[tuple[int, int, bool]] = []
         for a, b in spans:
-            parts += clause_spans(text, a, b, self.too_long, kept)
+            clauses = clause_spans(text, a, b, self.too_long, kept)
+            parts += [(x, y, k > 0) for k, (x, y) in enumerate(clauses)]
         return parts
 
 
@@ -176,28 +281,25 @@ def _plan_text(plan: DocumentPlan, i: int, text: str, cutter: _Cutter, protector
             continue
         inline = None
         if protector is not None:
-            from nmt_cli.documents.inline import plain_inline
-
             inline = plain_inline(piece, protector)
             piece = inline.text
             if not inline.protected:  # nothing to put back: the text is the model input
                 inline = None
         at = 0
         kept = [] if inline is None else [(x.start, x.end) for x in inline.protected]
-        for a, b in cutter.spans(piece, kept):
+        for a, b, continues in cutter.spans(piece, kept):
             plan._literal(i, piece[at:a])
             if inline is None:
-                plan._segment(i, piece[a:b], None)
+                plan._segment(i, piece[a:b], None, continues)
             else:
                 part = inline.slice(a, b)
-                plan._segment(i, part.model_input(), part if part.needs_alignment else None)
+                inner = part if part.needs_alignment else None
+                plan._segment(i, part.model_input(), inner, continues)
             at = b
         plan._literal(i, piece[at:])
 
 
 def _plan_html(plan: DocumentPlan, i: int, document: str, cutter: _Cutter, protector) -> None:
-    from nmt_cli.documents.markup import parse_html
-
     for part in parse_html(document, protector):
         if isinstance(part, str):
             plan._literal(i, part)
@@ -209,10 +311,10 @@ def _plan_html(plan: DocumentPlan, i: int, document: str, cutter: _Cutter, prote
             continue
         # Slices cover the whole run, so that every tag lands in one of them; each keeps the
         # whitespace around its sentence when restored.
-        bounds = [0] + [a for a, _ in spans[1:]] + [len(text)]
-        for x, y in zip(bounds, bounds[1:]):
+        bounds = [0] + [a for a, _, _ in spans[1:]] + [len(text)]
+        for (x, y), (_, _, continues) in zip(zip(bounds, bounds[1:]), spans):
             sliced = part.slice(x, y)
-            plan._segment(i, sliced.model_input(), sliced)
+            plan._segment(i, sliced.model_input(), sliced, continues)
 
 
 @dataclass
@@ -230,23 +332,14 @@ class DocumentOptions:
 @dataclass
 class DocumentTranslation:
     """One translated text: ``text`` the whole translation with its whitespace and markup in
-    place, ``segments`` the Translations of its segments in order, ``cut`` whether a segment was
-    cut at the model's source limit."""
+    place, ``translation`` the whole as one Translation (:meth:`DocumentPlan.joined`: scores,
+    confidence, alternatives, alignment), ``segments`` the Translations of its segments in
+    order, ``cut`` whether a segment was cut at the model's source limit."""
 
     text: str
     segments: list[Translation]
     cut: bool = False
-
-
-def alignment_side_by_side(segments: Sequence[str], translations: Sequence) -> list:
-    """The word alignment of consecutive ``segments`` translated apart as ``translations``, as
-    one text's: each segment's pairs shifted past the source and target words before it."""
-    pairs, src_at, tgt_at = [], 0, 0
-    for segment, tr in zip(segments, translations):
-        pairs += [(a + src_at, b + tgt_at) for a, b in tr.alignment or []]
-        src_at += len(segment.split())
-        tgt_at += len(tr.text.split())
-    return pairs
+    translation: Translation = field(default_factory=empty_translation)
 
 
 def build_protector(
@@ -257,14 +350,11 @@ def build_protector(
     lowercased for a ``lowercase`` model; None when ``patterns`` is None (protection off)."""
     if patterns is None:
         return None
-    from nmt_cli.documents.protect import Protector
-
     return Protector(list(patterns), vocabulary=vocabulary, lowercase=lowercase)
 
 
-def segment_counter(translator) -> Callable[[str], int]:
+def segment_counter(translator: Translating) -> Callable[[str], int]:
     """The subword count of a text as ``translator``'s model reads it."""
-    from nmt_cli.data.tokenizer import normalize
 
     def count(text: str) -> int:
         cleaned = normalize(text, translator.lowercase)
@@ -273,45 +363,88 @@ def segment_counter(translator) -> Callable[[str], int]:
     return count
 
 
-def translate_documents(
-    translator,
-    texts: Sequence[str],
-    *,
-    fmt: str = "text",
-    split_sentences: bool = True,
-    protect: Sequence[str] | None = (),
-    language: str | None = None,
-    nbest: int = 1,
-    beam_size: int | None = None,
-    alternative: int = 0,
-) -> list[DocumentTranslation]:
-    """Translate whole texts with ``translator`` (a
-    :class:`nmt_cli.translation.translator.Translator`): all
-    segments of all texts batched together, then each text put back together. ``protect``:
-    do-not-translate regexes on top of the built-in ones (None: nothing protected);
-    ``language``: the source language (default: the model's recipe's); segments longer than
-    ``decode.max_segment_tokens`` subwords are cut at clause boundaries."""
+def document_plan(
+    translator: Translating, texts: Sequence[str], documents: DocumentOptions, whole: bool = False
+) -> DocumentPlan:
+    """The plan `nmt translate` makes of ``texts`` for ``translator``: sentences in the source
+    language (the recipe's unless ``documents`` names one), the built-in and the user's
+    protected spans, segments longer than ``decode.max_segment_tokens`` subwords cut at clause
+    boundaries; ``whole``: each line one segment, never cut (a line with a forced prefix)."""
     recipe = translator.recipe
-    limit = translator.config.max_segment_tokens
-    plan = plan_documents(
+    limit = 0 if whole else translator.config.max_segment_tokens
+    return plan_documents(
         texts,
-        fmt=fmt,
-        language=language or (recipe.src if recipe is not None else DEFAULT_LANGUAGE),
-        split_sentences=split_sentences,
-        protector=build_protector(protect, translator.tokenizer, translator.lowercase),
+        fmt=documents.fmt,
+        language=documents.language or (recipe.src if recipe is not None else DEFAULT_LANGUAGE),
+        split_sentences=documents.split_sentences and not whole,
+        protector=build_protector(documents.protect, translator.tokenizer, translator.lowercase),
         max_tokens=limit,
-        count_tokens=_long_only(segment_counter(translator), limit),
+        count_tokens=long_only(segment_counter(translator), limit),
     )
-    translations = translator.translate(
-        plan.segments, nbest=nbest, beam_size=beam_size, alignments=plan.needs_alignment
-    )
-    translations = retry_short(translator, plan, translations, beam_size)
-    outputs = plan.assemble(translations, alternative)
+
+
+def translate_documents(
+    translator: Translating,
+    texts: Sequence[str],
+    options: TranslateOptions | None = None,
+    documents: DocumentOptions | None = None,
+) -> list[DocumentTranslation]:
+    """Translate whole texts with ``translator``: all segments of all texts batched together,
+    then each text put back together (:meth:`DocumentPlan.joined`). ``options``: the call's, its
+    ``prefixes`` one per text (each line then one segment, never cut: a prefix begins the
+    whole line); a segment whose translation dropped most of its words is translated again in
+    parts (:class:`Retry`), except under a prefix."""
+    options = options or TranslateOptions()
+    documents = documents or DocumentOptions()
+    prefixes = options.prefixes
+    if prefixes is not None and documents.fmt == "html":
+        raise UserError("prefixes: give them for lines of text, not for an HTML document")
+    plan = document_plan(translator, texts, documents, whole=prefixes is not None)
+    translations = translate_plan(translator, plan, options)
+    if prefixes is None:
+        retry = Retry(plan, translations)
+        if retry.segments:
+            again = translator.translate(retry.segments, replace(options, warn_cut=False))
+            translations = retry.replaced(again)
     cut = plan.cut(translations)
-    return [
-        DocumentTranslation(outputs[i], [translations[s] for s in plan.segments_of(i)], cut[i])
-        for i in range(len(texts))
-    ]
+    out = []
+    for i in range(len(texts)):
+        joined = plan.joined(i, translations)
+        segments = [translations[s] for s in plan.segments_of(i)]
+        out.append(DocumentTranslation(joined.text, segments, cut[i], joined))
+    return out
+
+
+def segment_options(plan: DocumentPlan, options: TranslateOptions) -> TranslateOptions:
+    """``options`` for ``plan``'s segments: the alignments its protected spans and tags need,
+    and ``options.prefixes``, one per text, given to each text's first segment."""
+    prefixes = options.prefixes
+    if prefixes is not None:
+        if len(prefixes) != len(plan._parts):
+            raise ValueError(f"{len(prefixes)} prefixes for {len(plan._parts)} texts")
+        firsts = {ids[0] for i in range(len(plan._parts)) if (ids := plan.segments_of(i))}
+        prefixes = tuple(
+            prefixes[plan.text_of[s]] if s in firsts else None for s in range(len(plan.segments))
+        )
+    return replace(
+        options, prefixes=prefixes, alignments=options.alignments or plan.needs_alignment
+    )
+
+
+def translate_plan(
+    translator: Translating, plan: DocumentPlan, options: TranslateOptions
+) -> list[Translation]:
+    """The Translations of ``plan``'s segments (:func:`segment_options`); an error about a
+    prefix names its text."""
+    try:
+        return translator.translate(plan.segments, segment_options(plan, options))
+    except UserError as exc:
+        renamed = re.sub(
+            r"^prefix of line (\d+)",
+            lambda m: f"prefix of line {plan.text_of[int(m[1]) - 1] + 1}",
+            str(exc),
+        )
+        raise UserError(renamed) from None
 
 
 # A translation with fewer words than this share of its source's has dropped part of it, as a
@@ -320,58 +453,50 @@ MIN_WORD_RATIO = 0.5
 MIN_RETRY_WORDS = 6  # shorter segments are left as they are
 
 
-def retry_short(translator, plan: DocumentPlan, translations, beam_size) -> list[Translation]:
-    """Plain-text segments of at least MIN_RETRY_WORDS words whose translation kept fewer than
-    MIN_WORD_RATIO of them, translated again in parts of at most half their words, cut at
-    clause boundaries (else at spaces); the parts' translations, joined with a space, replace
-    the first translation where they have more words."""
-    from nmt_cli.decoding.search import Hypothesis
-    from nmt_cli.translation.translator import Alternative, Translation
+class Retry:
+    """The second pass over a plan's translations: plain-text segments of at least
+    MIN_RETRY_WORDS words whose translation kept fewer than MIN_WORD_RATIO of them, cut into
+    parts of at most half their words (at clause boundaries, else at spaces). ``segments``: the
+    parts to translate; :meth:`replaced` puts the parts' translations, joined as a text's
+    segments are (:meth:`DocumentPlan.joined`), in place of the first where they have more
+    words."""
 
-    def short(s: int) -> bool:
+    def __init__(self, plan: DocumentPlan, translations: Sequence[Translation]):
+        self.translations = list(translations)
+        self.short = [s for s in range(len(translations)) if self._short(plan, s)]
+        sources = [plan.segments[s] for s in self.short]
+        self.plan = DocumentPlan(len(sources))
+        for i, text in enumerate(sources):
+            too_long = functools.partial(_more_words_than, len(text.split()) // 2)
+            at = 0
+            for k, (a, b) in enumerate(clause_spans(text, 0, len(text), too_long)):
+                self.plan._literal(i, text[at:a])
+                self.plan._segment(i, text[a:b], None, continues=k > 0)
+                at = b
+            self.plan._literal(i, text[at:])
+        self.segments = self.plan.segments
+
+    def _short(self, plan: DocumentPlan, s: int) -> bool:
         words = len(plan.segments[s].split())
-        kept = len(translations[s].text.split())
+        kept = len(self.translations[s].text.split())
         return (
             plan.inline_of(s) is None and words >= MIN_RETRY_WORDS and kept < MIN_WORD_RATIO * words
         )
 
-    retry = [s for s in range(len(translations)) if short(s)]
-    if not retry:
-        return list(translations)
-    pieces, owner = [], []
-    for s in retry:
-        text = plan.segments[s]
-        too_long = functools.partial(_more_words_than, len(text.split()) // 2)
-        for a, b in clause_spans(text, 0, len(text), too_long):
-            pieces.append(text[a:b])
-            owner.append(s)
-    parts = translator.translate(pieces, beam_size=beam_size)
-    out = list(translations)
-    for s in retry:
-        group = [tr for tr, o in zip(parts, owner) if o == s]
-        text = " ".join(tr.text for tr in group if tr.text)
-        if len(text.split()) <= len(out[s].text.split()):
-            continue
-        best = [tr.hypotheses[0] for tr in group if tr.hypotheses]
-        score = sum(h.score for h in best)
-        norm = sum(h.norm_score for h in best)
-        tokens = [t for h in best for t in h.tokens]
-        out[s] = Translation(
-            out[s].source,
-            text,
-            [Hypothesis(tokens, score, norm)],
-            [i for tr in group for i in tr.src_ids],
-            any(tr.truncated for tr in group),
-            [Alternative(text, score, norm)],
-        )
-    return out
+    def replaced(self, parts: Sequence[Translation]) -> list[Translation]:
+        out = list(self.translations)
+        for i, s in enumerate(self.short):
+            again = self.plan.joined(i, parts)
+            if len(again.text.split()) > len(out[s].text.split()):
+                out[s] = replace(again, source=out[s].source)
+        return out
 
 
 def _more_words_than(limit: int, text: str) -> bool:
     return len(text.split()) > limit
 
 
-def _long_only(count: Callable[[str], int], limit: int) -> Callable[[str], int]:
+def long_only(count: Callable[[str], int], limit: int) -> Callable[[str], int]:
     """``count``, asked only of texts with more characters than ``limit``: a subword has at
     least one character, so a shorter text cannot have more subwords than that."""
     return lambda text: count(text) if len(text) >= limit else 0
@@ -381,7 +506,12 @@ MAX_HTML_BYTES = 16 << 20  # an HTML document is read whole; larger ones are ref
 
 
 def translate_html_stream(
-    translator, in_stream, out_stream, documents: DocumentOptions, name: str = "stdin"
+    translator: Translating,
+    in_stream,
+    out_stream,
+    options: TranslateOptions,
+    documents: DocumentOptions,
+    name: str = "stdin",
 ) -> None:
     """Translate one HTML document read whole from a binary stream (at most MAX_HTML_BYTES)
     into a text stream. Bytes that are not UTF-8 become U+FFFD, with a warning."""
@@ -396,8 +526,9 @@ def translate_html_stream(
     except UnicodeDecodeError:
         document = data.decode("utf-8", errors="replace")
         translator.warn(f"warning: {name} is not valid UTF-8; the bad bytes became U+FFFD")
-    options = DocumentOptions(**{**vars(documents), "fmt": "html"})
-    (result,) = translate_documents(translator, [document], **vars(options))
+    html = replace(documents, fmt="html")
+    quiet = replace(options, warn_cut=False)  # one warning below, for the document
+    (result,) = translate_documents(translator, [document], quiet, html)
     if result.cut:
         translator.warn("warning: a sentence was cut at the model's source limit")
     out_stream.write(result.text)

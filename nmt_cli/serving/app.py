@@ -22,11 +22,19 @@ from dataclasses import replace
 from importlib import resources
 from typing import Any
 
-from nmt_cli.serving import pivot
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.middleware.cors import CORSMiddleware
+
+from nmt_cli.serving import libretranslate, pivot
 from nmt_cli.serving.documents import filled, plan_texts, texts_json, translate_plan
 from nmt_cli.serving.job_queue import Batcher, Job, QueueFull
+from nmt_cli.serving.metrics import Metrics, RequestObserver
 from nmt_cli.serving.models import ServedModel
 from nmt_cli.serving.pivot import Route
+from nmt_cli.serving.rate_limit import RateLimits
 from nmt_cli.serving.request_body import (
     RequestError,
     given_key,
@@ -35,8 +43,9 @@ from nmt_cli.serving.request_body import (
     read_int,
     read_texts,
 )
+from nmt_cli.serving.request_options import request_forcing
 from nmt_cli.serving.settings import ServeSettings
-from nmt_cli.translation.controlled import request_translator
+from nmt_cli.translation.contract import TranslateOptions
 
 MAX_BEAM = 32
 WEB_FILES = {"index.html": "text/html", "app.js": "text/javascript", "style.css": "text/css"}
@@ -46,9 +55,6 @@ class Service:
     """The models, the batcher and the rules every route shares."""
 
     def __init__(self, models: list[ServedModel], settings: ServeSettings):
-        from nmt_cli.serving.metrics import Metrics
-        from nmt_cli.serving.rate_limit import RateLimits
-
         self.models, self.settings = models, settings
         self.routes = pivot.routes(models)
         self.metrics = Metrics(lambda: self.batcher.pending) if settings.metrics else None
@@ -66,8 +72,8 @@ class Service:
     def _decoded(self, jobs: list[Job]) -> None:
         self.metrics.batch(sum(len(job.sentences) for job in jobs))
         for job in jobs:
-            model = next((m.id for m in self.models if m.translator is job.translator), "?")
-            self.metrics.decoded(model, len(job.sentences), sum(len(s) for s in job.sentences))
+            chars = sum(len(s) for s in job.sentences)
+            self.metrics.decoded(job.model, len(job.sentences), chars)
 
     async def fields(self, request, allow_form: bool = True) -> tuple[dict, dict]:
         """(fields, uploaded files) of a request: its body (JSON, or with ``allow_form`` an
@@ -138,14 +144,7 @@ class Service:
             )
 
     async def translate(
-        self,
-        model: ServedModel | Route,
-        lines: list[str],
-        *,
-        beam_size: int,
-        nbest: int,
-        alignments: bool = False,
-        attention: bool = False,
+        self, model: ServedModel | Route, lines: list[str], options: TranslateOptions
     ) -> list:
         """One Translation per line (None for a blank one); through a pivot, the first model's
         best translations are the second's input, cut again as `nmt translate` cuts its input
@@ -157,27 +156,33 @@ class Service:
                 f"{self.settings.max_queue}",
             )
         if isinstance(model, Route) and model.pivot is not None:
-            first_beam = model.first.translator.config.beam_size
-            middle = await self._decode(model.first, lines, first_beam, 1, alignments, False)
-            between = [r.text if r else "" for r in middle]
-            plan = plan_texts(Route((model.last,)), between, protect=False)
-            pieces = await self._decode(
-                model.last, plan.segments, beam_size, nbest, alignments, False
-            )
-            last = pivot.rejoined(plan, filled(pieces), between)
-            return [pivot.chained(a, b) for a, b in zip(middle, last)]
+            return await self._pivoted(model, lines, options)
         if isinstance(model, Route):
             model = model.first
-        return await self._decode(model, lines, beam_size, nbest, alignments, attention)
+        return await self._decode(model, lines, options)
 
-    async def _decode(self, model: ServedModel, lines: list[str], *options) -> list:
+    async def _pivoted(self, route: Route, lines: list[str], options: TranslateOptions) -> list:
+        first = route.first.translator.config.beam_size
+        asked = TranslateOptions(beam_size=first, alignments=options.alignments, warn_cut=False)
+        middle = await self._decode(route.first, lines, asked)
+        between = [r.text if r else "" for r in middle]
+        plan = plan_texts(Route((route.last,)), between, protect=False)
+        pieces = await self._decode(route.last, plan.segments, replace(options, attention=False))
+        last = pivot.rejoined(plan, filled(pieces), between)
+        return [pivot.chained(a, b) for a, b in zip(middle, last)]
+
+    async def _decode(self, model: ServedModel, lines: list[str], options: TranslateOptions):
         """``lines`` through the batcher with one model: one Translation a line, None for a
-        blank one; ``options``: the Job's beam_size, nbest, alignments and attention."""
+        blank one; ``options`` the request's (prefixes: one per line, blank lines included)."""
         todo = [i for i, line in enumerate(lines) if line.strip()]
         tokens = sum(
             len(x) for x in model.translator.tokenizer.encode_src([lines[i] for i in todo])
         )
-        job = Job(model.translator, [lines[i] for i in todo], tokens, *options)
+        if options.prefixes is not None:
+            options = replace(options, prefixes=tuple(options.prefixes[i] for i in todo))
+        job = Job(
+            model.translator, [lines[i] for i in todo], tokens, model.options(options), model.id
+        )
         try:
             future = self.batcher.submit(job)
         except QueueFull as exc:
@@ -225,13 +230,6 @@ def _web_file(name: str) -> bytes:
 
 def build_app(service: Service):
     """The FastAPI application; its lifespan starts and drains the decoding threads."""
-    from fastapi import FastAPI, Request
-    from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import JSONResponse, Response
-    from starlette.exceptions import HTTPException as StarletteHTTPException
-
-    from nmt_cli.serving import libretranslate
-    from nmt_cli.serving.metrics import RequestObserver
 
     @contextlib.asynccontextmanager
     async def lifespan(_app):
@@ -247,33 +245,59 @@ def build_app(service: Service):
         redoc_url=None,
         openapi_url="/spec",
     )
-    web = {name: (_web_file(name), kind) for name, kind in WEB_FILES.items()}
+    _add_error_handlers(app)
+    _add_middleware(app, service)
 
-    def error(status: int, message: str) -> JSONResponse:
-        return JSONResponse({"error": message}, status_code=status)
+    async def read(request: Request, allow_form: bool = False) -> dict:
+        body, _files = await service.fields(request, allow_form)
+        body["api_key"] = service.check_key(body, request.headers)
+        return body
+
+    _add_page_routes(app)
+    _add_status_routes(app, service)
+    libretranslate.add_routes(app, service, read)
+
+    @app.post(
+        "/v1/translate",
+        summary="Translate sentences: n-best, word alignment, word attention",
+        openapi_extra=libretranslate.body_schema(libretranslate.NativeRequest, forms=False),
+    )
+    async def native(request: Request):
+        return await native_translate(service, request, await read(request))
+
+    return app
+
+
+def _error(status: int, message: str) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status)
+
+
+def _add_error_handlers(app) -> None:
+    """Every error a one-line JSON ``{"error": ...}``."""
 
     @app.exception_handler(RequestError)
     async def refused(_request, exc: RequestError):
-        return error(exc.status, str(exc))
+        return _error(exc.status, str(exc))
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_request, exc):
-        return error(exc.status_code, str(exc.detail))
+        return _error(exc.status_code, str(exc.detail))
 
     @app.exception_handler(RequestValidationError)
     async def invalid(_request, exc):
         first = exc.errors()[0] if exc.errors() else {}
         where = ".".join(str(p) for p in first.get("loc", ()))
-        return error(400, f"Invalid request: {where}: {first.get('msg', 'invalid')}"[:300])
+        return _error(400, f"Invalid request: {where}: {first.get('msg', 'invalid')}"[:300])
 
     @app.exception_handler(Exception)
     async def failed(_request, exc):
         first = str(exc).splitlines()[0][:200] if str(exc) else ""
-        return error(500, f"internal error: {type(exc).__name__}: {first}")
+        return _error(500, f"internal error: {type(exc).__name__}: {first}")
 
+
+def _add_middleware(app, service: Service) -> None:
+    """CORS for --cors origins; the metrics and the access log."""
     if service.settings.cors:
-        from starlette.middleware.cors import CORSMiddleware
-
         app.add_middleware(
             CORSMiddleware,
             allow_origins=list(service.settings.cors),
@@ -289,10 +313,10 @@ def build_app(service: Service):
             log_texts=service.settings.log_texts,
         )
 
-    async def read(request: Request, allow_form: bool = False) -> dict:
-        body, _files = await service.fields(request, allow_form)
-        body["api_key"] = service.check_key(body, request.headers)
-        return body
+
+def _add_page_routes(app) -> None:
+    """The web page and its files, read at start."""
+    web = {name: (_web_file(name), kind) for name, kind in WEB_FILES.items()}
 
     @app.get("/", include_in_schema=False)
     async def page():
@@ -304,6 +328,10 @@ def build_app(service: Service):
             raise RequestError(404, f"no such file: {name[:60]}")
         content, kind = web[name]
         return Response(content, media_type=f"{kind}; charset=utf-8")
+
+
+def _add_status_routes(app, service: Service) -> None:
+    """Liveness, readiness, the metrics and the served models."""
 
     @app.get("/health", summary="Liveness: the process answers")
     async def health():
@@ -320,7 +348,7 @@ def build_app(service: Service):
     @app.get("/ready", summary="Readiness: models loaded and the decoding threads running")
     async def ready():
         if not service.models or not service.batcher.running:
-            return error(503, "not ready: the decoding threads are not running")
+            return _error(503, "not ready: the decoding threads are not running")
         return {"status": "ready", "models": [m.id for m in service.models]}
 
     if service.metrics is not None:
@@ -341,71 +369,49 @@ def build_app(service: Service):
             "max_chars": service.settings.max_chars,
         }
 
-    libretranslate.add_routes(app, service, read)
 
-    @app.post(
-        "/v1/translate",
-        summary="Translate sentences: n-best, word alignment, word attention",
-        openapi_extra=libretranslate.body_schema(libretranslate.NativeRequest, forms=False),
-    )
-    async def native(request: Request):
-        body = await read(request)
-        src = body.get("src")
-        if not isinstance(src, list):
-            raise RequestError(400, "src: expected a list of sentences")
-        sentences = read_texts(src, "src")
-        route = service.pick(body.get("model"), body.get("source"), body.get("target"))
-        model = route.last
-        beam = read_int(body, "beam_size", model.translator.config.beam_size, 1, MAX_BEAM)
-        nbest = read_int(body, "nbest", 1, 1, beam)
-        alignments, attention = read_bool(body, "alignments"), read_bool(body, "attention")
-        if route.pivot is not None and attention:
-            raise RequestError(
-                400, f"attention: not given for a pair pivoted through {route.pivot}"
-            )
-        service.check_length(sentences)
-        service.charge(request, body["api_key"], sum(len(s) for s in sentences))
-        request.state.log_texts = sentences
-        fmt = body.get("format", "text")
-        if fmt not in ("text", "html"):
-            raise RequestError(400, f'format: "text" or "html", got {json.dumps(fmt)[:40]}')
-        prefixed = body.get("prefix") is not None
-        if route.pivot is not None and (prefixed or body.get("glossary") is not None):
-            raise RequestError(
-                400, f"glossary, prefix: not given for a pair pivoted through {route.pivot}"
-            )
-        # A prefix belongs to its sentence as sent: those are translated whole, one segment each.
-        plan = plan_texts(route, sentences, fmt, split_sentences=not prefixed)
-        if prefixed and len(plan.segments) != len(sentences):
-            raise RequestError(400, "prefix: give it for non-empty sentences of one line each")
-        forcing = request_translator(route.first.translator, body, plan.segments)
-        if forcing is not route.first.translator:
-            route = Route((replace(route.first, translator=forcing),))
-        results = await translate_plan(
-            service,
-            route,
-            plan,
-            beam_size=beam,
-            nbest=nbest,
-            alignments=alignments or plan.needs_alignment,
-            attention=attention,
-            second_pass=not (alignments or attention or prefixed),
+async def native_translate(service: Service, request, body: dict) -> dict:
+    """``POST /v1/translate``: each sentence (a text, cut as `nmt translate` cuts a line) with
+    its n best, score, confidence and, when asked, word alignment and attention."""
+    src = body.get("src")
+    if not isinstance(src, list):
+        raise RequestError(400, "src: expected a list of sentences")
+    sentences = read_texts(src, "src")
+    route = service.pick(body.get("model"), body.get("source"), body.get("target"))
+    model = route.last
+    beam = read_int(body, "beam_size", model.translator.config.beam_size, 1, MAX_BEAM)
+    nbest = read_int(body, "nbest", 1, 1, beam)
+    alignments, attention = read_bool(body, "alignments"), read_bool(body, "attention")
+    if route.pivot is not None and attention:
+        raise RequestError(400, f"attention: not given for a pair pivoted through {route.pivot}")
+    service.check_length(sentences)
+    service.charge(request, body["api_key"], sum(len(s) for s in sentences))
+    request.state.log_texts = sentences
+    fmt = body.get("format", "text")
+    if fmt not in ("text", "html"):
+        raise RequestError(400, f'format: "text" or "html", got {json.dumps(fmt)[:40]}')
+    prefixed = body.get("prefix") is not None
+    if route.pivot is not None and (prefixed or body.get("glossary") is not None):
+        raise RequestError(
+            400, f"glossary, prefix: not given for a pair pivoted through {route.pivot}"
         )
-        out = {
-            "model": model.id,
-            "translations": texts_json(
-                plan,
-                results,
-                nbest,
-                alignments,
-                attention,
-                lambda r: _translation_json(r, nbest, alignments, attention),
-            ),
-        }
-        if route.pivot is not None:
-            out.update(models=[m.id for m in route.steps], pivot=route.pivot)
-        if any(m.zero_shot for m in route.steps):  # a multilingual model's untrained direction
-            out["zero_shot"] = True
-        return out
-
-    return app
+    # A prefix belongs to its sentence as sent: those are translated whole, one segment each.
+    plan = plan_texts(route, sentences, fmt, split_sentences=not prefixed)
+    if prefixed and len(plan.segments) != len(sentences):
+        raise RequestError(400, "prefix: give it for non-empty sentences of one line each")
+    asked = TranslateOptions(
+        beam_size=beam, nbest=nbest, alignments=alignments, attention=attention
+    )
+    options = request_forcing(route.first, body, sentences, asked)
+    results = await translate_plan(service, route, plan, options)
+    out = {
+        "model": model.id,
+        "translations": texts_json(
+            plan, results, lambda r: _translation_json(r, nbest, alignments, attention)
+        ),
+    }
+    if route.pivot is not None:
+        out.update(models=[m.id for m in route.steps], pivot=route.pivot)
+    if any(m.zero_shot for m in route.steps):  # a multilingual model's untrained direction
+        out["zero_shot"] = True
+    return out

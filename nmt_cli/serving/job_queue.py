@@ -1,7 +1,8 @@
 """Batching across requests: a queue of translation jobs that decoding threads empty in batches.
 
-A request becomes one job (its sentences and decoding options). Decoding threads take the
-oldest job and every queued job that can share its batch (same model, beam size and attention),
+A request becomes one job (its sentences and translate options). Decoding threads take the
+oldest job and every queued job that can share its batch (same model and options but for the
+alternatives and attention outputs asked for),
 in arrival order, up to ``max_batch_tokens`` source subwords; the translator sorts the batch by
 length. A thread waits up to ``max_wait_ms`` for the batch to fill, and goes at once when it is
 full, in two cases where more requests are on their way: another thread is decoding (the wait
@@ -28,11 +29,12 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import Future
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import torch
 
 from nmt_cli.runtime.memory import HeapTrimmer, bound_primitive_cache
+from nmt_cli.translation.contract import TranslateOptions, Translating
 
 # Batches between two hand-backs of the freed heap: a server decodes for days, and batches of
 # ever new shapes would otherwise leave their freed memory in pieces (nmt_cli/runtime/memory.py).
@@ -45,22 +47,45 @@ class QueueFull(Exception):
 
 @dataclass
 class Job:
-    translator: object  # nmt_cli.translation.translator.Translator
+    """One request's sentences for one model (``model``: its id, for the metrics), with the
+    options of their translate call."""
+
+    translator: Translating
     sentences: list[str]
     tokens: int  # source subwords, for the batch budget
-    beam_size: int
-    nbest: int
-    alignments: bool
-    attention: bool
+    options: TranslateOptions
+    model: str = ""
     arrived: float = field(default_factory=time.monotonic)
     future: Future = field(default_factory=Future)
 
     def shares_batch_with(self, other: Job) -> bool:
+        """Jobs decode in one call where their options differ at most in the alternatives and
+        the attention outputs asked for (the attention weights kept or not alike); prefixes
+        belong to their own sentences."""
+        mine, theirs = self.options, other.options
         return (
             self.translator is other.translator
-            and self.beam_size == other.beam_size
-            and (self.attention or self.alignments) == (other.attention or other.alignments)
+            and mine.prefixes is None
+            and theirs.prefixes is None
+            and mine.keeps_weights == theirs.keeps_weights
+            and _batch_key(mine) == _batch_key(theirs)
         )
+
+
+def _batch_key(options: TranslateOptions) -> TranslateOptions:
+    return replace(options, nbest=1, alignments=False, attention=False, weights=False)
+
+
+def batch_options(jobs: list[Job]) -> TranslateOptions:
+    """The options of one call for jobs that share a batch: the most alternatives any asks for,
+    the alignment and attention where any asks for them."""
+    first = jobs[0].options
+    return replace(
+        first,
+        nbest=max(job.options.nbest for job in jobs),
+        alignments=any(job.options.alignments for job in jobs),
+        attention=any(job.options.attention for job in jobs),
+    )
 
 
 class ReturningClients:
@@ -242,13 +267,7 @@ class Batcher:
             if live:
                 first = live[0]
                 sentences = [s for job in live for s in job.sentences]
-                results = first.translator.translate(
-                    sentences,
-                    beam_size=first.beam_size,
-                    nbest=max(job.nbest for job in live),
-                    alignments=any(job.alignments for job in live),
-                    attention=any(job.attention for job in live),
-                )
+                results = first.translator.translate(sentences, batch_options(live))
                 start = 0
                 for job in live:
                     job.future.set_result(results[start : start + len(job.sentences)])

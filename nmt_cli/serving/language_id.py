@@ -12,18 +12,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from nmt_cli.runtime.errors import UserError
+
 
 class LanguageIdentifier:
     def __init__(self, languages: Sequence[str]):
         self.languages = sorted(set(languages))
         self._model = None
         if len(self.languages) > 1:
-            try:
+            try:  # loaded only where there are languages to tell apart
                 from py3langid.langid import MODEL_FILE
                 from py3langid.langid import LanguageIdentifier as Model
             except ImportError:
-                from nmt_cli.runtime.errors import UserError
-
                 raise UserError(
                     "language identification needs the serve extra: pip install 'nmt[serve]'"
                 ) from None

@@ -15,13 +15,16 @@ import uuid
 from typing import Any
 from urllib.parse import quote
 
+from fastapi import Request
+from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 
 from nmt_cli.serving import pivot
 from nmt_cli.serving.documents import plan_texts, translate_plan
 from nmt_cli.serving.language_id import LanguageIdentifier
 from nmt_cli.serving.request_body import RequestError
-from nmt_cli.translation.controlled import hold_back, text_confidences
+from nmt_cli.serving.request_options import hold_back, text_confidences
+from nmt_cli.translation.contract import TranslateOptions
 
 LANGUAGE_NAMES = {
     "ar": "Arabic",
@@ -200,14 +203,8 @@ class LibreTranslate:
         the segments of all texts decoded together; a whitespace-only text gives ""."""
         beam = max(route.last.translator.config.beam_size, alternatives + 1)
         plan = plan_texts(route, texts, fmt)
-        results = await translate_plan(
-            self.service,
-            route,
-            plan,
-            beam_size=beam,
-            nbest=alternatives + 1,
-            alignments=plan.needs_alignment,
-        )
+        options = TranslateOptions(beam_size=beam, nbest=alternatives + 1)
+        results = await translate_plan(self.service, route, plan, options)
         versions = [plan.assemble(results, alternative=k) for k in range(alternatives + 1)]
         translated = [t if t.strip() else "" for t in versions[0]]
         alts = [
@@ -221,9 +218,6 @@ class LibreTranslate:
 def add_routes(app, service, read) -> None:
     """LibreTranslate's routes on ``app``; ``read(request, allow_form)`` gives a request's fields
     with its api_key checked."""
-    from fastapi import Request
-    from fastapi.responses import JSONResponse, Response
-
     lt = LibreTranslate(service)
     most_alternatives = 31
 
@@ -309,6 +303,13 @@ def add_routes(app, service, read) -> None:
     async def suggest(request: Request):
         await read(request, allow_form=True)
         raise RequestError(403, "Suggestions are disabled on this server.")
+
+    _add_file_routes(app, service, lt)
+
+
+def _add_file_routes(app, service, lt: LibreTranslate) -> None:
+    """``POST /translate_file`` and ``GET /download_file/{name}``: a .txt or .html file
+    translated whole, kept for its download."""
 
     @app.post(
         "/translate_file",

@@ -25,6 +25,7 @@ BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 class Metrics:
     def __init__(self, pending_sentences):
+        # Imported only with --metrics: a server without them need not load the client.
         from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
         self.registry = CollectorRegistry()
@@ -68,7 +69,7 @@ class Metrics:
         self.characters.labels(model).inc(characters)
 
     def exposition(self) -> tuple[bytes, str]:
-        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+        from prometheus_client import CONTENT_TYPE_LATEST, generate_latest  # as in __init__
 
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
 

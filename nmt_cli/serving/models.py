@@ -5,17 +5,25 @@ pair, training step, validation BLEU, whether the direction is zero-shot)."""
 import contextlib
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
 
 from nmt_cli.runtime.errors import UserError
+from nmt_cli.training.checkpoint import load, step_of
+from nmt_cli.translation.contract import TranslateOptions, Translating
+from nmt_cli.translation.glossary import Glossary, merged
+from nmt_cli.translation.translator import Translator
 
 
 @dataclass
 class ServedModel:
+    """One served model, or one direction of a multilingual one (``directed``: every call names
+    its languages, so the batcher, which batches calls with equal options together, never mixes
+    two directions' sentences); ``glossary``: terms every request to it forces (`nmt serve
+    --glossary`)."""
+
     id: str
-    translator: Any  # nmt_cli.translation.translator.Translator
+    translator: Translating
     source: str
     target: str
     recipe: str
@@ -23,6 +31,15 @@ class ServedModel:
     step: int | None
     valid_bleu: float | None
     zero_shot: bool = False  # a direction of a multilingual model it was not trained on
+    directed: bool = False
+    glossary: Glossary | None = None
+
+    def options(self, request: TranslateOptions) -> TranslateOptions:
+        """A request's options for this model: its direction and glossary added."""
+        glossary = merged(self.glossary, request.glossary)
+        if not self.directed:
+            return replace(request, glossary=glossary)
+        return replace(request, target=self.target, source=self.source, glossary=glossary)
 
     def describe(self) -> dict:
         return {
@@ -41,8 +58,6 @@ class ServedModel:
 def checkpoint_facts(path: Path) -> tuple[int | None, float | None]:
     """(training step, validation BLEU) of a checkpoint as training recorded them; an averaged
     checkpoint reports its newest step and the BLEU its run's metrics.jsonl gave the average."""
-    from nmt_cli.training.checkpoint import load, step_of
-
     payload = load(path)
     progress = payload.get("progress")
     if isinstance(progress, dict):
@@ -76,8 +91,6 @@ def load_models(
 ) -> list[ServedModel]:
     """One ServedModel per -m, decoding with its recipe's settings; ids are the recipe names,
     numbered where two share one."""
-    from nmt_cli.translation.translator import Translator
-
     if not paths:
         raise UserError("-m/--model: give at least one run dir or checkpoint to serve")
     served: list[ServedModel] = []
@@ -105,7 +118,7 @@ def load_models(
             served.append(
                 ServedModel(
                     f"{recipe.name}-{direction}",
-                    OneDirection(translator, source, target),
+                    translator,
                     source,
                     target,
                     recipe.name,
@@ -113,6 +126,7 @@ def load_models(
                     step,
                     bleu,
                     zero_shot=direction not in translator.directions,
+                    directed=True,
                 )
             )
     names = [m.id for m in served]
@@ -120,20 +134,3 @@ def load_models(
         if names.count(m.id) > 1:
             m.id = f"{m.id}-{names[: i + 1].count(m.id)}"
     return served
-
-
-class OneDirection:
-    """One direction of a multilingual Translator as the service serves it: every call names
-    its languages, so the batcher, which batches calls to one translator together, never mixes
-    two directions' sentences. Everything else is the Translator's."""
-
-    def __init__(self, translator, source: str, target: str):
-        self.translator, self.source_language, self.target_language = translator, source, target
-
-    def translate(self, lines, **options):
-        return self.translator.translate(
-            lines, source=self.source_language, target=self.target_language, **options
-        )
-
-    def __getattr__(self, name: str):
-        return getattr(self.translator, name)

@@ -15,8 +15,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from nmt_cli.documents.layer import alignment_side_by_side
+from nmt_cli.documents.layer import DocumentPlan
 from nmt_cli.serving.models import ServedModel
+from nmt_cli.translation.results import Translation
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ class Route:
         return self.steps[-1]
 
 
-def chained(first, second):
+def chained(first: Translation | None, second: Translation | None) -> Translation | None:
     """The Translation of a line through a pivot: the second model's, with the first's
     truncation, the product of the two legs' confidences (a poor first leg makes a poor
     translation however sure the second is: docs/results.md#confidence-through-a-pivot) and,
@@ -67,68 +68,15 @@ def chained(first, second):
     return replace(second, truncated=truncated, alignment=alignment, confidence=confidence)
 
 
-def rejoined(plan, pieces: Sequence, texts: Sequence[str]) -> list:
+def rejoined(plan: DocumentPlan, pieces: Sequence[Translation], texts: Sequence[str]) -> list:
     """The second leg's Translation of each pivot text of ``texts``, from ``pieces``, the
     Translations of ``plan``'s segments (the texts cut as `nmt translate` cuts its input; an
-    empty Translation for a blank segment): a text's one segment's Translation, or one that
-    joins its segments' as a multi-segment text's native answer does (the translations put back
-    in place, scores added, alignments side by side, the lowest confidence); None for a blank
-    text."""
-    depth = max((len(p.alternatives) for p in pieces), default=0)
-    versions = [plan.assemble(pieces, alternative=k) for k in range(max(depth, 1))]
-    out = []
-    for i, text in enumerate(texts):
-        segments = plan.segments_of(i)
-        if len(segments) <= 1:
-            out.append(pieces[segments[0]] if segments else None)
-            continue
-        joined = _joined([plan.segments[s] for s in segments], [pieces[s] for s in segments])
-        joined.source, joined.text = text, versions[0][i]
-        for k, alternative in enumerate(joined.alternatives):
-            alternative.text = versions[k][i]
-        out.append(joined)
-    return out
-
-
-def _joined(segments: Sequence[str], parts: Sequence):
-    """One Translation of the consecutive ``segments`` translated apart as ``parts``: tokens
-    and scores added, alignments shifted past the words before them; its texts are the caller's
-    to set."""
-    from nmt_cli.decoding.search import Hypothesis
-    from nmt_cli.translation.translator import Alternative, Translation
-
-    best = [tr.hypotheses[0] for tr in parts if tr.hypotheses]
-    depth = max(len(tr.alternatives) for tr in parts)
-    kth = [
-        [tr.alternatives[min(k, len(tr.alternatives) - 1)] for tr in parts if tr.alternatives]
-        for k in range(depth)
+    empty Translation for a blank segment), joined as every text's segments are
+    (:meth:`DocumentPlan.joined`); None for a blank text."""
+    return [
+        replace(plan.joined(i, pieces), source=text) if plan.segments_of(i) else None
+        for i, text in enumerate(texts)
     ]
-    confidences = [tr.confidence for tr in parts if tr.confidence is not None]
-    return Translation(
-        source="",
-        text="",
-        hypotheses=[
-            Hypothesis(
-                tokens=[t for h in best for t in h.tokens],
-                score=sum(h.score for h in best),
-                norm_score=sum(h.norm_score for h in best),
-            )
-        ],
-        src_ids=[t for tr in parts for t in tr.src_ids],
-        truncated=any(tr.truncated for tr in parts),
-        alternatives=[
-            Alternative("", sum(a.score for a in ks), sum(a.norm_score for a in ks)) for ks in kth
-        ],
-        alignment=(
-            alignment_side_by_side(segments, parts)
-            if any(tr.alignment is not None for tr in parts)
-            else None
-        ),
-        source_lang=parts[0].source_lang,
-        target_lang=parts[0].target_lang,
-        zero_shot=parts[0].zero_shot,
-        confidence=min(confidences) if confidences else None,
-    )
 
 
 def routes(models: Sequence[ServedModel]) -> dict[tuple[str, str], Route]:

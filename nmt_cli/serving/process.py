@@ -6,10 +6,13 @@ import socket
 import sys
 from collections.abc import Sequence
 
+import torch
+import uvicorn
+
 from nmt_cli.runtime.errors import UserError
 from nmt_cli.serving.app import ServeSettings, Service, build_app
 from nmt_cli.serving.models import load_models
-from nmt_cli.translation.controlled import attach_glossaries
+from nmt_cli.serving.request_options import attach_glossaries
 
 
 def _listen(host: str, port: int) -> socket.socket:
@@ -35,15 +38,8 @@ def _listen(host: str, port: int) -> socket.socket:
 
 def serve(model_paths: Sequence[str], settings: ServeSettings, *, device: str = "auto") -> None:
     """Load the models, listen, serve until SIGTERM or Ctrl-C, then finish what is in flight."""
-    try:
-        import fastapi  # noqa: F401
-        import uvicorn
-    except ImportError:
-        raise UserError("nmt serve needs the serve extra: pip install 'nmt[serve]'") from None
     if settings.api_key is not None and not settings.api_key:
         raise UserError("--api-key: give a non-empty key")
-    import torch
-
     torch.set_num_threads(settings.threads)
     models = load_models(model_paths, device=device, shortlist=settings.shortlist)
     attach_glossaries(models, settings.glossaries)

@@ -14,6 +14,7 @@ from nmt_cli.serving.request_body import RequestError
 
 class RateLimits:
     def __init__(self, requests_per_minute: int = 0, chars_per_minute: int = 0):
+        # Imported only with a rate limit: a server without one need not load the library.
         from limits import RateLimitItemPerMinute
         from limits.storage import MemoryStorage
         from limits.strategies import SlidingWindowCounterRateLimiter

@@ -55,7 +55,7 @@ def parse_form(text: str) -> dict:
 async def read_multipart(request, max_fields: int) -> tuple[dict, dict]:
     """(fields, files) of a multipart form, read by Starlette's own parser (python-multipart) from
     the body already read and size-checked; files are Starlette UploadFiles."""
-    from starlette.datastructures import UploadFile
+    from starlette.datastructures import UploadFile  # the serve extra: only for a form
     from starlette.exceptions import HTTPException
 
     try:

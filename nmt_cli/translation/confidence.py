@@ -10,7 +10,10 @@ mean log-probability per token that measure chose:
 
     confidence = exp(mean log p(y_i | y_<i, x)),
 
-the geometric mean of the per-token probabilities, which is in [0, 1] by construction.
+the geometric mean of the per-token probabilities, which is in [0, 1] by construction. A text
+translated in several segments has the confidence of their hypotheses joined into one
+(``joined_confidence``): exp(Σ_s log p(y_s | x_s) / Σ_s (|y_s| + 1)), the same mean over all of
+its tokens (docs/translate.md#confidence says why not the product or the minimum).
 """
 
 from __future__ import annotations
@@ -45,3 +48,13 @@ def confidence_of(hyps: Sequence, src_len: int) -> float | None:
         return None
     best = hyps[0]
     return min(1.0, max(0.0, math.exp(best.score / (len(best.tokens) + 1))))
+
+
+def joined_confidence(best: Sequence) -> float | None:
+    """The confidence of consecutive segments' best hypotheses joined into one translation:
+    exp(Σ_s score_s / Σ_s (|y_s| + 1)), their tokens' geometric-mean probability (module doc);
+    None when there is none. One segment gives its own :func:`confidence_of`."""
+    if not best:
+        return None
+    tokens = sum(len(h.tokens) + 1 for h in best)
+    return min(1.0, max(0.0, math.exp(sum(h.score for h in best) / tokens)))

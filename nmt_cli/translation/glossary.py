@@ -22,6 +22,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from nmt_cli.data.tokenizer import UNK, normalize
 from nmt_cli.runtime.errors import UserError
 
 
@@ -139,8 +140,6 @@ def as_glossary(value, where: str = "glossary") -> Glossary | None:
 def term_tokens(glossary: Glossary, tokenizer, lowercase: bool = False) -> dict[str, list[int]]:
     """Each target term as the target vocabulary's pieces; an error names a term it cannot
     spell (a piece that is the unknown piece)."""
-    from nmt_cli.data.tokenizer import UNK, normalize
-
     targets = [t.target for t in glossary.terms]
     encoded = tokenizer.encode_tgt([normalize(t, lowercase) for t in targets])
     out = {}

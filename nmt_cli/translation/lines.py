@@ -1,20 +1,26 @@
 """Lines in and out of `nmt translate`: read from a binary stream (bad UTF-8 replaced and
-reported), translated a chunk at a time, written in the output format the options ask for."""
+reported), translated a chunk at a time through the document layer, written in the output
+format the options ask for (a line cut into several segments is one Translation again:
+nmt_cli/documents/layer.py's DocumentPlan.joined)."""
 
 from __future__ import annotations
 
+import pathlib
+import re
 import sys
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
 from nmt_cli.data.tokenizer import Tokenizer
-from nmt_cli.documents.layer import DocumentOptions, translate_documents
+from nmt_cli.documents.layer import DocumentOptions, DocumentTranslation, translate_documents
+from nmt_cli.runtime.errors import UserError
 from nmt_cli.runtime.interrupts import deferred
+from nmt_cli.translation.contract import TranslateOptions, Translating
+from nmt_cli.translation.controlled import split_prefixes
 from nmt_cli.translation.plots import attention_heatmap, plot_dir
-from nmt_cli.translation.translator import Translation, Translator
-from nmt_cli.translation.words import alignment_pairs
+from nmt_cli.translation.results import Translation
 
 
 def count_lines(path) -> int:
@@ -95,116 +101,158 @@ class OutputOptions:
         """Whether the hypotheses must keep their attention weights (to align or draw them)."""
         return self.alignments or self.attention_plot is not None or self.show_attention
 
+    def translate_options(self, options: TranslateOptions) -> TranslateOptions:
+        """``options`` asking for what these outputs need."""
+        return replace(
+            options,
+            nbest=self.nbest,
+            alignments=self.alignments,
+            weights=self.weights,
+            warn_cut=False,  # the stream names the lines cut instead
+        )
 
-def format_translation(
-    index: int, tr: Translation, tokenizer: Tokenizer, out: OutputOptions
-) -> list[str]:
+
+def format_translation(index: int, tr: Translation, out: OutputOptions) -> list[str]:
+    """The output lines of one input line's translation (the document layer's whole of it)."""
     if out.nbest > 1:
-        lines = []
-        texts = tokenizer.decode_tgt([h.tokens for h in tr.hypotheses])
-        for h, text in zip(tr.hypotheses, texts):
-            lines.append(f"{index} ||| {text} ||| {h.score:.4f} ||| {h.norm_score:.4f}")
+        lines = [
+            f"{index} ||| {a.text} ||| {a.score:.4f} ||| {a.norm_score:.4f}"
+            for a in tr.alternatives
+        ]
         return lines or [f"{index} ||| ||| 0.0000 ||| 0.0000"]
     fields = [tr.text]
-    best = tr.hypotheses[0] if tr.hypotheses else None
     if out.scores:
-        fields.append(f"{best.score:.4f}" if best else "0.0000")
+        fields.append(f"{tr.score:.4f}" if tr.hypotheses else "0.0000")
         fields.append(f"{tr.confidence:.4f}" if tr.confidence is not None else "0.0000")
     if out.alignments:
-        if best is None:
-            fields.append("")
-        else:
-            src_p = tokenizer.src_pieces(tr.src_ids)
-            tgt_p = tokenizer.tgt_pieces(best.tokens)
-            pairs = alignment_pairs(best.attention, src_p, tgt_p)
-            fields.append(" ".join(f"{i}-{j}" for i, j in pairs))
+        fields.append(" ".join(f"{i}-{j}" for i, j in tr.alignment or []))
     return ["\t".join(fields)]
 
 
+def line_attention(
+    segments: Sequence[Translation], tokenizer: Tokenizer
+) -> tuple[torch.Tensor, list[str], list[str]] | None:
+    """The piece attention of one line as (weights, source pieces, target pieces with each
+    segment's end of sentence): its segments' side by side on the diagonal; None where a
+    segment kept none."""
+    parts = []
+    for tr in segments:
+        best = tr.hypotheses[0] if tr.hypotheses else None
+        if best is None:
+            continue
+        if best.attention is None:
+            return None
+        src_p = tokenizer.src_pieces(tr.src_ids)
+        tgt_p = tokenizer.tgt_pieces(best.tokens) + ["</s>"]
+        parts.append((best.attention, src_p, tgt_p))
+    if not parts:
+        return None
+    if len(parts) == 1:
+        return parts[0]
+    weights = torch.block_diag(*(w[: len(t), : len(s)].float() for w, s, t in parts))
+    return weights, [p for _, s, _ in parts for p in s], [p for _, _, t in parts for p in t]
+
+
+@dataclass
+class _Stream:
+    """What writing one stream's translations needs, besides its lines."""
+
+    translator: Translating
+    options: TranslateOptions
+    documents: DocumentOptions
+    out: OutputOptions
+    prefix_tab: bool
+    pictures: pathlib.Path | None
+    done: list[int] | None
+    cut: list[int]
+
+
 def translate_stream(
-    translator: Translator,
+    translator: Translating,
     in_stream,
     out_stream,
     *,
     interactive: bool,
     out: OutputOptions,
+    options: TranslateOptions | None = None,
+    documents: DocumentOptions | None = None,
+    prefix_tab: bool = False,
     progress=None,
     done: list[int] | None = None,
     chunk_lines: int = 2000,
-    documents: DocumentOptions | None = None,
 ) -> int:
-    """Translate a binary line stream into a text stream; returns the number of lines.
-    ``done[0]``, when given, follows the lines written so far (for a message on interruption).
-    Lines are length-sorted into batches within chunks of ``chunk_lines``; a progress bar moves
-    once per chunk. ``documents``: each line is a paragraph of the document layer (cut into
-    sentences, protected spans kept) instead of one segment with the per-line outputs of
-    ``out``."""
-    import pathlib
-
+    """Translate a binary line stream into a text stream through the document layer, each line
+    a paragraph (cut into sentences, protected spans kept; ``documents``), with the per-line
+    outputs of ``out``; returns the number of lines. ``prefix_tab``: lines are
+    'source<TAB>target prefix'. ``done[0]``, when given, follows the lines written so far (for a
+    message on interruption). Lines are length-sorted into batches within chunks of
+    ``chunk_lines``; a progress bar moves once per chunk."""
     pictures = plot_dir(pathlib.Path(out.attention_plot)) if out.attention_plot else None
     invalid: list[int] = []
-    cut: list[int] = []  # lines with a segment cut at the source limit (document layer)
-    if documents is not None:
-        translator.warned_truncation = True  # the lines are named below instead
+    stream = _Stream(
+        translator,
+        out.translate_options(options or TranslateOptions()),
+        documents or DocumentOptions(),
+        out,
+        prefix_tab,
+        pictures,
+        done,
+        [],
+    )
+    count = 0
     try:
-        return _translate_chunks(
-            translator,
-            read_lines_stream(in_stream, interactive, chunk_lines, invalid),
-            out_stream,
-            out,
-            pictures,
-            progress,
-            done,
-            documents,
-            cut,
-        )
+        for chunk in read_lines_stream(in_stream, interactive, chunk_lines, invalid):
+            count = _write_chunk(stream, chunk, out_stream, count)
+            if progress is not None:
+                progress.update(len(chunk))
+        return count
     finally:
         if invalid:
             translator.warn(invalid_utf8_warning(invalid))
-        if cut:
-            translator.warn(cut_lines_warning(cut, translator.max_source_tokens))
+        if stream.cut:
+            translator.warn(cut_lines_warning(stream.cut, translator.max_source_tokens))
 
 
-def _translate_chunks(
-    translator,
-    chunks,
-    out_stream,
-    out: OutputOptions,
-    pictures,
-    progress,
-    done,
-    documents=None,
-    cut=None,
-) -> int:
-    tokenizer = translator.tokenizer
-    count = 0
-    for chunk in chunks:
-        if documents is not None:
-            count = _write_paragraphs(translator, chunk, out_stream, documents, count, done, cut)
-            if progress is not None:
-                progress.update(len(chunk))
-            continue
-        translations = translator.translate(chunk, nbest=out.nbest, weights=out.weights)
-        with deferred():  # a chunk's lines are written whole, and counted, before a signal stops it
-            for tr in translations:
-                for line in format_translation(count, tr, tokenizer, out):
-                    out_stream.write(line + "\n")
-                best = tr.hypotheses[0] if tr.hypotheses else None
-                if best is not None and best.attention is not None:
-                    src_p = tokenizer.src_pieces(tr.src_ids)
-                    tgt_p = tokenizer.tgt_pieces(best.tokens) + ["</s>"]
-                    if pictures:
-                        attention_heatmap(
-                            best.attention, src_p, tgt_p, pictures / f"{count:06d}.png"
-                        )
-                    if out.show_attention:
-                        print(shade_rows(best.attention, src_p, tgt_p), file=sys.stderr)
-                count += 1
-            out_stream.flush()
-            if done is not None:
-                done[0] = count
-        if progress is not None:
-            progress.update(len(chunk))
+def _translated(stream: _Stream, chunk: list[str], count: int) -> list[DocumentTranslation]:
+    options = stream.options
+    if not stream.prefix_tab:
+        return translate_documents(stream.translator, chunk, options, stream.documents)
+    sources, prefixes = split_prefixes(chunk, count + 1)
+    try:
+        return translate_documents(
+            stream.translator, sources, replace(options, prefixes=prefixes), stream.documents
+        )
+    except UserError as exc:  # name the input line, not the line of this chunk
+        message = re.sub(
+            r"^prefix of line (\d+)",
+            lambda m: f"--prefix-tab: input line {int(m[1]) + count}",
+            str(exc),
+        )
+        raise UserError(message) from None
+
+
+def _write_chunk(stream: _Stream, chunk: list[str], out_stream, count: int) -> int:
+    """One chunk of lines translated and written, one output line per input line (n per line
+    with --nbest); the numbers of lines with a segment cut at the source limit go to the
+    stream's ``cut``."""
+    results = _translated(stream, chunk, count)
+    tokenizer = stream.translator.tokenizer
+    with deferred():  # a chunk's lines are written whole, and counted, before a signal stops it
+        for result in results:
+            for line in format_translation(count, result.translation, stream.out):
+                out_stream.write(line + "\n")
+            drawn = line_attention(result.segments, tokenizer) if stream.out.weights else None
+            if drawn is not None:
+                if stream.pictures:
+                    attention_heatmap(*drawn, stream.pictures / f"{count:06d}.png")
+                if stream.out.show_attention:
+                    print(shade_rows(*drawn), file=sys.stderr)
+            count += 1
+            if result.cut:
+                stream.cut.append(count)
+        out_stream.flush()
+        if stream.done is not None:
+            stream.done[0] = count
     return count
 
 
@@ -217,19 +265,3 @@ def cut_lines_warning(numbers: Sequence[int], limit: int, shown: int = 5) -> str
         f"warning: input {which} a sentence part longer than {limit} subwords, cut to that "
         "length (decode.max_segment_tokens cuts long sentences at clauses first)"
     )
-
-
-def _write_paragraphs(translator, chunk, out_stream, documents: DocumentOptions, count, done, cut):
-    """One chunk of lines through the document layer, one output line per input line; the
-    numbers of lines with a segment cut at the source limit go to ``cut``."""
-    results = translate_documents(translator, chunk, **vars(documents))
-    with deferred():
-        for result in results:
-            out_stream.write(result.text + "\n")
-            count += 1
-            if result.cut and cut is not None:
-                cut.append(count)
-        out_stream.flush()
-        if done is not None:
-            done[0] = count
-    return count

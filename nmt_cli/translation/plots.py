@@ -16,13 +16,20 @@ if TYPE_CHECKING:  # only for annotations: `nmt eval --plot` need not import tor
 
 def _pyplot(option: str):
     try:
-        import matplotlib
+        import matplotlib  # an optional dependency (the plot extra)
 
         matplotlib.use("Agg")  # files only: no display on servers
         import matplotlib.pyplot as plt
     except ImportError:
         raise UserError(f"{option} needs matplotlib: pip install 'nmt[plot]'") from None
     return plt
+
+
+def check_plotting(path: Path) -> Path:
+    """--attention-plot's folder created and matplotlib found, or a one-line error, before a
+    model is loaded."""
+    _pyplot("--attention-plot")
+    return plot_dir(path)
 
 
 def plot_dir(path: Path) -> Path:

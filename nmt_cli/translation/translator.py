@@ -3,8 +3,9 @@
 N lines in give N lines out, in order. An empty (or all-whitespace) line gives an empty line
 without touching the model. Lines longer than the model's source limit are cut to it, with one
 warning. The decoding settings are the recipe's ``decode`` section (:class:`DecodeConfig`), with
-a caller's changes laid over it by :func:`nmt_cli.config.sections.override`; how many alternatives
-and which attention a call wants are arguments of that call. Reading and writing line streams is
+a call's changes laid over it (:class:`nmt_cli.translation.contract.TranslateOptions`, which also
+carries everything else one call asks for). Whole texts go through the document layer
+(nmt_cli/documents/layer.py, ``translate_texts``); reading and writing line streams is
 nmt_cli/translation/lines.py.
 """
 
@@ -14,74 +15,61 @@ import functools
 import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, replace
+from typing import Any
 
+import numpy as np
 import torch
 
 from nmt_cli.config.sections import DecodeConfig, Recipe, override
+from nmt_cli.data.batches import collate
 from nmt_cli.data.tokenizer import Tokenizer, normalize
 from nmt_cli.decoding.decode import decode_ids
+from nmt_cli.decoding.forced import forced_for_lines
 from nmt_cli.decoding.language_vocabulary import LanguageVocabularies
 from nmt_cli.decoding.search import Hypothesis
-from nmt_cli.decoding.shortlist import Shortlist
+from nmt_cli.decoding.shortlist import Shortlist, merge_shortlists
+from nmt_cli.documents.layer import DocumentOptions, DocumentTranslation, translate_documents
+from nmt_cli.model.ensemble import Ensemble
 from nmt_cli.model.fast_decoding import prepare_for_decoding
+from nmt_cli.model.quantize import quantize_int8
+from nmt_cli.runtime.device import pick_device, resolve_decode_precision
+from nmt_cli.runtime.errors import UserError
 from nmt_cli.runtime.memory import bound_primitive_cache
+from nmt_cli.training.checkpoint import load_model
 from nmt_cli.translation.confidence import confidence_of
+from nmt_cli.translation.contract import TranslateOptions
+from nmt_cli.translation.glossary import as_glossary
+from nmt_cli.translation.results import Alternative, Translation
+from nmt_cli.translation.routing import Route, Routing
+from nmt_cli.translation.words import alignment_pairs, word_attention
 
-if TYPE_CHECKING:
-    from nmt_cli.decoding.sampling import Sampling
-from nmt_cli.translation.words import WordAttention, alignment_pairs, word_attention
+__all__ = ["Alternative", "TranslateOptions", "Translation", "Translator", "load_translator"]
 
 MAX_SOURCE_TOKENS = 250
 
 
 @dataclass
-class Alternative:
-    """One of the n best translations of a sentence."""
+class _Encoded:
+    """A call's lines as the model reads them: source ids (the direction's tokens first, cut at
+    the source limit), which were cut, and how many direction tokens lead each."""
 
-    text: str
-    score: float  # total log-probability, EOS included
-    norm_score: float  # the length-penalised score the search ranked by
-
-
-@dataclass
-class Translation:
-    """The result for one input line; ``alignment`` and ``attention`` are filled when asked for."""
-
-    source: str
-    text: str
-    hypotheses: list[Hypothesis]
-    src_ids: list[int]
-    truncated: bool = False
-    alternatives: list[Alternative] = field(default_factory=list)  # the n best, best first
-    alignment: list[tuple[int, int]] | None = None  # (source word, target word), as --alignments
-    attention: WordAttention | None = None
-    # The direction asked of a multilingual model (nmt_cli/translation/routing.py): the languages,
-    # and whether the model was trained on it (None where the source was not named); None alike for
-    # a one-pair model.
-    source_lang: str | None = None
-    target_lang: str | None = None
-    zero_shot: bool | None = None
-    confidence: float | None = (
-        None  # in [0, 1], nmt_cli/translation/confidence.py; None for an empty line
-    )
-
-    @property
-    def score(self) -> float:
-        """The best translation's log-probability (0 for an empty line)."""
-        return self.hypotheses[0].score if self.hypotheses else 0.0
+    cleaned: list[str]
+    ids: list[list[int]]
+    truncated: list[bool]
+    tags: int
 
 
 class Translator:
-    """Lines in, translations out, with one model (or several averaged in log space).
+    """Lines in, translations out, with one model (or several averaged in log space); it fulfils
+    :class:`nmt_cli.translation.contract.Translating`.
 
     The Python API: ``Translator.load("runs/en-fr").translate(["A dog runs."])`` gives one
     :class:`Translation` per line with the recipe's decoding settings, as `nmt translate` writes
     it. ``config`` is the decoding configuration, ``shortlist`` the model's vocabulary shortlist
     (None: the model has none), ``languages`` a multilingual model's pieces per target language
-    (nmt_cli/decoding/language_vocabulary.py), ``recipe`` and ``checkpoint`` where the model came
-    from.
+    (nmt_cli/decoding/language_vocabulary.py), ``recipe`` and ``checkpoint`` where the model
+    came from.
     """
 
     def __init__(
@@ -106,18 +94,12 @@ class Translator:
         self.lowercase = lowercase  # the model was trained on lowercased text (data.lowercase)
         self.max_source_tokens = max_source_tokens
         self.warn = warn or (lambda msg: print(msg, file=sys.stderr))
-        self.warned_truncation = False
         self.recipe, self.checkpoint = recipe, checkpoint
-        # The direction translate() asks for when a call names none (``nmt translate --target``).
-        self.target: str | None = None
-        self.source: str | None = None
-        self.glossary = None  # terms every call forces, before its own (nmt serve --glossary)
+        self._warned_cut = False  # the cut-line warning is given once per translator
 
     @functools.cached_property
-    def routing(self):
+    def routing(self) -> Routing:
         """The model's directions and how a request picks one (nmt_cli/translation/routing.py)."""
-        from nmt_cli.translation.routing import Routing
-
         return Routing(self.recipe)
 
     @property
@@ -134,7 +116,7 @@ class Translator:
     def multilingual(self) -> bool:
         return self.routing.multilingual
 
-    def language_pieces(self, route, config: DecodeConfig):
+    def language_pieces(self, route: Route | None, config: DecodeConfig):
         """The pieces a translation along ``route`` may use (decode.language_vocabulary), or
         None: every piece."""
         if route is None or self.languages is None or not config.language_vocabulary:
@@ -164,148 +146,144 @@ class Translator:
         models = [model] if isinstance(model, (str, os.PathLike)) else list(model)
         if threads is not None:
             if threads < 1:
-                from nmt_cli.runtime.errors import UserError
-
                 raise UserError(f"threads: {threads} is not a positive number of threads")
             torch.set_num_threads(threads)
         return load_translator(models, decode, device=device, quantize=quantize)
 
     def translate(
-        self,
-        lines: Sequence[str],
-        *,
-        nbest: int = 1,
-        alignments: bool = False,
-        attention: bool = False,
-        beam_size: int | None = None,
-        weights: bool = False,
-        target: str | None = None,
-        source: str | None = None,
-        glossary=None,
-        prefixes: Sequence[str | None] | None = None,
-        sampling: Sampling | None = None,
+        self, lines: Sequence[str], options: TranslateOptions | None = None, /, **changes: Any
     ) -> list[Translation]:
-        """One Translation per line, in order, with ``nbest`` alternatives each; ``beam_size``:
-        this call's instead of the configured one; ``alignments``, ``attention``: fill those
-        fields; ``weights``: keep each hypothesis's attention weights (implied by the two);
-        ``target``, ``source``: the languages, for a multilingual model (``directions``);
-        ``glossary``: terms to force (nmt_cli/translation/glossary.py: a Glossary, a file, a
-        mapping or pairs); ``prefixes``: per line, a target prefix to force (None or "": none);
-        ``sampling``: sample the translations (nmt_cli/decoding/sampling.py) instead of
-        searching."""
-        config = override(self.config, {"beam_size": beam_size})
-        if nbest > config.beam_size or nbest < 1:
-            from nmt_cli.runtime.errors import UserError
-
-            raise UserError(f"nbest {nbest} must be between 1 and the beam size {config.beam_size}")
-        route = self.routing.route(target or self.target, source or self.source)
-        prefix = self.tokenizer.symbol_ids(route.tags) if route is not None else []
-        cleaned = [normalize(line, self.lowercase) for line in lines]
-        ids = self.tokenizer.encode_src(cleaned)
-        truncated = [len(x) > self.max_source_tokens - len(prefix) for x in ids]
-        if prefix:  # the direction's tokens start the source, as in training
-            ids = [prefix + x[: self.max_source_tokens - len(prefix)] if x else x for x in ids]
-        if any(truncated) and not self.warned_truncation:
-            self.warned_truncation = True
-            self.warn(
-                f"warning: a line is longer than {self.max_source_tokens} subwords; "
-                "overlong lines are cut to that length"
+        """One Translation per line, in order, as ``options`` (a TranslateOptions, with
+        ``changes``, its fields by name, laid over it) asks: ``translate(lines, nbest=3,
+        attention=True)``."""
+        options = replace(options or TranslateOptions(), **changes)
+        config = options.config(self.config)
+        if options.nbest > config.beam_size or options.nbest < 1:
+            raise UserError(
+                f"nbest {options.nbest} must be between 1 and the beam size {config.beam_size}"
             )
-        ids = [x[: self.max_source_tokens] for x in ids]
-        todo = [i for i, x in enumerate(ids) if x]
-        forced = None
-        if self.glossary is not None:
-            from nmt_cli.translation.glossary import merged
-
-            glossary = merged(self.glossary, glossary)
-        if glossary is not None or prefixes is not None:
-            from nmt_cli.decoding.forced import forced_for_lines
-
-            forced = forced_for_lines(
-                cleaned,
-                ids,
-                self.tokenizer,
-                config,
-                glossary=glossary,
-                prefixes=prefixes,
-                lowercase=self.lowercase,
-            )
+        route = self.routing.route(options.target, options.source)
+        encoded = self._encode(lines, route, options.warn_cut)
+        todo = [i for i, x in enumerate(encoded.ids) if x]
+        forced = self._forced(encoded, config, options)
         hyps = (
             decode_ids(
                 self.model,
-                [ids[i] for i in todo],
+                [encoded.ids[i] for i in todo],
                 config,
                 self.device,
                 shortlist=self.shortlist,
-                nbest=nbest,
-                attention=weights or alignments or attention,
+                nbest=options.nbest,
+                attention=options.keeps_weights,
                 forced=None if forced is None else [forced[i] for i in todo],
-                sampling=sampling,
+                sampling=options.sampling,
                 warn=self.warn,
                 language=self.language_pieces(route, config),
             )
             if todo
             else []
         )
-        out = [Translation(lines[i], "", [], ids[i], truncated[i]) for i in range(len(lines))]
-        if prefix:  # what the caller sees is its own text's pieces, the tokens left out
-            for tr in out:
-                tr.src_ids = tr.src_ids[len(prefix) :]
-            for sentence in hyps:
-                for h in sentence:
-                    if h.attention is not None:
-                        h.attention = h.attention[:, len(prefix) :]
-        if route is not None:
-            for tr in out:
+        return self._results(lines, encoded, route, dict(zip(todo, hyps)), options)
+
+    def _encode(self, lines: Sequence[str], route: Route | None, warn_cut: bool) -> _Encoded:
+        tags = self.tokenizer.symbol_ids(route.tags) if route is not None else []
+        cleaned = [normalize(line, self.lowercase) for line in lines]
+        ids = self.tokenizer.encode_src(cleaned)
+        truncated = [len(x) > self.max_source_tokens - len(tags) for x in ids]
+        if tags:  # the direction's tokens start the source, as in training
+            ids = [tags + x[: self.max_source_tokens - len(tags)] if x else x for x in ids]
+        if any(truncated) and warn_cut and not self._warned_cut:
+            self._warned_cut = True
+            self.warn(
+                f"warning: a line is longer than {self.max_source_tokens} subwords; "
+                "overlong lines are cut to that length"
+            )
+        ids = [x[: self.max_source_tokens] for x in ids]
+        return _Encoded(cleaned, ids, truncated, len(tags))
+
+    def _forced(self, encoded: _Encoded, config: DecodeConfig, options: TranslateOptions):
+        """Per line, what the call's glossary and prefix force; None: nothing is forced."""
+        glossary = as_glossary(options.glossary)  # the Python API also takes pairs or a file
+        if glossary is None and options.prefixes is None:
+            return None
+        return forced_for_lines(
+            encoded.cleaned,
+            encoded.ids,
+            self.tokenizer,
+            config,
+            glossary=glossary,
+            prefixes=options.prefixes,
+            lowercase=self.lowercase,
+        )
+
+    def _results(
+        self,
+        lines: Sequence[str],
+        encoded: _Encoded,
+        route: Route | None,
+        hyps: Mapping[int, list[Hypothesis]],
+        options: TranslateOptions,
+    ) -> list[Translation]:
+        """The Translations of ``lines`` from the hypotheses of the non-empty ones."""
+        tags = encoded.tags
+        out = []
+        for i, line in enumerate(lines):
+            tr = Translation(line, "", [], encoded.ids[i][tags:], encoded.truncated[i])
+            if route is not None:
                 tr.source_lang, tr.target_lang = route.source, route.target
                 tr.zero_shot = route.zero_shot
-        flat = [h for sentence in hyps for h in sentence]
+            out.append(tr)
+        flat = [h for i in sorted(hyps) for h in hyps[i]]
         texts = iter(self.tokenizer.decode_tgt([h.tokens for h in flat]))
-        for i, sentence in zip(todo, hyps):
-            tr = out[i]
+        for i in sorted(hyps):
+            sentence, tr = hyps[i], out[i]
+            if tags:  # what the caller sees is its own text's pieces, the tokens left out
+                for h in sentence:
+                    if h.attention is not None:
+                        h.attention = h.attention[:, tags:]
             tr.hypotheses = sentence
             tr.alternatives = [Alternative(next(texts), h.score, h.norm_score) for h in sentence]
             tr.text = tr.alternatives[0].text if sentence else ""
             tr.confidence = confidence_of(sentence, len(tr.src_ids))
-            if (alignments or attention) and sentence and sentence[0].attention is not None:
-                src_p = self.tokenizer.src_pieces(tr.src_ids)
-                tgt_p = self.tokenizer.tgt_pieces(sentence[0].tokens)
-                if alignments:
-                    tr.alignment = alignment_pairs(sentence[0].attention, src_p, tgt_p)
-                if attention:
-                    tr.attention = word_attention(
-                        sentence[0].attention, src_p, tgt_p, tr.source, tr.text
-                    )
+            self._attend(tr, options)
         return out
+
+    def _attend(self, tr: Translation, options: TranslateOptions) -> None:
+        """Fill ``tr``'s alignment and word attention where ``options`` asks for them."""
+        best = tr.hypotheses[0] if tr.hypotheses else None
+        if not (options.alignments or options.attention) or best is None:
+            return
+        if best.attention is None:
+            return
+        src_p = self.tokenizer.src_pieces(tr.src_ids)
+        tgt_p = self.tokenizer.tgt_pieces(best.tokens)
+        if options.alignments:
+            tr.alignment = alignment_pairs(best.attention, src_p, tgt_p)
+        if options.attention:
+            tr.attention = word_attention(best.attention, src_p, tgt_p, tr.source, tr.text)
 
     def translate_texts(
         self,
         texts: Sequence[str],
+        options: TranslateOptions | None = None,
+        /,
         *,
         fmt: str = "text",
         split_sentences: bool = True,
         protect: Sequence[str] | None = (),
         language: str | None = None,
-        nbest: int = 1,
-        beam_size: int | None = None,
-    ):
-        """Whole texts in, whole translations out
-        (:class:`nmt_cli.documents.layer.DocumentTranslation`:
-        ``.text``, ``.segments``, ``.cut``): each text cut into paragraphs at its line breaks and
-        sentences inside them (``split_sentences``), or an HTML document (``fmt="html"``), its
-        whitespace and markup put back around the translations; ``protect``: do-not-translate
-        regexes besides the built-in placeholders, URLs and e-mail addresses (None: none)."""
-        from nmt_cli.documents.layer import translate_documents
-
+        **changes: Any,
+    ) -> list[DocumentTranslation]:
+        """Whole texts in, whole translations out (:class:`DocumentTranslation`: ``.text``,
+        ``.translation``, ``.segments``, ``.cut``): each text cut into paragraphs at its line
+        breaks and sentences inside them (``split_sentences``), or an HTML document
+        (``fmt="html"``), its whitespace and markup put back around the translations;
+        ``protect``: do-not-translate regexes besides the built-in placeholders, URLs and e-mail
+        addresses (None: none); ``options`` and ``changes`` as :meth:`translate`'s, the
+        prefixes one per text."""
+        documents = DocumentOptions(fmt, split_sentences, protect, language)
         return translate_documents(
-            self,
-            texts,
-            fmt=fmt,
-            split_sentences=split_sentences,
-            protect=protect,
-            language=language,
-            nbest=nbest,
-            beam_size=beam_size,
+            self, texts, replace(options or TranslateOptions(), **changes), documents
         )
 
 
@@ -324,10 +302,6 @@ def force_decode(
     with ``per_piece`` divided by the number of its terms (the target's pieces and EOS), the
     negative of the cross-entropy per piece that filtering synthetic pairs compares;
     ``lowercase`` for a model trained with data.lowercase."""
-    import numpy as np
-
-    from nmt_cli.data.batches import collate  # only forced decoding needs training's batches
-
     src_ids = tokenizer.encode_src([normalize(s, lowercase) for s in sources])
     tgt_ids = tokenizer.encode_tgt([normalize(t, lowercase) for t in targets])
     out: list[float] = []
@@ -363,11 +337,6 @@ def load_translator(
     none or int8. ``decode.precision`` bf16 (``auto`` on a CPU with bf16 hardware) converts the
     weights to bf16, so that every matrix product runs in bf16; log-probabilities and scores
     stay fp32."""
-    from nmt_cli.model.ensemble import Ensemble
-    from nmt_cli.runtime.device import pick_device, resolve_decode_precision
-    from nmt_cli.runtime.errors import UserError
-    from nmt_cli.training.checkpoint import load_model
-
     if not models:
         raise UserError("-m/--model: give a run dir or checkpoint")
     dev = pick_device(device)
@@ -392,8 +361,6 @@ def load_translator(
             )
     models_ = [x.model for x in loaded]
     if quantize == "int8":
-        from nmt_cli.model.quantize import quantize_int8
-
         models_ = [quantize_int8(m) for m in models_]
     elif quantize != "none":
         raise UserError(f"--quantize: '{quantize}' is not one of none, int8")
@@ -402,9 +369,6 @@ def load_translator(
     if len(loaded) == 1:
         model, shortlist, languages = models_[0], first.shortlist, first.languages
     else:
-        from nmt_cli.decoding.language_vocabulary import LanguageVocabularies
-        from nmt_cli.decoding.shortlist import merge_shortlists
-
         model = Ensemble(models_).eval()
         shortlist = merge_shortlists([x.shortlist for x in loaded])
         languages = LanguageVocabularies.union(x.languages for x in loaded)

@@ -1,0 +1,72 @@
+"""The contract every caller of a translator holds: :class:`Translating`, which the CLI, the
+Python API, the document layer and the service depend on, and :class:`TranslateOptions`, what one
+call asks for. A :class:`nmt_cli.translation.translator.Translator` fulfils it; per-call state
+(direction, glossary, prefixes, sampling, outputs, decoding changes) travels in the options, never
+in attributes written from outside."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from nmt_cli.config.sections import DecodeConfig, Recipe, override
+from nmt_cli.data.tokenizer import Tokenizer
+from nmt_cli.decoding.sampling import Sampling
+from nmt_cli.translation.glossary import Glossary
+from nmt_cli.translation.results import Translation
+
+
+@dataclass(frozen=True)
+class TranslateOptions:
+    """What one translate call asks for.
+
+    ``target``, ``source``: the languages, for a multilingual model; ``glossary``: terms to force
+    (nmt_cli/translation/glossary.py), on top of any the caller's model forces; ``prefixes``: per
+    line, a target prefix to force (None or "": none); ``sampling``: sample instead of searching
+    (nmt_cli/decoding/sampling.py); ``nbest``: alternatives per line; ``alignments``,
+    ``attention``: fill those fields of each Translation; ``weights``: keep each hypothesis's
+    attention weights (implied by the two); ``beam_size`` and ``decode`` (recipe ``decode`` keys):
+    this call's decoding settings laid over the translator's by
+    :func:`nmt_cli.config.sections.override`; ``warn_cut``: warn (once per translator) about a
+    line cut at the model's source limit, as callers that name such lines themselves do not want.
+    """
+
+    target: str | None = None
+    source: str | None = None
+    glossary: Glossary | None = None
+    prefixes: Sequence[str | None] | None = None
+    sampling: Sampling | None = None
+    nbest: int = 1
+    alignments: bool = False
+    attention: bool = False
+    weights: bool = False
+    beam_size: int | None = None
+    decode: Mapping[str, Any] = field(default_factory=dict)
+    warn_cut: bool = True
+
+    @property
+    def keeps_weights(self) -> bool:
+        """Whether the hypotheses must keep their attention weights."""
+        return self.weights or self.alignments or self.attention
+
+    def config(self, base: DecodeConfig) -> DecodeConfig:
+        """``base`` with this call's decoding changes laid over it."""
+        return override(base, {**self.decode, "beam_size": self.beam_size})
+
+
+class Translating(Protocol):
+    """A translator as its callers use it: lines in, one Translation per line out, in order."""
+
+    tokenizer: Tokenizer
+    config: DecodeConfig
+    lowercase: bool
+    recipe: Recipe | None
+    max_source_tokens: int
+    warn: Callable[[str], None]
+
+    def translate(
+        self, lines: Sequence[str], options: TranslateOptions | None = None, /, **changes: Any
+    ) -> list[Translation]:
+        """``changes``: fields of TranslateOptions laid over ``options``."""
+        ...
