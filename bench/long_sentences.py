@@ -28,6 +28,7 @@ from pathlib import Path
 import sacrebleu
 
 from nmt_cli.data.tokenizer import normalize
+from nmt_cli.documents.layer import translate_texts
 from nmt_cli.documents.segment import clause_spans
 from nmt_cli.translation.translator import Translator
 
@@ -108,7 +109,7 @@ def main() -> None:
     )
     report("references", sources, references, references)
     report("whole", sources, [t.text for t in translator.translate(sources)], references)
-    layer = [t.text for t in translator.translate_texts(sources)]
+    layer = [t.text for t in translate_texts(translator, sources)]
     report(f"document layer ({translator.config.max_segment_tokens})", sources, layer, references)
     for limit in [int(x) for x in args.parts.split(",") if x]:
         for clauses in (True, False):

@@ -28,7 +28,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from nmt_cli.documents.layer import plan_documents  # noqa: E402
+from nmt_cli.documents.plan import plan_documents  # noqa: E402
 from nmt_cli.documents.protect import Protector  # noqa: E402
 from nmt_cli.translation.translator import Translator  # noqa: E402
 

@@ -1,7 +1,7 @@
 """A paragraph translates as its sentences do; what the document layer costs.
 
 1. Paragraphs: Multi30k test_2017_flickr lines joined ``--join`` at a time with a space. Each
-   paragraph goes through the document layer (Translator.translate_texts); its words should be
+   paragraph goes through the document layer (translate_texts); its words should be
    those of its lines translated one by one, joined (each line a text of its own, and through
    the sentence path, Translator.translate, too). Two joins: the lines
    as they are (a quarter of them have no final full stop, so that no segmenter can tell where
@@ -26,6 +26,7 @@ from pathlib import Path
 
 import torch
 
+from nmt_cli.documents.layer import translate_texts
 from nmt_cli.translation.translator import Translator
 
 
@@ -41,11 +42,11 @@ def punctuated(line: str) -> str:
 def compare(translator, lines: list[str], join: int) -> tuple[int, int, int, int]:
     """(paragraphs, same words as their lines translated one by one through the document layer,
     the same through the sentence path, paragraphs with lost text)."""
-    alone = [t.text for t in translator.translate_texts(lines)]
+    alone = [t.text for t in translate_texts(translator, lines)]
     plain = [t.text for t in translator.translate(lines)]
     groups = [list(range(i, min(i + join, len(lines)))) for i in range(0, len(lines), join)]
     paragraphs = [" ".join(lines[j] for j in g) for g in groups]
-    results = translator.translate_texts(paragraphs)
+    results = translate_texts(translator, paragraphs)
     same = same_plain = lost = 0
     for group, paragraph, result in zip(groups, paragraphs, results):
         expected = " ".join(alone[j] for j in group).split()
@@ -96,14 +97,14 @@ def main() -> None:
             flush=True,
         )
     sentences = read(data, "test_2016_flickr")
-    outputs = translator.translate_texts(sentences)
+    outputs = translate_texts(translator, sentences)
     assert len(outputs) == len(sentences)  # N lines in, N out
     uncut = Translator.load(args.model, threads=1, max_segment_tokens=0)
     runs = {
         "sentence path": lambda: translator.translate(sentences),
-        "document layer": lambda: translator.translate_texts(sentences),
-        "layer, no clause cuts": lambda: uncut.translate_texts(sentences),
-        "layer, nothing protected": lambda: translator.translate_texts(sentences, protect=None),
+        "document layer": lambda: translate_texts(translator, sentences),
+        "layer, no clause cuts": lambda: translate_texts(uncut, sentences),
+        "layer, nothing protected": lambda: translate_texts(translator, sentences, protect=None),
     }
     times = dict(zip(runs, best_times(list(runs.values()), args.repeats)))
     print(f"test_2016_flickr ({len(sentences)} lines), least CPU time of {args.repeats} runs:")

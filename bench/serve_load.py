@@ -289,7 +289,7 @@ def file_process_mode(args, lines: list[str]) -> dict:
 
 def file_mode(args, lines: list[str]) -> dict:
     """`nmt translate -i FILE`'s code path, timed without start-up and model loading."""
-    from nmt_cli.translation.lines import OutputOptions, translate_stream
+    from nmt_cli.documents.lines import OutputOptions, translate_stream
     from nmt_cli.translation.translator import Translator
 
     translator = Translator.load(args.model, device="cpu", threads=args.threads)

@@ -4,7 +4,7 @@ The Python API: ``from nmt_cli import Translator``; ``Translator.load(run_dir).t
 """
 
 __version__ = "0.1.0"
-__all__ = ["Translator", "Translation", "__version__"]
+__all__ = ["Translator", "Translation", "translate_texts", "__version__"]
 
 
 def __getattr__(name: str):
@@ -13,4 +13,8 @@ def __getattr__(name: str):
         from nmt_cli.translation import translator as translate
 
         return getattr(translate, name)
+    if name == "translate_texts":
+        from nmt_cli.documents.layer import translate_texts
+
+        return translate_texts
     raise AttributeError(f"module 'nmt_cli' has no attribute {name!r}")

@@ -65,7 +65,7 @@ def test_libretranslate_route_gives_the_source_back_below_the_threshold(controll
 
 
 def test_a_text_comes_back_as_sent_when_one_of_its_sentences_is_below_the_threshold():
-    from nmt_cli.documents.layer import plan_documents
+    from nmt_cli.documents.plan import plan_documents
 
     plan = plan_documents(["A man runs. A dog sleeps.", "   ", "Two cats."])
     sure = Translation("a", "A", [], [1], confidence=0.9)

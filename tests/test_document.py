@@ -6,7 +6,7 @@ import pytest
 from conftest import multi30k_lines
 
 from nmt_cli.decoding.search import Hypothesis
-from nmt_cli.documents.layer import plan_documents
+from nmt_cli.documents.plan import plan_documents
 from nmt_cli.runtime.errors import UserError
 from nmt_cli.translation.results import Alternative, Translation
 

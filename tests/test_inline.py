@@ -8,8 +8,8 @@ from html.parser import HTMLParser
 import pytest
 
 from nmt_cli.documents.inline import plain_inline
-from nmt_cli.documents.layer import plan_documents
 from nmt_cli.documents.markup import parse_html
+from nmt_cli.documents.plan import plan_documents
 from nmt_cli.documents.protect import Protector
 from nmt_cli.translation.translator import Translator
 from tests.conftest import multi30k_lines, trained_copy

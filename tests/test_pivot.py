@@ -12,7 +12,8 @@ from conftest import multi30k_lines, tiny_recipe_dict, trained_copy  # noqa: E40
 from test_serve import Server, cli_translate  # noqa: E402
 
 from nmt_cli.decoding.search import Hypothesis  # noqa: E402
-from nmt_cli.documents.layer import plan_documents, segment_counter  # noqa: E402
+from nmt_cli.documents.layer import segment_counter
+from nmt_cli.documents.plan import plan_documents  # noqa: E402
 from nmt_cli.serving.models import ServedModel  # noqa: E402
 from nmt_cli.serving.pivot import Route, chained, languages, rejoined, routes  # noqa: E402
 from nmt_cli.translation.results import Alternative, Translation  # noqa: E402

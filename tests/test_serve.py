@@ -185,13 +185,13 @@ def test_libretranslate_requests_answer_as_nmt_translate(server, cli):
 
 
 def test_native_translate_gives_nbest_alignment_and_word_attention(server, cli, run_dir):
-    from nmt_cli import Translator
+    from nmt_cli import Translator, translate_texts
 
     lines = NATIVE_LINES
     aligned = [cli["aligned"][line] for line in lines]
     api = [
         t.translation
-        for t in Translator.load(run_dir, device="cpu").translate_texts(lines, nbest=2)
+        for t in translate_texts(Translator.load(run_dir, device="cpu"), lines, nbest=2)
     ]
     status, body = server.json(
         "POST", "/v1/translate", {"src": lines, "nbest": 2, "alignments": True, "attention": True}

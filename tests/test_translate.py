@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 from nmt_cli.config.sections import DecodeConfig
 from nmt_cli.decoding.decode import _batches
 from nmt_cli.decoding.search import Hypothesis
+from nmt_cli.documents.layer import translate_texts
+from nmt_cli.documents.lines import OutputOptions, count_lines, shade_rows, translate_stream
 from nmt_cli.training.checkpoint import load_model
-from nmt_cli.translation.lines import OutputOptions, count_lines, shade_rows, translate_stream
 from nmt_cli.translation.translator import Translator, force_decode
 from nmt_cli.translation.words import alignment_pairs
 from tests.conftest import trained_copy
@@ -505,9 +506,9 @@ def test_a_paragraph_translates_as_its_sentences_one_by_one(trained):
 
     sentences = [x for x in multi30k_lines("test_2016_flickr", "en", 12) if x.endswith(".")][:3]
     tr = translator(trained, max_segment_tokens=0)  # its 300-piece vocabulary needs no cuts
-    (result,) = tr.translate_texts(["  " + " ".join(sentences) + "\t"])
+    (result,) = translate_texts(tr, ["  " + " ".join(sentences) + "\t"])
     assert [s.source for s in result.segments] == sentences
-    alone = [t.text for t in tr.translate_texts(sentences)]
+    alone = [t.text for t in translate_texts(tr, sentences)]
     assert result.text == "  " + " ".join(alone) + "\t"
     assert result.cut is False
 
@@ -526,14 +527,14 @@ def test_the_document_stream_keeps_every_line_and_its_spacing(trained):
     out = buf.getvalue().split("\n")[:-1]
     assert len(out) == 4 and out[1] == "" and out[2] == "   " and out[3].endswith("  ")
     assert out[0] == " ".join(
-        t.text for t in tr.translate_texts(["A man is riding a bike.", "Two dogs run."])
+        t.text for t in translate_texts(tr, ["A man is riding a bike.", "Two dogs run."])
     )
 
 
 def test_protected_spans_come_back_verbatim_once(trained):
     tr = translator(trained)
     texts = ["Visit https://example.com/page?id=42 today.", "Hello {name}, you have %d dogs."]
-    out = [r.text for r in tr.translate_texts(texts, protect=[r"\bdogs\b"])]
+    out = [r.text for r in translate_texts(tr, texts, protect=[r"\bdogs\b"])]
     assert out[0].count("https://example.com/page?id=42") == 1
     assert out[1].count("{name}") == 1 and out[1].count("%d") == 1 and out[1].count("dogs") == 1
 
@@ -552,7 +553,7 @@ def test_a_long_sentence_is_translated_in_clauses_and_never_cut(trained):
         max_source_tokens=40,
         warn=warnings.append,
     )
-    (result,) = tr.translate_texts([text])
+    (result,) = translate_texts(tr, [text])
     assert len(result.segments) > 2 and not result.cut and not warnings
     assert all(len(s.src_ids) <= 30 for s in result.segments)
     assert " ".join(s.source for s in result.segments) == text
@@ -563,7 +564,7 @@ def test_a_long_sentence_is_translated_in_clauses_and_never_cut(trained):
         max_source_tokens=40,
         warn=warnings.append,
     )
-    (cut,) = whole.translate_texts([text])
+    (cut,) = translate_texts(whole, [text])
     assert cut.cut and len(warnings) == 1
 
 
@@ -676,7 +677,7 @@ def test_nbest_lines_of_a_cut_line_are_whole_lines(trained):
     out = run_stream(tr, b"A man sleeps. Two dogs run.\n\n", nbest=2)
     assert [row.split(" ||| ")[0] for row in out] == ["0", "0", "1"]
     assert out[2] == "1 ||| ||| 0.0000 ||| 0.0000"
-    (whole,) = tr.translate_texts(["A man sleeps. Two dogs run."], nbest=2)
+    (whole,) = translate_texts(tr, ["A man sleeps. Two dogs run."], nbest=2)
     assert len(whole.segments) == 2  # both sentences in each line
     assert [row.split(" ||| ")[1] for row in out[:2]] == [
         a.text for a in whole.translation.alternatives

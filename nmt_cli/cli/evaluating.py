@@ -141,10 +141,9 @@ def evaluate(
             raise UserError(
                 f"--src and --ref differ in length: {len(sources)} vs {len(refs)} lines"
             )
-        from nmt_cli.translation.translator import (  # torch is imported only to translate
-            TranslateOptions,
-            load_translator,
-        )
+        # torch is imported only to translate
+        from nmt_cli.documents.layer import translate_texts
+        from nmt_cli.translation.translator import TranslateOptions, load_translator
 
         changes = _decode_changes(ctx)
         for m in model:
@@ -159,7 +158,7 @@ def evaluate(
                 )
             with task(f"stopped while translating {src} with {m}; nothing was scored"):
                 if split_sentences:
-                    done = translator.translate_texts(sources, direction)
+                    done = translate_texts(translator, sources, direction)
                     systems[_unique(systems, m)] = [t.text for t in done]
                 else:
                     systems[_unique(systems, m)] = [

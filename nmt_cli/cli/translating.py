@@ -151,11 +151,11 @@ def translate(
     # not load torch.
     from tqdm import tqdm
 
+    from nmt_cli.documents.lines import OutputOptions, count_lines, translate_stream
     from nmt_cli.runtime.interrupts import task
     from nmt_cli.runtime.output_file import atomic_text_output
     from nmt_cli.translation.contract import TranslateOptions
     from nmt_cli.translation.controlled import command_glossary, sampling_of
-    from nmt_cli.translation.lines import OutputOptions, count_lines, translate_stream
     from nmt_cli.translation.plots import check_plotting
     from nmt_cli.translation.shards import ShardReader, parse_shard, shard_output, shard_range
     from nmt_cli.translation.translator import load_translator
@@ -293,7 +293,7 @@ def _translate_html(
     translator, in_stream, input: Path | None, output: Path | None, options, documents
 ):
     """One HTML document from -i (or stdin) to -o (or stdout), written once complete."""
-    from nmt_cli.documents.layer import translate_html_stream  # as translate's: no torch yet
+    from nmt_cli.documents.lines import translate_html_stream  # as translate's: no torch yet
     from nmt_cli.runtime.interrupts import task
     from nmt_cli.runtime.output_file import atomic_text_output
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
-from nmt_cli.documents.layer import DocumentPlan
+from nmt_cli.documents.plan import DocumentPlan
 from nmt_cli.serving.models import ServedModel
 from nmt_cli.translation.results import Translation
 

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 from nmt_cli.data.tokenizer import normalize
 from nmt_cli.decoding.forced import forced_for_lines
-from nmt_cli.documents.layer import DocumentPlan
+from nmt_cli.documents.plan import DocumentPlan
 from nmt_cli.runtime.errors import UserError
 from nmt_cli.serving.models import ServedModel
 from nmt_cli.serving.request_body import RequestError

@@ -6,7 +6,7 @@ warning. The decoding settings are the recipe's ``decode`` section (:class:`Deco
 a call's changes laid over it (:class:`nmt_cli.translation.contract.TranslateOptions`, which also
 carries everything else one call asks for). Whole texts go through the document layer
 (nmt_cli/documents/layer.py, ``translate_texts``); reading and writing line streams is
-nmt_cli/translation/lines.py.
+nmt_cli/documents/lines.py.
 """
 
 from __future__ import annotations
@@ -29,7 +29,6 @@ from nmt_cli.decoding.forced import forced_for_lines
 from nmt_cli.decoding.language_vocabulary import LanguageVocabularies
 from nmt_cli.decoding.search import Hypothesis
 from nmt_cli.decoding.shortlist import Shortlist, merge_shortlists
-from nmt_cli.documents.layer import DocumentOptions, DocumentTranslation, translate_documents
 from nmt_cli.model.ensemble import Ensemble
 from nmt_cli.model.fast_decoding import prepare_for_decoding
 from nmt_cli.model.quantize import quantize_int8
@@ -261,30 +260,6 @@ class Translator:
             tr.alignment = alignment_pairs(best.attention, src_p, tgt_p)
         if options.attention:
             tr.attention = word_attention(best.attention, src_p, tgt_p, tr.source, tr.text)
-
-    def translate_texts(
-        self,
-        texts: Sequence[str],
-        options: TranslateOptions | None = None,
-        /,
-        *,
-        fmt: str = "text",
-        split_sentences: bool = True,
-        protect: Sequence[str] | None = (),
-        language: str | None = None,
-        **changes: Any,
-    ) -> list[DocumentTranslation]:
-        """Whole texts in, whole translations out (:class:`DocumentTranslation`: ``.text``,
-        ``.translation``, ``.segments``, ``.cut``): each text cut into paragraphs at its line
-        breaks and sentences inside them (``split_sentences``), or an HTML document
-        (``fmt="html"``), its whitespace and markup put back around the translations;
-        ``protect``: do-not-translate regexes besides the built-in placeholders, URLs and e-mail
-        addresses (None: none); ``options`` and ``changes`` as :meth:`translate`'s, the
-        prefixes one per text."""
-        documents = DocumentOptions(fmt, split_sentences, protect, language)
-        return translate_documents(
-            self, texts, replace(options or TranslateOptions(), **changes), documents
-        )
 
 
 @torch.no_grad()

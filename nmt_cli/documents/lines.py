@@ -265,3 +265,36 @@ def cut_lines_warning(numbers: Sequence[int], limit: int, shown: int = 5) -> str
         f"warning: input {which} a sentence part longer than {limit} subwords, cut to that "
         "length (decode.max_segment_tokens cuts long sentences at clauses first)"
     )
+
+
+MAX_HTML_BYTES = 16 << 20  # an HTML document is read whole; larger ones are refused
+
+
+def translate_html_stream(
+    translator: Translating,
+    in_stream,
+    out_stream,
+    options: TranslateOptions,
+    documents: DocumentOptions,
+    name: str = "stdin",
+) -> None:
+    """Translate one HTML document read whole from a binary stream (at most MAX_HTML_BYTES)
+    into a text stream. Bytes that are not UTF-8 become U+FFFD, with a warning."""
+    data = in_stream.read(MAX_HTML_BYTES + 1)
+    if len(data) > MAX_HTML_BYTES:
+        raise UserError(
+            f"{name}: over {MAX_HTML_BYTES >> 20} MiB; an HTML document is translated whole, "
+            "so split it into smaller documents"
+        )
+    try:
+        document = data.decode("utf-8")
+    except UnicodeDecodeError:
+        document = data.decode("utf-8", errors="replace")
+        translator.warn(f"warning: {name} is not valid UTF-8; the bad bytes became U+FFFD")
+    html = replace(documents, fmt="html")
+    quiet = replace(options, warn_cut=False)  # one warning below, for the document
+    (result,) = translate_documents(translator, [document], quiet, html)
+    if result.cut:
+        translator.warn("warning: a sentence was cut at the model's source limit")
+    out_stream.write(result.text)
+    out_stream.flush()
