@@ -22,8 +22,6 @@ MAX_PARAMETERS = 12
 OVER_THE_LIMITS = {
     "nmt_cli/decoding/constraints.py:constrained_beam_search",  # temporary: one beam loop
     "nmt_cli/decoding/search.py:beam_search",  # temporary: one beam loop
-    "nmt_cli/serving/app.py:build_app",  # temporary: routes by concern
-    "nmt_cli/serving/libretranslate.py:add_routes",  # temporary: routes by concern
 }
 
 

@@ -259,7 +259,8 @@ def _document_options(fmt, split_sentences, protect, out, prefix_tab: bool):
     """The document layer's options (nmt_cli/documents/layer.py's DocumentOptions) from
     translate's, ``out`` its OutputOptions; an option that cannot apply with another is a
     one-line error."""
-    from nmt_cli.documents.layer import FORMATS, DocumentOptions  # as translate's: no torch yet
+    from nmt_cli.documents.layer import DocumentOptions  # as translate's: no torch yet
+    from nmt_cli.documents.plan import FORMATS
 
     if fmt not in FORMATS:
         raise UserError(f"--format: '{fmt}' is not one of {', '.join(FORMATS)}")
