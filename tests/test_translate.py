@@ -689,6 +689,8 @@ def test_nbest_lines_of_a_cut_line_are_whole_lines(trained):
     [
         (["--format", "html", "--scores"], "--format html: --scores describes input lines"),
         (["--prefix-tab", "--split-sentences"], "--prefix-tab: a prefix begins its whole line"),
+        (["--nbest", "2", "--alignments"], "--alignments: with --nbest each line is"),
+        (["--nbest", "2", "--scores"], "--scores: with --nbest each line is"),
     ],
 )
 def test_an_output_option_that_cannot_apply_is_a_one_line_error(trained, args, message):

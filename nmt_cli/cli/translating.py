@@ -281,6 +281,12 @@ def _document_options(fmt, split_sentences, protect, out, prefix_tab: bool):
             f"--format html: {per_line[0]} describes input lines, and an HTML document is "
             "translated whole; use --format text"
         )
+    if out.nbest > 1 and (out.alignments or out.scores):
+        given = "--alignments" if out.alignments else "--scores"
+        raise UserError(
+            f"{given}: with --nbest each line is 'i ||| text ||| score ||| length-penalised score'"
+            f" for each of the K best, and {given} describes the best alone; drop one of them"
+        )
     if prefix_tab and split_sentences:
         raise UserError(
             "--prefix-tab: a prefix begins its whole line, which is translated as one sentence; "

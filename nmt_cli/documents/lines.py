@@ -1,7 +1,7 @@
 """Lines in and out of `nmt translate`: read from a binary stream (bad UTF-8 replaced and
 reported), translated a chunk at a time through the document layer, written in the output
 format the options ask for (a line cut into several segments is one Translation again:
-nmt_cli/documents/layer.py's DocumentPlan.joined)."""
+nmt_cli/documents/plan.py's DocumentPlan.joined)."""
 
 from __future__ import annotations
 
