@@ -13,6 +13,7 @@ import torch
 from nmt_cli.config.sections import DecodeConfig
 from nmt_cli.decoding.language_vocabulary import restricted
 from nmt_cli.decoding.search import Hypothesis, search
+from nmt_cli.decoding.settings import SearchSettings
 from nmt_cli.decoding.shortlist import Candidates, Shortlist
 from nmt_cli.model.fast_decoding import prepared_for_decoding, setup_of, unprepared
 
@@ -179,6 +180,7 @@ def decode_ids(
             language=language,
         )
     shortlist = shortlist if config.shortlist else None
+    settings = SearchSettings.of(config, nbest=nbest, attention=attention)
     lengths = [len(s) for s in sources]
     order = sorted(range(len(sources)), key=lambda i: -lengths[i])
     results: list[list[Hypothesis] | None] = [None] * len(sources)
@@ -189,15 +191,8 @@ def decode_ids(
             model,
             src.to(device),
             src_lengths,
-            beam_size=config.beam_size,
-            alpha=config.length_penalty,
-            max_len_ratio=config.max_len_ratio,
-            max_len_const=config.max_len_const,
-            min_len=config.min_len,
-            nbest=nbest,
-            attention=attention,
-            max_repeats=config.max_repeats,
-            vocab=output_vocabulary(shortlist, language, src, src_lengths, config, device),
+            settings,
+            output_vocabulary(shortlist, language, src, src_lengths, config, device),
         )
 
     on_cpu = torch.device(device).type == "cpu"
