@@ -12,10 +12,12 @@ rule tries once more without it.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 from nmt_cli.decoding.constraints import Forced, constrained_beam_search, continuation_pieces
 from nmt_cli.decoding.decode import output_vocabulary, padded_sources
 from nmt_cli.decoding.search import Hypothesis
+from nmt_cli.decoding.settings import SearchSettings
 
 # Sentences a constrained batch when decode.batch_size is 0: its candidates and term states grow
 # with the batch, so it takes fewer than plain beam search's batches
@@ -154,18 +156,14 @@ def _constrained_batch(
     """constrained_beam_search over the sentences ``batch`` of ``sources``."""
     src, src_lengths = padded_sources(sources, batch)
     vocab = output_vocabulary(shortlist, language, src, src_lengths, config, device)
+    beam = max(config.beam_size, 2)
+    settings = SearchSettings.of(config, nbest=min(nbest, beam), attention=attention)
     return constrained_beam_search(
         model,
         src.to(device),
         src_lengths,
         [forced[i] for i in batch],
-        beam_size=max(config.beam_size, 2),
-        alpha=config.length_penalty,
-        max_len_ratio=config.max_len_ratio,
-        max_len_const=config.max_len_const,
-        min_len=config.min_len,
-        nbest=min(nbest, max(config.beam_size, 2)),
-        attention=attention,
+        replace(settings, beam_size=beam),
         vocab=vocab,
         placement=placement,
     )
