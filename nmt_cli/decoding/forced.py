@@ -14,10 +14,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
+from nmt_cli.data.tokenizer import normalize
+from nmt_cli.decoding.batches import output_vocabulary, padded_sources
 from nmt_cli.decoding.constraints import Forced, constrained_beam_search, continuation_pieces
-from nmt_cli.decoding.decode import output_vocabulary, padded_sources
-from nmt_cli.decoding.search import Hypothesis
 from nmt_cli.decoding.settings import SearchSettings
+from nmt_cli.decoding.steps import Hypothesis
+from nmt_cli.runtime.errors import UserError
+from nmt_cli.translation.glossary import as_glossary, required_terms, term_tokens
 
 # Sentences a constrained batch when decode.batch_size is 0: its candidates and term states grow
 # with the batch, so it takes fewer than plain beam search's batches
@@ -37,10 +40,6 @@ def forced_for_lines(
     """Each line's Forced from a glossary (its terms found in the normalised line ``texts``) and
     ``prefixes`` (one per line, None or "" for none); None when nothing is forced. A prefix that
     does not fit under its line's length cap is an error naming the line."""
-    from nmt_cli.data.tokenizer import normalize
-    from nmt_cli.runtime.errors import UserError
-    from nmt_cli.translation.glossary import as_glossary, required_terms, term_tokens
-
     glossary = as_glossary(glossary)
     if prefixes is not None and len(prefixes) != len(texts):
         raise UserError(f"prefixes: {len(prefixes)} given for {len(texts)} lines")
@@ -117,21 +116,23 @@ def forced_decode_ids(
     todo.sort(key=lambda i: -len(sources[i]))
     size = config.batch_size if config.batch_size > 0 else FORCED_BATCH
     use_shortlist = shortlist if config.shortlist else None
+    beam = max(config.beam_size, 2)
+    settings = replace(
+        SearchSettings.of(config, nbest=min(nbest, beam), attention=attention), beam_size=beam
+    )
     for placement in (True, False):
         for start in range(0, len(todo), size):
             batch = todo[start : start + size]
-            hyps = _constrained_batch(
+            src, src_lengths = padded_sources(sources, batch)
+            vocab = output_vocabulary(use_shortlist, language, src, src_lengths, config, device)
+            hyps = constrained_beam_search(
                 model,
-                sources,
-                forced,
-                batch,
-                config,
-                device,
-                use_shortlist,
-                nbest,
-                attention,
-                placement,
-                language,
+                src.to(device),
+                src_lengths,
+                [forced[i] for i in batch],
+                settings,
+                vocab=vocab,
+                placement=placement,
             )
             for i, h in zip(batch, hyps):
                 if h:
@@ -148,22 +149,3 @@ def forced_decode_ids(
             "cap and keep their unforced translation"
         )
     return results
-
-
-def _constrained_batch(
-    model, sources, forced, batch, config, device, shortlist, nbest, attention, placement, language
-):
-    """constrained_beam_search over the sentences ``batch`` of ``sources``."""
-    src, src_lengths = padded_sources(sources, batch)
-    vocab = output_vocabulary(shortlist, language, src, src_lengths, config, device)
-    beam = max(config.beam_size, 2)
-    settings = SearchSettings.of(config, nbest=min(nbest, beam), attention=attention)
-    return constrained_beam_search(
-        model,
-        src.to(device),
-        src_lengths,
-        [forced[i] for i in batch],
-        replace(settings, beam_size=beam),
-        vocab=vocab,
-        placement=placement,
-    )
