@@ -91,7 +91,7 @@ class Strategy(Protocol):
 
 
 class Beams:
-    """The alive and finished hypotheses of a batch, and the results taken so far."""
+    """The alive and finished hypotheses of a batch."""
 
     def __init__(self, b: int, k: int, steps: int, s_len: int, attention: bool, device):
         self.k, self.steps, self.attention = k, steps, attention

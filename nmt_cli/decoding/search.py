@@ -125,7 +125,8 @@ def greedy(
         logp = restrict_steps(
             logp, limit - 1 <= t if t >= first_cap else None, t < settings.min_len
         )
-        guard.ban(logp, tokens[rows, :t], columns, rows)
+        if guard.on:
+            guard.ban(logp, tokens[rows, :t], columns, rows)
         best, token = logp.max(dim=-1)
         if columns is not None:
             token = columns.token_ids(token)
