@@ -162,8 +162,10 @@ def _pad(rows: list[list[int]], width: int) -> torch.Tensor:
 
 
 class Constrained:
-    """The beam step of dynamic beam allocation (module doc) for a batch of sentences with their
-    ``forced`` terms and prefixes; ``placement`` False: no attention gate and no dead ends."""
+    """The beam step of dynamic beam allocation (Post & Vilar 2018, vectorized as Hu et al. 2019;
+    module doc) for a batch of sentences with their ``forced`` terms and prefixes: candidates
+    from the top K, each hypothesis's best and each term's next token, K slots round-robin over
+    the banks (term tokens placed). ``placement`` False: no attention gate and no dead ends."""
 
     leaves = True
     # term and prefix tokens are looked up as columns of the one union
@@ -171,7 +173,7 @@ class Constrained:
 
     def __init__(self, forced: Sequence[Forced], k: int, src: torch.Tensor, placement: bool):
         device, b, s_len = src.device, src.size(0), src.size(1)
-        self.forced, self.k, self.placement, self.device = forced, k, placement, device
+        self.forced, self.placement, self.device = forced, placement, device
         terms = [f.terms for f in forced]
         m = max(1, max(len(t) for t in terms))
         width = max([1] + [len(term) for t in terms for term in t])

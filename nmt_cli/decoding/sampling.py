@@ -44,9 +44,10 @@ class Sampling:
 
 
 class Sampled:
-    """The beam step that draws one token per sentence (module doc). Done sentences stay in the
-    batch: every step draws for every row of the batch, so a row leaving would change the draws
-    of the rows after it."""
+    """The beam step that draws one token per sentence, y_t ~ softmax(log p(y | y_<t, x) / T)
+    over the ``topk`` most probable (all when 0), and adds its untempered log-probability to the
+    score. Done sentences stay in the batch: every step draws for every row of the batch, so a
+    row leaving would change the draws of the rows after it."""
 
     leaves = False
     fixed_union = False
