@@ -140,19 +140,20 @@ def test_a_term_ends_its_word_when_continuations_are_given():
         assert at + 1 == len(tokens) or not continuations[tokens[at + 1]]
 
 
-def test_sentences_leaving_the_batch_change_no_result(monkeypatch):
-    import nmt_cli.decoding.constraints as constraints
-
+def test_sentences_leaving_the_batch_change_no_result():
     m = model(10)
     _, src, lengths = ragged_batch(10, 12)
     _, unlikely = unlikely_tokens(m, src, lengths, 2)
     forced = [
         Forced([[u[0]]] if i % 3 else [], [u[1]] if i % 2 else []) for i, u in enumerate(unlikely)
     ]
-    monkeypatch.setattr(constraints, "LEAVE_SHARE", 0.01)  # each done sentence leaves at once
-    leaving = constrained_beam_search(m, src, lengths, forced, beam_size=3, max_len_const=6)
-    monkeypatch.setattr(constraints, "LEAVE_SHARE", 2.0)  # nobody leaves
-    staying = constrained_beam_search(m, src, lengths, forced, beam_size=3, max_len_const=6)
+    # each done sentence leaves at once; nobody leaves
+    leaving = constrained_beam_search(
+        m, src, lengths, forced, beam_size=3, max_len_const=6, leave_share=0.01
+    )
+    staying = constrained_beam_search(
+        m, src, lengths, forced, beam_size=3, max_len_const=6, leave_share=2.0
+    )
     assert [h[0].tokens for h in leaving] == [h[0].tokens for h in staying]
     assert [h[0].score for h in leaving] == pytest.approx([h[0].score for h in staying], abs=1e-5)
 

@@ -45,13 +45,12 @@ from dataclasses import dataclass, field
 
 import torch
 
-from nmt_cli.data.tokenizer import BOS, EOS, PAD
-from nmt_cli.decoding.search import Hypothesis, length_penalty, max_lengths, restrict_steps, trimmed
+from nmt_cli.data.tokenizer import EOS, PAD
+from nmt_cli.decoding.beam import NEG_INF, Step, beam_loop
+from nmt_cli.decoding.settings import SearchSettings, settings_with
 from nmt_cli.decoding.shortlist import Candidates
-from nmt_cli.model.output_layer import Columns
+from nmt_cli.decoding.steps import Hypothesis
 
-# Done sentences leave the batch once they are at least this share of it
-LEAVE_SHARE = 0.25
 # A term may start where the attention puts at least this much weight on its source words (or its
 # largest weight on one of them), or anywhere once little more room is left than it needs
 ATTENDED = 0.1
@@ -162,183 +161,153 @@ def _pad(rows: list[list[int]], width: int) -> torch.Tensor:
     return out
 
 
-@torch.no_grad()
-def constrained_beam_search(
-    model,
-    src: torch.Tensor,
-    src_lengths: torch.Tensor,
-    forced: Sequence[Forced],
-    *,
-    beam_size: int = 5,
-    alpha: float = 0.6,
-    max_len_ratio: float = 1.5,
-    max_len_const: int = 10,
-    min_len: int = 1,
-    nbest: int = 1,
-    attention: bool = False,
-    vocab: Candidates | None = None,
-    placement: bool = True,
-) -> list[list[Hypothesis]]:
-    """The ``nbest`` best hypotheses per sentence that satisfy its ``forced`` (module doc), best
-    first; an empty list for a sentence whose terms did not fit within its length cap. The cap is
-    raised where the prefix and terms need more room. ``placement`` False: no attention gate and
-    no dead ends (a second try for a sentence whose terms found no place)."""
-    device = src.device
-    b, k = src.size(0), beam_size
-    neg_inf = float("-inf")
-    terms = [f.terms for f in forced]
-    m = max(1, max(len(t) for t in terms))
-    width = max([1] + [len(term) for t in terms for term in t])
-    cons = torch.full((b, m, width), PAD, dtype=torch.long)
-    cons_len = torch.zeros(b, m, dtype=torch.long)
-    for i, sentence_terms in enumerate(terms):
-        for j, term in enumerate(sentence_terms):
-            cons[i, j, : len(term)] = torch.tensor(term, dtype=torch.long)
-            cons_len[i, j] = len(term)
-    cons, cons_len = cons.to(device), cons_len.to(device)
-    s_len = src.size(1)
-    attends = torch.zeros(b, m, s_len, dtype=torch.bool)  # (B, M, S) each term's source words
-    for i, f in enumerate(forced):
-        for j, positions in enumerate(f.sources[: len(f.terms)]):
-            attends[i, j, [p for p in positions if p < s_len]] = True
-    anywhere = ~attends.any(-1)  # (B, M) terms without source words
-    attends, anywhere = attends.to(device), anywhere.to(device)
-    total = cons_len.sum(dim=1)  # (B,) term tokens to place
-    prefix = _pad([f.prefix for f in forced], max(len(f.prefix) for f in forced)).to(device)
-    prefix_len = torch.tensor([len(f.prefix) for f in forced], device=device)
-    limit = max_lengths(src_lengths, max_len_ratio, max_len_const).to(device)
-    limit = torch.maximum(limit, prefix_len + total + 1)
-    steps = int(limit.max())
+class Constrained:
+    """The beam step of dynamic beam allocation (Post & Vilar 2018, vectorized as Hu et al. 2019;
+    module doc) for a batch of sentences with their ``forced`` terms and prefixes: candidates
+    from the top K, each hypothesis's best and each term's next token, K slots round-robin over
+    the banks (term tokens placed). ``placement`` False: no attention gate and no dead ends."""
 
-    if vocab is not None:
-        vocab = with_forced_tokens(vocab, forced)
-        ids = vocab.ids
-        position = torch.full((int(ids.max()) + 1,), 0, dtype=torch.long, device=device)
-        position[ids] = torch.arange(ids.numel(), device=device)
-        flat = torch.arange(b, device=device).repeat_interleave(k)
-        sentence_allowed = vocab.allowed
-        columns = Columns(ids, sentence_allowed.index_select(0, flat))
-    else:
-        ids, position, columns = None, None, None
+    leaves = True
+    # term and prefix tokens are looked up as columns of the one union
+    fixed_union = True
 
-    continuations = next((f.continuations for f in forced if f.continuations is not None), None)
-    if continuations is not None:
-        continuations = continuations.to(device)
-        continuations = continuations if ids is None else continuations[ids]
+    def __init__(self, forced: Sequence[Forced], k: int, src: torch.Tensor, placement: bool):
+        device, b, s_len = src.device, src.size(0), src.size(1)
+        self.forced, self.placement, self.device = forced, placement, device
+        terms = [f.terms for f in forced]
+        m = max(1, max(len(t) for t in terms))
+        width = max([1] + [len(term) for t in terms for term in t])
+        cons = torch.full((b, m, width), PAD, dtype=torch.long)
+        cons_len = torch.zeros(b, m, dtype=torch.long)
+        attends = torch.zeros(b, m, s_len, dtype=torch.bool)  # (B, M, S) each term's source words
+        for i, f in enumerate(forced):
+            for j, term in enumerate(f.terms):
+                cons[i, j, : len(term)] = torch.tensor(term, dtype=torch.long)
+                cons_len[i, j] = len(term)
+            for j, positions in enumerate(f.sources[: len(f.terms)]):
+                attends[i, j, [p for p in positions if p < s_len]] = True
+        self.cons, self.cons_len = cons.to(device), cons_len.to(device)
+        self.attends, self.anywhere = attends.to(device), (~attends.any(-1)).to(device)
+        self.total = self.cons_len.sum(dim=1)  # (B,) term tokens to place
+        self.prefix = _pad([f.prefix for f in forced], max(len(f.prefix) for f in forced))
+        self.prefix = self.prefix.to(device)
+        self.prefix_len = torch.tensor([len(f.prefix) for f in forced], device=device)
+        self.met = (self.cons_len == 0).unsqueeze(1).expand(b, k, m).clone()  # (B, K, M)
+        self.progress_term = torch.full((b, k), -1, dtype=torch.long, device=device)  # -1: none
+        self.progress_done = torch.zeros(b, k, dtype=torch.long, device=device)  # its tokens
+        self.just_met = torch.zeros(b, k, dtype=torch.bool, device=device)  # a term just ended
+        self.ids = self.position = None
+        self.continuations = next(
+            (f.continuations for f in forced if f.continuations is not None), None
+        )
 
-    def column_of(tokens: torch.Tensor) -> torch.Tensor:
-        return tokens if position is None else position[tokens]
+    def vocabulary(self, vocab: Candidates | None) -> Candidates | None:
+        """The shortlist with the forced tokens in each sentence's set."""
+        if vocab is not None:
+            vocab = with_forced_tokens(vocab, self.forced)
+            self.ids = vocab.ids
+            self.position = torch.zeros(
+                int(self.ids.max()) + 1, dtype=torch.long, device=self.device
+            )
+            self.position[self.ids] = torch.arange(self.ids.numel(), device=self.device)
+        if self.continuations is not None:
+            ends = self.continuations.to(self.device)
+            self.continuations = ends if self.ids is None else ends[self.ids]
+        return vocab
 
-    def token_of(cols: torch.Tensor) -> torch.Tensor:
-        return cols if ids is None else ids[cols]
+    def lengths(self, limit: torch.Tensor) -> torch.Tensor:
+        """The cap, raised where the prefix and the terms need more room."""
+        return torch.maximum(limit, self.prefix_len + self.total + 1)
 
-    state, memory = model.encode(src, src_lengths)
-    state = state.select(torch.arange(b, device=device).repeat_interleave(k))
-    memory = memory.shared_by(k)
-    rank = torch.arange(k, device=device)
-    sentence = torch.arange(b, device=device)
-    best_possible_lp = length_penalty(limit, alpha)
-    lp_of_length = length_penalty(torch.arange(steps + 1, device=device), alpha)
+    def column_of(self, tokens: torch.Tensor) -> torch.Tensor:
+        return tokens if self.position is None else self.position[tokens]
 
-    alive_seq = torch.zeros(b, k, 0, dtype=torch.long, device=device)
-    alive_logp = torch.full((b, k), neg_inf, device=device)
-    alive_logp[:, 0] = 0.0
-    alive_attn = torch.zeros(b, k, 0, s_len, device=device) if attention else None
-    met = (cons_len == 0).unsqueeze(1).expand(b, k, m).clone()  # (B, K, M)
-    progress_term = torch.full((b, k), -1, dtype=torch.long, device=device)  # -1: none
-    progress_done = torch.zeros(b, k, dtype=torch.long, device=device)  # its tokens so far
-    just_met = torch.zeros(b, k, dtype=torch.bool, device=device)  # a term ended at the last token
-    fin_seq = torch.full((b, k, steps), PAD, dtype=torch.long, device=device)
-    fin_norm = torch.full((b, k), neg_inf, device=device)
-    fin_logp = torch.full((b, k), neg_inf, device=device)
-    fin_attn = torch.zeros(b, k, steps, s_len, device=device) if attention else None
-    done = torch.zeros(b, dtype=torch.bool, device=device)
-    rows = torch.arange(b, device=device)  # the original sentence of each batch row
-    src_lengths = src_lengths.tolist()
-    results: list[list[Hypothesis]] = [[] for _ in range(b)]
+    def token_of(self, cols: torch.Tensor) -> torch.Tensor:
+        return cols if self.ids is None else self.ids[cols]
 
-    def emit(which: list[int]) -> None:
-        seqs, norms, logps = fin_seq[which].tolist(), fin_norm[which].tolist(), fin_logp[which]
-        logps = logps.tolist()
-        for r, row in enumerate(which):
-            i = int(rows[row])
-            hyps = []
-            for j in range(k):
-                if norms[r][j] == neg_inf:
-                    continue
-                seq = trimmed(seqs[r][j])
-                a = None
-                if attention:
-                    a = fin_attn[row, j, : len(seq) + 1, : src_lengths[i]].float().cpu()
-                hyps.append(Hypothesis(seq, logps[r][j], norms[r][j], a))
-            results[i] = hyps[:nbest]
-
-    prev = torch.full((b * k,), BOS, dtype=torch.long, device=device)
-
-    for t in range(steps):
-        logp, state, weights = model.step(prev, state, memory, columns)
-        at_limit = (limit - 1 <= t).repeat_interleave(k)
-        logp = restrict_steps(logp, at_limit, t < min_len)
-        v = logp.size(-1)
-        logp = logp.view(b, k, v)
-        bank = (met * cons_len.unsqueeze(1)).sum(-1) + progress_done  # (B, K)
-        short = bank < total.unsqueeze(1)
-        growing = alive_logp
-        if DEAD_ENDS and placement:
-            # the model would end here with a term still missing: what followed would be an
-            # appendix, so the hypothesis stops (others placed the term within the sentence)
-            ends = logp.argmax(-1) == EOS
-            growing = alive_logp.masked_fill(ends & short & (t >= prefix_len).unsqueeze(1), neg_inf)
-        logp[..., EOS] = logp[..., EOS].masked_fill(short, neg_inf)
-        if continuations is not None and bool(just_met.any()):
-            rows_met = just_met.view(-1).nonzero().squeeze(1)
-            flat_logp = logp.view(b * k, v)
-            flat_logp[rows_met] = flat_logp[rows_met].masked_fill(continuations, neg_inf)
-        in_prefix = t < prefix_len  # (B,)
-        if bool(in_prefix.any()):
-            col = column_of(prefix[:, min(t, prefix.size(1) - 1)])
-            kept = logp.gather(2, col.view(b, 1, 1).expand(b, k, 1))
-            logp.masked_fill_(in_prefix.view(b, 1, 1), neg_inf)
-            logp.scatter_(2, col.view(b, 1, 1).expand(b, k, 1), kept)
+    def step(self, t, logp, alive_logp, weights, columns, limit) -> Step:
+        b, k, v = logp.shape
+        m, width = self.cons.size(1), self.cons.size(2)
+        bank = (self.met * self.cons_len.unsqueeze(1)).sum(-1) + self.progress_done  # (B, K)
+        growing = self._restrict(t, logp, alive_logp, bank)
         scores = growing.unsqueeze(-1) + logp  # (B, K, V)
-
         # the candidates: the K best overall, each hypothesis's best, each term's next token
+        rank = torch.arange(k, device=logp.device)
         top_score, top_idx = scores.view(b, k * v).topk(k, dim=-1)
         own_score, own_col = scores.max(dim=-1)
-        taking = torch.where(progress_term.unsqueeze(-1) == torch.arange(m, device=device), 1, 0)
-        next_at = (progress_done.unsqueeze(-1) * taking).clamp(max=width - 1)  # (B, K, M)
-        next_tok = cons.unsqueeze(1).expand(b, k, m, width).gather(3, next_at.unsqueeze(-1))
-        next_tok = next_tok.squeeze(-1)
-        gate = torch.ones(b, k, m, dtype=torch.bool, device=device)  # (B, K, M) may start
-        if weights is not None and placement:
-            room = (limit - 1 - t).unsqueeze(1) <= (total.unsqueeze(1) - bank) + ROOM
-            gate = _attending(weights.view(b, k, -1).float(), attends, anywhere)
-            gate |= room.unsqueeze(-1) | (t < prefix_len).view(b, 1, 1)  # a prefix's own terms
-        may_start = (progress_term.unsqueeze(-1) < 0) & ~met & gate
-        may_take = (taking == 1) | may_start
-        term_col = column_of(next_tok)
-        term_score = scores.gather(2, term_col).masked_fill(~may_take, neg_inf)
+        terms = torch.arange(m, device=logp.device)
+        taking = torch.where(self.progress_term.unsqueeze(-1) == terms, 1, 0)
+        next_at = (self.progress_done.unsqueeze(-1) * taking).clamp(max=width - 1)  # (B, K, M)
+        next_tok = self.cons.unsqueeze(1).expand(b, k, m, width).gather(3, next_at.unsqueeze(-1))
+        gate = torch.ones(b, k, m, dtype=torch.bool, device=logp.device)  # (B, K, M) may start
+        if weights is not None and self.placement:
+            room = (limit - 1 - t).unsqueeze(1) <= (self.total.unsqueeze(1) - bank) + ROOM
+            gate = _attending(weights.view(b, k, -1).float(), self.attends, self.anywhere)
+            gate |= room.unsqueeze(-1) | (t < self.prefix_len).view(b, 1, 1)  # a prefix's terms
+        may_start = (self.progress_term.unsqueeze(-1) < 0) & ~self.met & gate
+        term_col = self.column_of(next_tok.squeeze(-1))
+        term_score = scores.gather(2, term_col).masked_fill(~((taking == 1) | may_start), NEG_INF)
         cand_beam = torch.cat(
             [top_idx // v, rank.expand(b, k), rank.view(1, k, 1).expand(b, k, m).reshape(b, -1)],
             dim=1,
         )
         cand_col = torch.cat([top_idx % v, own_col, term_col.view(b, -1)], dim=1)
-        cand_score = torch.cat([top_score, own_score, term_score.view(b, -1)], dim=1)
-        # the same continuation proposed twice counts once (the copy kept is a valid one)
-        key = cand_beam * v + cand_col
-        by_score = cand_score.argsort(dim=1, descending=True, stable=True)
-        order = by_score.gather(1, key.gather(1, by_score).argsort(dim=1, stable=True))
-        sorted_key = key.gather(1, order)
-        repeat = torch.zeros_like(sorted_key, dtype=torch.bool)
-        repeat[:, 1:] = sorted_key[:, 1:] == sorted_key[:, :-1]
-        cand_score = cand_score.masked_fill(repeat.scatter(1, order, repeat), neg_inf)
-        cand_tok = token_of(cand_col)
+        cand_score = _once(
+            cand_beam * v + cand_col,
+            torch.cat([top_score, own_score, term_score.view(b, -1)], dim=1),
+        )
+        cand_tok = self.token_of(cand_col)
+        new_met, new_term, new_done, ended = self._advance_terms(cand_beam, cand_tok, gate)
+        new_bank = (new_met * self.cons_len.unsqueeze(1)).sum(-1) + new_done  # (B, C)
+        is_eos = (cand_tok == EOS) & (cand_score > NEG_INF)
+        open_ = (cand_score > NEG_INF) & ~is_eos
+        chosen = _round_robin(cand_score, open_, new_bank, int(self.total.max()) + 2, k)
+        alive_score = cand_score.masked_fill(~open_, NEG_INF).gather(1, chosen)
+        self.met = new_met.gather(1, chosen.unsqueeze(-1).expand(b, k, m))
+        self.progress_term, self.progress_done = (
+            new_term.gather(1, chosen),
+            new_done.gather(1, chosen),
+        )
+        self.just_met = ended.gather(1, chosen)
+        return Step(cand_beam, cand_tok, cand_score, is_eos, chosen, alive_score)
 
-        # each candidate's term state
+    def _restrict(self, t, logp, alive_logp, bank):
+        """In place on ``logp`` (B, K, V): EOS barred while a term is missing, continuations
+        barred right after a term, only the prefix's token within the prefix. Returns the alive
+        scores, -inf for the dead ends (module doc)."""
+        b, k, v = logp.shape
+        short = bank < self.total.unsqueeze(1)
+        growing = alive_logp
+        if DEAD_ENDS and self.placement:
+            # the model would end here with a term still missing: what followed would be an
+            # appendix, so the hypothesis stops (others placed the term within the sentence)
+            ends = logp.argmax(-1) == EOS
+            growing = alive_logp.masked_fill(
+                ends & short & (t >= self.prefix_len).unsqueeze(1), NEG_INF
+            )
+        logp[..., EOS] = logp[..., EOS].masked_fill(short, NEG_INF)
+        if self.continuations is not None and bool(self.just_met.any()):
+            rows_met = self.just_met.view(-1).nonzero().squeeze(1)
+            flat_logp = logp.view(b * k, v)
+            flat_logp[rows_met] = flat_logp[rows_met].masked_fill(self.continuations, NEG_INF)
+        in_prefix = t < self.prefix_len  # (B,)
+        if bool(in_prefix.any()):
+            col = self.column_of(self.prefix[:, min(t, self.prefix.size(1) - 1)])
+            kept = logp.gather(2, col.view(b, 1, 1).expand(b, k, 1))
+            logp.masked_fill_(in_prefix.view(b, 1, 1), NEG_INF)
+            logp.scatter_(2, col.view(b, 1, 1).expand(b, k, 1), kept)
+        return growing
+
+    def _advance_terms(self, cand_beam, cand_tok, gate):
+        """Each candidate's term state: its met terms (B, C, M), the term in progress and its
+        tokens so far (B, C), and whether a term ended at its token (B, C)."""
+        cons, cons_len = self.cons, self.cons_len
+        b, m, width = cons.shape
         c = cand_beam.size(1)
-        p_met = met.gather(1, cand_beam.unsqueeze(-1).expand(b, c, m))
-        p_term = progress_term.gather(1, cand_beam)
-        p_done = progress_done.gather(1, cand_beam)
+        terms = torch.arange(m, device=cons.device)
+        p_met = self.met.gather(1, cand_beam.unsqueeze(-1).expand(b, c, m))
+        p_term = self.progress_term.gather(1, cand_beam)
+        p_done = self.progress_done.gather(1, cand_beam)
         expected = cons.view(b, m * width).gather(
             1, (p_term.clamp(min=0) * width + p_done.clamp(max=width - 1))
         )
@@ -358,98 +327,82 @@ def constrained_beam_search(
         first = torch.where(starts, cons_len.unsqueeze(1), -1).argmax(-1)
         first_len = cons_len.gather(1, first)
         new_met = p_met.clone()
-        new_met |= completes.unsqueeze(-1) & (
-            torch.arange(m, device=device) == p_term.unsqueeze(-1)
-        )
+        new_met |= completes.unsqueeze(-1) & (terms == p_term.unsqueeze(-1))
         single = starting & (first_len == 1)
-        new_met |= single.unsqueeze(-1) & (torch.arange(m, device=device) == first.unsqueeze(-1))
+        new_met |= single.unsqueeze(-1) & (terms == first.unsqueeze(-1))
         new_term = torch.where(goes_on & ~completes, p_term, -1)
         new_term = torch.where(starting & ~single, first, new_term)
         new_done = torch.where(goes_on & ~completes, p_done + 1, 0)
         new_done = torch.where(starting & ~single, 1, new_done)
-        new_bank = (new_met * cons_len.unsqueeze(1)).sum(-1) + new_done  # (B, C)
-        ended = completes | single
+        return new_met, new_term, new_done, completes | single
 
-        valid = cand_score > neg_inf
-        is_eos = (cand_tok == EOS) & valid
-        parent_seq = alive_seq.gather(1, cand_beam.unsqueeze(-1).expand(b, c, t))
-        cand_seq = torch.cat([parent_seq, cand_tok.unsqueeze(-1)], dim=-1)  # (B, C, t+1)
-        if attention:
-            step_attn = torch.cat([alive_attn, weights.view(b, k, 1, -1)], dim=2)
-            cand_attn = step_attn.gather(1, cand_beam[..., None, None].expand(b, c, t + 1, s_len))
+    def retire(self, done: torch.Tensor) -> None:
+        """Nothing to do: the loop's alive scores of ``done`` are -inf, so are their
+        candidates'."""
 
-        # finished: EOS candidates (every term met), merged with the ones before
-        new_norm = torch.where(is_eos, cand_score / lp_of_length[t + 1], neg_inf)
-        new_norm = new_norm.masked_fill(done.unsqueeze(1), neg_inf)
-        fin_norm, pick = torch.cat([fin_norm, new_norm], dim=1).topk(k, dim=-1)
-        padded = torch.cat([cand_seq, cand_seq.new_full((b, c, steps - t - 1), PAD)], dim=-1)
-        fin_seq = torch.cat([fin_seq, padded], dim=1).gather(
-            1, pick.unsqueeze(-1).expand(b, k, steps)
-        )
-        fin_logp = torch.cat([fin_logp, cand_score], dim=1).gather(1, pick)
-        if attention:
-            padded_attn = torch.cat([cand_attn, cand_attn.new_zeros(b, c, steps - t - 1, s_len)], 2)
-            fin_attn = torch.cat([fin_attn, padded_attn], dim=1).gather(
-                1, pick[..., None, None].expand(b, k, steps, s_len)
-            )
+    def keep(self, live: torch.Tensor) -> None:
+        for name in (
+            "cons",
+            "cons_len",
+            "total",
+            "prefix",
+            "prefix_len",
+            "attends",
+            "anywhere",
+            "met",
+            "progress_term",
+            "progress_done",
+            "just_met",
+        ):
+            setattr(self, name, getattr(self, name)[live])
 
-        # alive: K slots round-robin over the banks, the highest bank first at each round
-        open_ = valid & ~is_eos
-        by_score = cand_score.masked_fill(~open_, neg_inf).argsort(dim=1, descending=True)
-        lowest = int(total.max()) + 2
-        banked = torch.where(open_, new_bank, lowest).gather(1, by_score)
-        by_bank = banked.argsort(dim=1, stable=True)
-        order = by_score.gather(1, by_bank)  # by bank, best first within a bank
-        sorted_bank = banked.gather(1, by_bank)
-        position_ = torch.arange(c, device=device).expand(b, c)
-        opens = torch.ones_like(sorted_bank, dtype=torch.bool)
-        opens[:, 1:] = sorted_bank[:, 1:] != sorted_bank[:, :-1]
-        start = torch.where(opens, position_, 0).cummax(dim=1).values
-        round_ = position_ - start
-        slot_key = round_ * lowest + (lowest - 1 - sorted_bank)
-        slot_key = slot_key.masked_fill(sorted_bank == lowest, c * lowest * 2)
-        chosen = order.gather(1, slot_key.topk(k, dim=1, largest=False).indices)  # (B, K)
-        alive_logp = cand_score.masked_fill(~open_, neg_inf).gather(1, chosen)
-        alive_logp = alive_logp.masked_fill(done.unsqueeze(1), neg_inf)
-        alive_seq = cand_seq.gather(1, chosen.unsqueeze(-1).expand(b, k, t + 1))
-        if attention:
-            alive_attn = cand_attn.gather(1, chosen[..., None, None].expand(b, k, t + 1, s_len))
-        met = new_met.gather(1, chosen.unsqueeze(-1).expand(b, k, m))
-        progress_term, progress_done = new_term.gather(1, chosen), new_done.gather(1, chosen)
-        just_met = ended.gather(1, chosen)
-        source_beam = cand_beam.gather(1, chosen)
 
-        best_alive = alive_logp.max(dim=1).values
-        done |= fin_norm[:, nbest - 1] > best_alive / best_possible_lp
-        done |= best_alive == neg_inf
-        done |= limit - 1 <= t
-        ended_now = done.nonzero().squeeze(1).tolist()
-        if t + 1 == steps or len(ended_now) == b:
-            break
-        alive_logp = alive_logp.masked_fill(done.unsqueeze(1), neg_inf)
-        beam_rows = sentence.unsqueeze(1) * k + source_beam  # (B, K) the parents' rows
-        if len(ended_now) >= LEAVE_SHARE * b:
-            # the done sentences leave the batch: their results now, their rows no more
-            emit(ended_now)
-            live = (~done).nonzero().squeeze(1)
-            b = live.numel()
-            (cons, cons_len, total, prefix, prefix_len, limit, best_possible_lp, rows) = (
-                x[live]
-                for x in (cons, cons_len, total, prefix, prefix_len, limit, best_possible_lp, rows)
-            )
-            attends, anywhere = attends[live], anywhere[live]
-            alive_seq, alive_logp, met = alive_seq[live], alive_logp[live], met[live]
-            progress_term, progress_done = progress_term[live], progress_done[live]
-            just_met, beam_rows, done = just_met[live], beam_rows[live], done[live]
-            fin_seq, fin_norm, fin_logp = fin_seq[live], fin_norm[live], fin_logp[live]
-            if attention:
-                alive_attn, fin_attn = alive_attn[live], fin_attn[live]
-            memory = memory.select(live)
-            sentence = torch.arange(b, device=device)
-            if columns is not None:
-                sentence_allowed = sentence_allowed[live]
-                columns = Columns(ids, sentence_allowed.repeat_interleave(k, dim=0))
-        state = state.select(beam_rows.view(-1))
-        prev = alive_seq[:, :, -1].reshape(-1)
-    emit(list(range(b)))
-    return results
+def _once(key: torch.Tensor, score: torch.Tensor) -> torch.Tensor:
+    """``score`` (B, C) with -inf for every repeat of a ``key`` (parent and column): the same
+    continuation proposed twice counts once (the copy kept is a valid one)."""
+    by_score = score.argsort(dim=1, descending=True, stable=True)
+    order = by_score.gather(1, key.gather(1, by_score).argsort(dim=1, stable=True))
+    sorted_key = key.gather(1, order)
+    repeat = torch.zeros_like(sorted_key, dtype=torch.bool)
+    repeat[:, 1:] = sorted_key[:, 1:] == sorted_key[:, :-1]
+    return score.masked_fill(repeat.scatter(1, order, repeat), NEG_INF)
+
+
+def _round_robin(score, open_, bank, lowest: int, k: int) -> torch.Tensor:
+    """(B, K) the candidates that stay alive: K slots round-robin over the banks (B, C), the
+    highest bank first at each round, the best first within a bank (Hu et al. 2019's allocation
+    with unused slots passed on). ``lowest``: a bank above every real one, for the closed."""
+    b, c = score.shape
+    by_score = score.masked_fill(~open_, NEG_INF).argsort(dim=1, descending=True)
+    banked = torch.where(open_, bank, lowest).gather(1, by_score)
+    by_bank = banked.argsort(dim=1, stable=True)
+    order = by_score.gather(1, by_bank)  # by bank, best first within a bank
+    sorted_bank = banked.gather(1, by_bank)
+    position = torch.arange(c, device=score.device).expand(b, c)
+    opens = torch.ones_like(sorted_bank, dtype=torch.bool)
+    opens[:, 1:] = sorted_bank[:, 1:] != sorted_bank[:, :-1]
+    start = torch.where(opens, position, 0).cummax(dim=1).values
+    slot_key = (position - start) * lowest + (lowest - 1 - sorted_bank)
+    slot_key = slot_key.masked_fill(sorted_bank == lowest, c * lowest * 2)
+    return order.gather(1, slot_key.topk(k, dim=1, largest=False).indices)
+
+
+def constrained_beam_search(
+    model,
+    src: torch.Tensor,
+    src_lengths: torch.Tensor,
+    forced: Sequence[Forced],
+    settings: SearchSettings | None = None,
+    *,
+    vocab: Candidates | None = None,
+    placement: bool = True,
+    **fields,
+) -> list[list[Hypothesis]]:
+    """The ``nbest`` best hypotheses per sentence that satisfy its ``forced`` (module doc), best
+    first: the one beam loop with the ``Constrained`` step; an empty list for a sentence whose
+    terms did not fit within its length cap. ``placement`` False: no attention gate and no dead
+    ends (a second try for a sentence whose terms found no place); ``fields``: settings given one
+    by one."""
+    settings = settings_with(settings, fields)
+    strategy = Constrained(forced, settings.beam_size, src, placement)
+    return beam_loop(model, src, src_lengths, settings, strategy, vocab)

@@ -29,6 +29,8 @@ from nmt_cli.decoding.shortlist import SPECIALS, Candidates
 if TYPE_CHECKING:
     import torch
 
+# torch is imported where a tensor is made, not here: counting the vocabularies runs in
+# preprocessing, which never pays torch's import (as in nmt_cli/decoding/shortlist.py)
 CHUNK = 16_000_000  # stored ids counted at a time, so a large split is never read whole
 
 

@@ -8,12 +8,12 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from nmt_cli.data.tokenizer import normalize
-from nmt_cli.decoding.forced import forced_for_lines
 from nmt_cli.documents.plan import DocumentPlan
 from nmt_cli.runtime.errors import UserError
 from nmt_cli.serving.models import ServedModel
 from nmt_cli.serving.request_body import RequestError
 from nmt_cli.translation.contract import TranslateOptions
+from nmt_cli.translation.forcing import forced_for_lines
 from nmt_cli.translation.glossary import as_glossary, merged, read_glossary, term_tokens
 
 

@@ -25,7 +25,6 @@ from nmt_cli.config.sections import DecodeConfig, Recipe, override
 from nmt_cli.data.batches import collate
 from nmt_cli.data.tokenizer import Tokenizer, normalize
 from nmt_cli.decoding.decode import decode_ids
-from nmt_cli.decoding.forced import forced_for_lines
 from nmt_cli.decoding.language_vocabulary import LanguageVocabularies
 from nmt_cli.decoding.search import Hypothesis
 from nmt_cli.decoding.shortlist import Shortlist, merge_shortlists
@@ -38,6 +37,7 @@ from nmt_cli.runtime.memory import bound_primitive_cache
 from nmt_cli.training.checkpoint import load_model
 from nmt_cli.translation.confidence import confidence_of
 from nmt_cli.translation.contract import TranslateOptions
+from nmt_cli.translation.forcing import forced_for_lines
 from nmt_cli.translation.glossary import as_glossary
 from nmt_cli.translation.results import Alternative, Translation
 from nmt_cli.translation.routing import Route, Routing
