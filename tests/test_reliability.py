@@ -177,9 +177,9 @@ def test_huge_line_and_many_empty_lines(tiny_run, tmp_path):
 
     recipe = load_recipe(copy / "recipe.yaml", ["train.max_steps=2"])
     run_train(recipe, copy, device="cpu")
-    # each line one sentence (--scores): a 1 MB line is cut at the model's source limit, with
-    # one warning, and 100,000 empty lines give as many empty lines
-    data = b"word " * 200_000 + b"\n" + b"\n" * 100_000
+    # a 1 MB line of one word (no space or clause to cut it at) is cut at the model's source
+    # limit, with one warning, and 100,000 empty lines give as many empty lines
+    data = b"wordy" * 200_000 + b"\n" + b"\n" * 100_000
     cut = nmt("translate", "-m", copy, "--beam-size", 1, "--scores", input=data, timeout=600)
     assert cut.returncode == 0, cut.stderr.decode()[-500:]
     assert cut.stdout.count(b"\n") == 100_001
