@@ -94,6 +94,22 @@ def _check_consistency(recipe: Recipe, origin: str) -> None:
             f"{origin}: model.initial_state_attention: {why}; use it with the luong or "
             "conditional order and an attention score"
         )
+    if (
+        m.encoder_layers is not None
+        and m.decoder_layers is not None
+        and m.layers != 1
+        and m.layers not in (m.encoder_layers, m.decoder_layers)
+    ):
+        raise ConfigError(
+            f"{origin}: model.layers: {m.layers} is the depth of neither side, as "
+            f"model.encoder_layers ({m.encoder_layers}) and model.decoder_layers "
+            f"({m.decoder_layers}) set both; leave model.layers out"
+        )
+    if m.residual and m.encoder_depth == 1 and m.decoder_depth == 1:
+        raise ConfigError(
+            f"{origin}: model.residual: skip connections join stacked layers (l >= 2) and both "
+            "sides have one layer; set model.encoder_layers or model.decoder_layers above 1"
+        )
     if recipe.train.schedule == "cosine" and not (
         recipe.train.max_steps or recipe.train.max_minutes
     ):
