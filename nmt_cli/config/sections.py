@@ -188,13 +188,14 @@ class ModelConfig(Section):
     residual: bool = _opt(
         False,
         help="skip connections between stacked RNN layers: h^l = RNN^l(h^{l-1}) + h^{l-1} "
-        "for l >= 2, in encoder and decoder (docs/models.md#residual-connections)",
+        "for l >= 2, in encoder and decoder "
+        "(docs/models.md#depths-residual-connections-layer-normalisation)",
     )
     layer_norm: bool = _opt(
         False,
         help="layer normalisation of what each stacked RNN layer hands up, "
         "LN(x) = g ⊙ (x - μ)/σ + b, after the skip connection; the states each layer carries "
-        "stay unnormalised (docs/models.md#layer-normalisation)",
+        "stay unnormalised (docs/models.md#depths-residual-connections-layer-normalisation)",
     )
     bidirectional: bool = _opt(True, help="BiRNN encoder: h_j = [→h_j; ←h_j]")
     bridge: str = _opt(
