@@ -7,8 +7,8 @@ compared with the model's teacher-forced log-probabilities, with its step-by-ste
 probability 1: each step reads the argmax of the step before) and with greedy search.
 
     encoder:   →h_j = f(→h_{j-1}, E x_j), ←h_j = f(←h_{j+1}, E x_j), h_j = [→h_j; ←h_j]
-    stacks:    layer l hands up h^l = LN(o^l + h^{l-1}) with residual (l >= 2) and layer_norm,
-               o^l being its own states (LN(v) = g ⊙ (v - μ)/σ + b)
+    stacks:    layer l >= 2 reads LN(h^{l-1}) (layer_norm) and hands up h^l = o^l + h^{l-1}
+               (residual), o^l being its own states (LN(v) = g ⊙ (v - μ)/σ + b)
     bridge:    last s_0 = h_N; linear s_0 = tanh(W h_N + b); mean s_0 = tanh(W mean_j h_j + b)
                (LSTM cell: the same without tanh); c = s_0 (top layer), or h_N for last
     attention: e_kj = score_k(h_j, q), α_k = softmax(e_k), c = [Σ_j α_1j h_j; ...; Σ_j α_Kj h_j]
@@ -81,17 +81,20 @@ def cell(kind, rnn, layer, x, h, m, suffix=""):
     return gru(rnn, layer, x, h, suffix) if kind == "gru" else lstm(rnn, layer, x, h, m, suffix)
 
 
-def hand_up(cfg, rnn, layer, own, x):
-    """h^l = o^l, o^l + x^l (residual, l >= 2), LN(that) (layer_norm), where
+def layer_input(cfg, rnn, layer, below):
+    """x^l = LN^{l-1}(h^{l-1}) with layer_norm (l >= 2), else h^{l-1}, where
     LN(v) = g ⊙ (v - μ) / σ + b, μ = mean v, σ = sqrt(mean (v - μ)² + ε)."""
-    if cfg.residual and layer > 0:
-        own = own + x
-    if cfg.layer_norm:
-        norm = rnn.norms[layer]
-        mu = own.mean()
-        sigma = torch.sqrt(((own - mu) ** 2).mean() + norm.eps)
-        own = w(norm, "weight") * (own - mu) / sigma + w(norm, "bias")
-    return own
+    if layer == 0 or not cfg.layer_norm:
+        return below
+    norm = rnn.norms[layer - 1]
+    mu = below.mean()
+    sigma = torch.sqrt(((below - mu) ** 2).mean() + norm.eps)
+    return w(norm, "weight") * (below - mu) / sigma + w(norm, "bias")
+
+
+def hand_up(cfg, layer, own, below):
+    """h^l = o^l + h^{l-1} with residual (l >= 2), else o^l."""
+    return own + below if cfg.residual and layer > 0 else own
 
 
 def stacked(cfg, rnn, x, hs, ms):
@@ -99,8 +102,8 @@ def stacked(cfg, rnn, x, hs, ms):
     cell, and the top layer's h^L."""
     new_h, new_m = [], []
     for layer, (h, m) in enumerate(zip(hs, ms)):
-        own, m = cell(cfg.rnn, rnn, layer, x, h, m)
-        x = hand_up(cfg, rnn, layer, own, x)
+        own, m = cell(cfg.rnn, rnn, layer, layer_input(cfg, rnn, layer, x), h, m)
+        x = hand_up(cfg, layer, own, x)
         new_h.append(own)
         new_m.append(m)
     return new_h, new_m, x
@@ -117,17 +120,18 @@ def encode(model, cfg, src):
     xs = [w(model.src_embedding, "weight")[t] for t in src]
     finals, final_cells = [], []
     for layer in range(cfg.encoder_depth):
+        inputs = [layer_input(cfg, enc, layer, x) for x in xs]
         fwd, bwd = [None] * len(xs), [None] * len(xs)
         h, m = torch.zeros(half, dtype=D), torch.zeros(half, dtype=D)
         for j in range(len(xs)):
-            h, m = cell(cfg.rnn, enc, layer, xs[j], h, m)
+            h, m = cell(cfg.rnn, enc, layer, inputs[j], h, m)
             fwd[j] = h
         last_fwd_cell = m
         h, m = torch.zeros(half, dtype=D), torch.zeros(half, dtype=D)
         for j in reversed(range(len(xs))):
-            h, m = cell(cfg.rnn, enc, layer, xs[j], h, m, "_reverse")
+            h, m = cell(cfg.rnn, enc, layer, inputs[j], h, m, "_reverse")
             bwd[j] = h
-        xs = [hand_up(cfg, enc, layer, torch.cat([a, b]), x) for a, b, x in zip(fwd, bwd, xs)]
+        xs = [hand_up(cfg, layer, torch.cat([a, b]), x) for a, b, x in zip(fwd, bwd, xs)]
         finals.append(torch.cat([fwd[-1], bwd[0]]))
         final_cells.append(torch.cat([last_fwd_cell, m]) if cfg.rnn == "lstm" else None)
     return xs, finals, final_cells

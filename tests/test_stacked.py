@@ -68,12 +68,13 @@ def test_separate_depths_count_their_parameters():
     # one more decoder layer (input H) and one more bridge Linear (H x H + H)
     deeper = build_model(small(decoder_layers=2), V, V).parameter_count()
     assert deeper - one == gru_parameters(H, H) + H * H + H
-    # residual connections add no parameters; layer normalisation g and b per layer and side
+    # residual connections add no parameters; layer normalisation g and b between each two
+    # layers of a side
     stack = dict(encoder_layers=3, decoder_layers=2)
     plain = build_model(small(**stack), V, V).parameter_count()
     assert build_model(small(residual=True, **stack), V, V).parameter_count() == plain
     normed = build_model(small(layer_norm=True, **stack), V, V).parameter_count()
-    assert normed - plain == (3 + 2) * 2 * H
+    assert normed - plain == (2 + 1) * 2 * H
 
 
 @pytest.mark.parametrize(
@@ -102,24 +103,34 @@ def test_default_depths_keep_pytorch_s_own_modules_and_today_s_parameter_names()
 # ---------------------------------------------------------------- residual and layer norm
 
 
-def test_the_stack_hands_up_residual_and_normalised_outputs():
+def test_the_stack_reads_normalised_inputs_and_hands_up_residual_outputs():
     torch.manual_seed(0)
     stack = StackedRNN(
         "gru", E, H, 3, bidirectional=False, dropout=0.0, residual=True, layer_norm=True
     )
+    assert len(stack.norms) == 2  # between layers 1-2 and 2-3
     x = torch.randn(2, 4, E)
     out, final = stack(x)
     assert out.shape == (2, 4, H) and final.shape == (3, 2, H)
-    # by hand: h^1 = LN(o^1), h^l = LN(o^l + h^{l-1})
-    h = x
-    for layer, (rnn, norm) in enumerate(zip(stack.layers, stack.norms)):
-        own, last = rnn(h)
-        assert torch.allclose(final[layer], last[0])  # the final state is the layer's own
-        h = norm(own + h) if layer else norm(own)
-    assert torch.allclose(out, h)
-    # normalised: each position's features have mean 0 and variance 1 (g = 1, b = 0 at start)
-    assert torch.allclose(out.mean(-1), torch.zeros(2, 4), atol=1e-5)
-    assert torch.allclose(out.var(-1, unbiased=False), torch.ones(2, 4), atol=1e-3)
+    # by hand: h^1 = o^1 = RNN^1(x), h^l = RNN^l(LN^{l-1}(h^{l-1})) + h^{l-1}
+    own, last = stack.layers[0](x)
+    assert torch.allclose(final[0], last[0])  # the final state is the layer's own
+    h = own
+    for layer, norm in zip(stack.layers[1:], stack.norms):
+        normed = norm(h)
+        # what a layer reads has mean 0 and variance 1 per position (g = 1, b = 0 at start)
+        assert torch.allclose(normed.mean(-1), torch.zeros(2, 4), atol=1e-5)
+        assert torch.allclose(normed.var(-1, unbiased=False), torch.ones(2, 4), atol=1e-3)
+        own, last = layer(normed)
+        h = own + h
+    assert torch.allclose(out, h) and torch.allclose(final[2], last[0])
+    # the output keeps the RNN's scale: a sum of three GRU outputs, each within (-1, 1)
+    assert out.abs().max() < 3
+
+
+def test_a_one_layer_side_keeps_pytorch_s_own_module():
+    m = build_model(small(encoder_layers=2, residual=True, layer_norm=True), V, V)
+    assert isinstance(m.encoder.rnn, StackedRNN) and type(m.decoder.rnn) is nn.GRU
 
 
 @pytest.mark.parametrize("init", ["embedding", "uniform", "xavier"])
@@ -134,7 +145,7 @@ def test_layer_norm_starts_as_the_identity_scale_under_every_init(init):
     "options",
     [
         dict(residual=True, layers=2),
-        dict(layer_norm=True),
+        dict(layer_norm=True, layers=2),
         dict(residual=True, layer_norm=True, encoder_layers=3, decoder_layers=1),
     ],
 )
@@ -200,7 +211,7 @@ def test_every_attention_and_decoder_order_takes_the_new_options(attention, deco
         summed, _ = m(src, lengths, tgt, tgt_out=tgt)
         summed.backward()
         assert all(torch.isfinite(p.grad).all() for p in m.parameters() if p.grad is not None)
-        if cfg.layer_norm:  # the decoder's stack output is read at every step
+        if cfg.layer_norm and cfg.decoder_depth > 1:  # read by the decoder's upper layers
             assert all(p.grad is not None for p in m.decoder.rnn.norms.parameters())
         with torch.no_grad(), prepared_for_decoding(m):
             assert m.decoder.rnn_step is not None  # the table step takes the stack
@@ -289,8 +300,13 @@ def test_an_int8_stack_decodes_through_its_own_modules(rnn):
         ),
         (
             {"residual": True},
-            "model.residual: skip connections join stacked layers (l >= 2) and both sides have "
-            "one layer; set model.encoder_layers or model.decoder_layers above 1",
+            "model.residual: acts between stacked layers (l >= 2) and both sides have one "
+            "layer; set model.encoder_layers or model.decoder_layers above 1",
+        ),
+        (
+            {"layer_norm": True, "layers": 1},
+            "model.layer_norm: acts between stacked layers (l >= 2) and both sides have one "
+            "layer; set model.encoder_layers or model.decoder_layers above 1",
         ),
         ({"encoder_layers": 0}, "model.encoder_layers: 0 is out of range (must be >= 1)"),
         ({"decoder_layers": 9}, "model.decoder_layers: 9 is out of range (must be <= 8)"),

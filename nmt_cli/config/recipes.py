@@ -105,11 +105,12 @@ def _check_consistency(recipe: Recipe, origin: str) -> None:
             f"model.encoder_layers ({m.encoder_layers}) and model.decoder_layers "
             f"({m.decoder_layers}) set both; leave model.layers out"
         )
-    if m.residual and m.encoder_depth == 1 and m.decoder_depth == 1:
-        raise ConfigError(
-            f"{origin}: model.residual: skip connections join stacked layers (l >= 2) and both "
-            "sides have one layer; set model.encoder_layers or model.decoder_layers above 1"
-        )
+    for key, on in (("residual", m.residual), ("layer_norm", m.layer_norm)):
+        if on and m.encoder_depth == 1 and m.decoder_depth == 1:
+            raise ConfigError(
+                f"{origin}: model.{key}: acts between stacked layers (l >= 2) and both sides "
+                "have one layer; set model.encoder_layers or model.decoder_layers above 1"
+            )
     if recipe.train.schedule == "cosine" and not (
         recipe.train.max_steps or recipe.train.max_minutes
     ):

@@ -193,9 +193,10 @@ class ModelConfig(Section):
     )
     layer_norm: bool = _opt(
         False,
-        help="layer normalisation of what each stacked RNN layer hands up, "
-        "LN(x) = g ⊙ (x - μ)/σ + b, after the skip connection; the states each layer carries "
-        "stay unnormalised (docs/models.md#depths-residual-connections-layer-normalisation)",
+        help="layer normalisation between stacked RNN layers: layer l >= 2 reads "
+        "LN(h^{l-1}), LN(x) = g ⊙ (x - μ)/σ + b; the stack's output and the states each layer "
+        "carries stay unnormalised "
+        "(docs/models.md#depths-residual-connections-layer-normalisation)",
     )
     bidirectional: bool = _opt(True, help="BiRNN encoder: h_j = [→h_j; ←h_j]")
     bridge: str = _opt(

@@ -21,8 +21,8 @@ al. 2014).
 
 f (and f1) may be a stack of layers joined by residual connections and layer normalisation
 (nmt_cli/model/stacked.py): layer l carries its own state s^l_i from step to step and hands up
-    residual:    h^l_i = s^l_i + h^{l-1}_i  (l >= 2)
-    layer_norm:  h^l_i = LN^l(s^l_i (+ h^{l-1}_i))
+    residual:    h^l_i = s^l_i + h^{l-1}_i  (l >= 2),  else h^l_i = s^l_i
+    layer_norm:  layer l >= 2 reads LN^{l-1}(h^{l-1}_i) instead of h^{l-1}_i
 The stack's output h^L_i stands for s_i (s'_i) where the equations above read the current step's
 state: the luong and conditional query, the state f2 starts from, and h~. The states carried to
 the next step, the bridge's s_0, the bahdanau query s_{i-1} and c_0's query are the layers' own

@@ -6,8 +6,8 @@ With ``bidirectional`` each direction has hidden_dim/2 units, so h_j has hidden_
 Sequences are packed, so padding never enters the recurrence. Stacked layers may be joined by
 residual connections and layer normalisation (nmt_cli/model/stacked.py):
 
-    residual:    h^l_j = RNN^l(h^{l-1})_j + h^{l-1}_j  (l >= 2)
-    layer_norm:  h^l_j = LN^l(RNN^l(h^{l-1})_j (+ h^{l-1}_j))
+    residual:    h^l = RNN^l(h^{l-1}) + h^{l-1}       (l >= 2)
+    layer_norm:  layer l >= 2 reads LN^{l-1}(h^{l-1}) instead of h^{l-1}
 
 The states h_j are the top layer's h^L_j; the final states stay each layer's own recurrent ones.
 """

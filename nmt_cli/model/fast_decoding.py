@@ -183,8 +183,8 @@ class TableRNNStep:
 
     For the first layer W_i x + b_i = T[y_{i-1}] + W_ih[:, E:] x_rest, with the table
     T = W_ih[:, :E] E_y + b_ih of every target word and x_rest the input's parts after the
-    embedding (context, h~_{i-1}, c_{i-1}). A StackedRNN's layers hand up h^l as it does, with
-    its residual connections and layer normalisation (nmt_cli/model/stacked.py).
+    embedding (context, h~_{i-1}, c_{i-1}). A StackedRNN's layers read and hand up what its own
+    do, with its residual connections and layer normalisation (nmt_cli/model/stacked.py).
     """
 
     def __init__(
@@ -226,7 +226,7 @@ class TableRNNStep:
         hidden_in = state.hidden
         size = hidden_in.size(-1)
         hiddens, cells = [], []
-        x = None
+        below = None  # what the layer below hands up
         for layer, (rnn, k) in enumerate(self.layers):
             w_ih = getattr(rnn, f"weight_ih_l{k}")
             w_hh, b_hh = getattr(rnn, f"weight_hh_l{k}"), getattr(rnn, f"bias_hh_l{k}")
@@ -235,6 +235,7 @@ class TableRNNStep:
                     projected if rest is None else torch.addmm(projected, rest, w_ih[:, e_dim:].t())
                 )
             else:
+                x = below if self.stack is None else self.stack.layer_input(layer, below)
                 gi = F.linear(x, w_ih, getattr(rnn, f"bias_ih_l{k}"))
             h = hidden_in[layer]
             if state.parents is None:
@@ -255,8 +256,8 @@ class TableRNNStep:
             else:
                 own = tanh(gi + gh) if rnn.nonlinearity == "tanh" else torch.relu(gi + gh)
             hiddens.append(own)
-            x = own if self.stack is None else self.stack.hand_up(layer, own, x)
-        return torch.stack(hiddens), (torch.stack(cells) if cells else None), x
+            below = own if self.stack is None else self.stack.hand_up(layer, own, below)
+        return torch.stack(hiddens), (torch.stack(cells) if cells else None), below
 
 
 class DecodingConcatScore:

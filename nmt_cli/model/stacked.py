@@ -1,20 +1,22 @@
 """Stacked RNN layers, optionally with residual connections and layer normalisation between them.
 
-Layer l reads x^l and runs its recurrence o^l = RNN^l(x^l), o^l being the layer's own states, the
-ones it carries from step to step. What it hands up is h^l:
+Layer l runs its recurrence o^l = RNN^l(x^l), o^l being the layer's own states, the ones it
+carries from step to step, and hands up h^l; the stack's output is the top layer's h^L:
 
-    plain:       h^l = o^l
-    residual:    h^l = o^l + x^l                   for l >= 2, where x^l = h^{l-1} has o^l's size
-    layer_norm:  h^l = LN^l(o^l (+ x^l)),  LN(v) = g ⊙ (v - μ) / σ + b
-                 μ = mean_k v_k,  σ = sqrt(mean_k (v_k - μ)² + ε),  g, b learned per layer
-    x^1 = the stack's input,  x^{l+1} = dropout(h^l);  the stack's output is h^L
+    x^1 = the stack's input,                 x^l = dropout(h^{l-1})                  (l >= 2)
+    residual:    h^l = o^l + h^{l-1}  (l >= 2, where h^{l-1} has o^l's size),  else h^l = o^l
+    layer_norm:  x^l = dropout(LN^{l-1}(h^{l-1}))                              (l >= 2)
+                 LN(v) = g ⊙ (v - μ) / σ + b,  μ = mean_k v_k,  σ = sqrt(mean_k (v_k - μ)² + ε)
 
-For a BiRNN layer o^l = [→o^l; ←o^l] and LN normalises both directions together. Layer
-normalisation acts on what a layer hands up, not inside its cell (Ba et al. 2016 normalise each
-gate's pre-activations): the recurrence stays PyTorch's own GRU, LSTM or Elman module, which trains
-with its fused kernels and whose cell the decoding path writes out as it is
-(nmt_cli/model/fast_decoding.py); the states the bridge sets and the final states it reads stay
-the unnormalised o^l, and the next layer, attention and the output layer read normalised h^l.
+with g (from 1) and b (from 0) learned per normalised layer; a BiRNN layer's two directions are
+normalised together. Layer normalisation acts between layers, on what layer l - 1 hands to layer
+l (the pre-norm order of residual stacks), and not on the stack's output: that keeps the RNN's
+own scale (|o| < 1 for GRU and LSTM), which attention scores and the output layer read, where
+unit-variance features would make dot-product scores of size sqrt(H) and saturate h~'s tanh.
+Nor does it act inside the cell (Ba et al. 2016 normalise each gate's pre-activations): the
+recurrence stays PyTorch's own GRU, LSTM or Elman module, which trains with its fused kernels and
+whose cell the decoding path writes out as it is (nmt_cli/model/fast_decoding.py). Both options
+need two layers or more, and a one-layer stack is PyTorch's own module.
 
 With neither option the stack is PyTorch's own multi-layer module, whose parameters (and their
 names in a checkpoint) and whose dropout between layers are today's.
@@ -41,8 +43,9 @@ def stacked_rnn(
     layer_norm: bool = False,
 ) -> nn.Module:
     """``layers`` RNN layers of ``kind`` (gru, lstm, rnn), batch first: PyTorch's own module
-    without residual connections or layer normalisation, else a :class:`StackedRNN`."""
-    if not (residual or layer_norm):
+    without residual connections or layer normalisation, or with one layer, where there is
+    nothing between layers for them to act on; else a :class:`StackedRNN`."""
+    if not (residual or layer_norm) or layers == 1:
         return RNN_CLASSES[kind](
             input_size,
             hidden_size,
@@ -94,18 +97,21 @@ class StackedRNN(nn.Module):
             for layer in range(layers)
         )
         self.residual = residual
+        # norms[l - 1] normalises what layer l - 1 hands to layer l (0-based)
         self.norms = (
-            nn.ModuleList(nn.LayerNorm(width) for _ in range(layers)) if layer_norm else None
+            nn.ModuleList(nn.LayerNorm(width) for _ in range(layers - 1)) if layer_norm else None
         )
-        self.dropout = nn.Dropout(dropout if layers > 1 else 0.0)
+        self.dropout = nn.Dropout(dropout)
 
-    def hand_up(self, layer: int, own: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """h^l from layer ``layer``'s (0-based) own states o^l and its input x^l."""
-        if self.residual and layer > 0:
-            own = own + x
-        if self.norms is not None:
-            own = self.norms[layer](own)
-        return own
+    def layer_input(self, layer: int, below: torch.Tensor) -> torch.Tensor:
+        """What layer ``layer`` (0-based, >= 1) reads of h^{l-1}, before dropout: LN^{l-1}(h^{l-1})
+        with layer normalisation, else h^{l-1}."""
+        return below if self.norms is None else self.norms[layer - 1](below)
+
+    def hand_up(self, layer: int, own: torch.Tensor, below: torch.Tensor | None) -> torch.Tensor:
+        """h^l from layer ``layer``'s (0-based) own states o^l and the hand-up h^{l-1} below it:
+        o^l + h^{l-1} with residual connections (from the second layer on), else o^l."""
+        return own + below if self.residual and layer > 0 else own
 
     def _layer_state(self, state, layer: int):
         if state is None:
@@ -117,19 +123,18 @@ class StackedRNN(nn.Module):
 
     def forward(self, input, state=None):
         packed = isinstance(input, PackedSequence)
-        x = input.data if packed else input
+        below = input.data if packed else input
         finals = []
         for layer, rnn in enumerate(self.layers):
-            if layer > 0:
-                x = self.dropout(x)
+            x = below if layer == 0 else self.dropout(self.layer_input(layer, below))
             # a packed input's rows are its real positions: the layer reads them with the same
             # packing (PackedSequence is a namedtuple, _replace its public way to swap a field)
             own, final = rnn(
                 input._replace(data=x) if packed else x, self._layer_state(state, layer)
             )
-            x = self.hand_up(layer, own.data if packed else own, x)
+            below = self.hand_up(layer, own.data if packed else own, below)
             finals.append(final)
-        output = input._replace(data=x) if packed else x
+        output = input._replace(data=below) if packed else below
         if isinstance(finals[0], tuple):
             joined = (torch.cat([f[0] for f in finals]), torch.cat([f[1] for f in finals]))
         else:
