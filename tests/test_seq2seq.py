@@ -7,6 +7,8 @@ compared with the model's teacher-forced log-probabilities, with its step-by-ste
 probability 1: each step reads the argmax of the step before) and with greedy search.
 
     encoder:   →h_j = f(→h_{j-1}, E x_j), ←h_j = f(←h_{j+1}, E x_j), h_j = [→h_j; ←h_j]
+    stacks:    layer l >= 2 reads LN(h^{l-1}) (layer_norm) and hands up h^l = o^l + h^{l-1}
+               (residual), o^l being its own states (LN(v) = g ⊙ (v - μ)/σ + b)
     bridge:    last s_0 = h_N; linear s_0 = tanh(W h_N + b); mean s_0 = tanh(W mean_j h_j + b)
                (LSTM cell: the same without tanh); c = s_0 (top layer), or h_N for last
     attention: e_kj = score_k(h_j, q), α_k = softmax(e_k), c = [Σ_j α_1j h_j; ...; Σ_j α_Kj h_j]
@@ -25,6 +27,7 @@ from nmt_cli.config.sections import ModelConfig
 from nmt_cli.data.tokenizer import BOS, EOS, PAD
 from nmt_cli.decoding.search import greedy
 from nmt_cli.model import build_model
+from nmt_cli.model.stacked import StackedRNN
 
 V = 23
 D = torch.float64
@@ -32,6 +35,14 @@ D = torch.float64
 
 def w(module, name):
     return getattr(module, name).detach().to(D)
+
+
+def layer_of(rnn, layer):
+    """Stacked layer ``layer``'s module and its index there: PyTorch's multi-layer module holds
+    all layers, a StackedRNN one module per layer."""
+    if isinstance(rnn, StackedRNN):
+        return rnn.layers[layer], 0
+    return rnn, layer
 
 
 # ---------------------------------------------------------------- recurrent cells (one step)
@@ -66,17 +77,36 @@ def lstm(rnn, layer, x, h, m, suffix=""):
 
 
 def cell(kind, rnn, layer, x, h, m, suffix=""):
+    rnn, layer = layer_of(rnn, layer)
     return gru(rnn, layer, x, h, suffix) if kind == "gru" else lstm(rnn, layer, x, h, m, suffix)
 
 
-def stacked(kind, rnn, x, hs, ms):
-    """A stacked RNN step: layer l reads layer l-1's new state."""
+def layer_input(cfg, rnn, layer, below):
+    """x^l = LN^{l-1}(h^{l-1}) with layer_norm (l >= 2), else h^{l-1}, where
+    LN(v) = g ⊙ (v - μ) / σ + b, μ = mean v, σ = sqrt(mean (v - μ)² + ε)."""
+    if layer == 0 or not cfg.layer_norm:
+        return below
+    norm = rnn.norms[layer - 1]
+    mu = below.mean()
+    sigma = torch.sqrt(((below - mu) ** 2).mean() + norm.eps)
+    return w(norm, "weight") * (below - mu) / sigma + w(norm, "bias")
+
+
+def hand_up(cfg, layer, own, below):
+    """h^l = o^l + h^{l-1} with residual (l >= 2), else o^l."""
+    return own + below if cfg.residual and layer > 0 else own
+
+
+def stacked(cfg, rnn, x, hs, ms):
+    """A stacked RNN step: layer l reads what layer l-1 hands up. -> each layer's own new state,
+    cell, and the top layer's h^L."""
     new_h, new_m = [], []
     for layer, (h, m) in enumerate(zip(hs, ms)):
-        x, m = cell(kind, rnn, layer, x, h, m)
-        new_h.append(x)
+        own, m = cell(cfg.rnn, rnn, layer, layer_input(cfg, rnn, layer, x), h, m)
+        x = hand_up(cfg, layer, own, x)
+        new_h.append(own)
         new_m.append(m)
-    return new_h, new_m
+    return new_h, new_m, x
 
 
 # ---------------------------------------------------------------- encoder and bridge
@@ -89,43 +119,45 @@ def encode(model, cfg, src):
     half = cfg.hidden_dim // 2
     xs = [w(model.src_embedding, "weight")[t] for t in src]
     finals, final_cells = [], []
-    for layer in range(cfg.layers):
+    for layer in range(cfg.encoder_depth):
+        inputs = [layer_input(cfg, enc, layer, x) for x in xs]
         fwd, bwd = [None] * len(xs), [None] * len(xs)
         h, m = torch.zeros(half, dtype=D), torch.zeros(half, dtype=D)
         for j in range(len(xs)):
-            h, m = cell(cfg.rnn, enc, layer, xs[j], h, m)
+            h, m = cell(cfg.rnn, enc, layer, inputs[j], h, m)
             fwd[j] = h
         last_fwd_cell = m
         h, m = torch.zeros(half, dtype=D), torch.zeros(half, dtype=D)
         for j in reversed(range(len(xs))):
-            h, m = cell(cfg.rnn, enc, layer, xs[j], h, m, "_reverse")
+            h, m = cell(cfg.rnn, enc, layer, inputs[j], h, m, "_reverse")
             bwd[j] = h
-        xs = [torch.cat([a, b]) for a, b in zip(fwd, bwd)]
+        xs = [hand_up(cfg, layer, torch.cat([a, b]), x) for a, b, x in zip(fwd, bwd, xs)]
         finals.append(torch.cat([fwd[-1], bwd[0]]))
         final_cells.append(torch.cat([last_fwd_cell, m]) if cfg.rnn == "lstm" else None)
     return xs, finals, final_cells
 
 
 def bridge(model, cfg, states, finals, final_cells):
-    """-> s_0 per layer, cell per layer, fixed context c."""
+    """-> s_0 per decoder layer, cell per layer, fixed context c. Decoder layer k (1..L_d)
+    starts from encoder layer max(1, L_e - L_d + k)."""
     b = model.bridge
+    depth, summary = cfg.decoder_depth, finals[-1]
+    read = [max(0, cfg.encoder_depth - depth + k) for k in range(depth)]
+    finals, final_cells = [finals[j] for j in read], [final_cells[j] for j in read]
     if cfg.bridge == "last":
-        return finals, final_cells, finals[-1]
+        return finals, final_cells, summary
     if cfg.bridge == "linear":
         inputs, cell_inputs = finals, final_cells
     else:  # mean over the sentence's own positions only
         mean = sum(states) / len(states)
-        inputs, cell_inputs = [mean] * cfg.layers, [mean] * cfg.layers
+        inputs, cell_inputs = [mean] * depth, [mean] * depth
     s0 = [
         torch.tanh(w(b.hidden[k], "weight") @ inputs[k] + w(b.hidden[k], "bias"))
-        for k in range(cfg.layers)
+        for k in range(depth)
     ]
-    m0 = [None] * cfg.layers
+    m0 = [None] * depth
     if cfg.rnn == "lstm":
-        m0 = [
-            w(b.cell[k], "weight") @ cell_inputs[k] + w(b.cell[k], "bias")
-            for k in range(cfg.layers)
-        ]
+        m0 = [w(b.cell[k], "weight") @ cell_inputs[k] + w(b.cell[k], "bias") for k in range(depth)]
     return s0, m0, s0[-1]
 
 
@@ -194,22 +226,23 @@ def decode(model, cfg, src, targets=None, steps=None, greedy_rules=False):
         fed = ([h_tilde] if cfg.input_feeding else []) + (
             [read_out] if read_out is not None else []
         )
+        # ``up``: the stack's output h^L_i, which is s_i (s'_i) without residual or layer_norm
         if cfg.attention == "none":
             c = summary
-            s, m = stacked(cfg.rnn, d.rnn, torch.cat([e, c, *fed]), s, m)
-            h_tilde = torch.tanh(W_comb @ torch.cat([s[-1], c, e]) + b_comb)
+            s, m, up = stacked(cfg, d.rnn, torch.cat([e, c, *fed]), s, m)
+            h_tilde = torch.tanh(W_comb @ torch.cat([up, c, e]) + b_comb)
         elif cfg.decoder == "bahdanau":
             c, _ = attend(model, cfg, states, s[-1])  # query s_{i-1}
-            s, m = stacked(cfg.rnn, d.rnn, torch.cat([e, c, *fed]), s, m)
-            h_tilde = torch.tanh(W_comb @ torch.cat([s[-1], c, e]) + b_comb)
+            s, m, up = stacked(cfg, d.rnn, torch.cat([e, c, *fed]), s, m)
+            h_tilde = torch.tanh(W_comb @ torch.cat([up, c, e]) + b_comb)
         elif cfg.decoder == "luong":
-            s, m = stacked(cfg.rnn, d.rnn, torch.cat([e, *fed]), s, m)
-            c, _ = attend(model, cfg, states, s[-1])  # query s_i
-            h_tilde = torch.tanh(W_comb @ torch.cat([c, s[-1]]) + b_comb)
+            s, m, up = stacked(cfg, d.rnn, torch.cat([e, *fed]), s, m)
+            c, _ = attend(model, cfg, states, up)  # query s_i
+            h_tilde = torch.tanh(W_comb @ torch.cat([c, up]) + b_comb)
         else:
-            s, m = stacked(cfg.rnn, d.rnn, torch.cat([e, *fed]), s, m)  # s'_i
-            c, _ = attend(model, cfg, states, s[-1])  # query s'_i
-            top, top_m = cell(cfg.rnn, d.transition, 0, c, s[-1], m[-1])  # s_i = f2(s'_i, c_i)
+            s, m, up = stacked(cfg, d.rnn, torch.cat([e, *fed]), s, m)  # s'_i
+            c, _ = attend(model, cfg, states, up)  # query s'_i
+            top, top_m = cell(cfg.rnn, d.transition, 0, c, up, m[-1])  # s_i = f2(s'_i, c_i)
             s, m = s[:-1] + [top], m[:-1] + [top_m]
             h_tilde = torch.tanh(W_comb @ torch.cat([s[-1], c, e]) + b_comb)
         if read_out is not None:
@@ -266,6 +299,38 @@ VARIANTS = {
     ),
     "initial_state_attention, conditional": dict(
         decoder="conditional", attention="concat", initial_state_attention=True
+    ),
+    "residual, 2 layers": dict(layers=2, residual=True, attention="concat"),
+    "layer_norm, lstm, bahdanau, encoder 2 decoder 1": dict(
+        rnn="lstm",
+        layer_norm=True,
+        decoder="bahdanau",
+        attention="general",
+        encoder_layers=2,
+        decoder_layers=1,
+    ),
+    "residual+layer_norm, conditional+feeding, encoder 3 decoder 2": dict(
+        encoder_layers=3,
+        decoder_layers=2,
+        residual=True,
+        layer_norm=True,
+        decoder="conditional",
+        attention="concat",
+        input_feeding=True,
+    ),
+    "encoder 3 decoder 1, bridge last": dict(encoder_layers=3, decoder_layers=1, bridge="last"),
+    "encoder 1 decoder 2, bridge mean, lstm, residual": dict(
+        encoder_layers=1, decoder_layers=2, bridge="mean", rnn="lstm", residual=True
+    ),
+    "residual+layer_norm, no attention, 2 layers": dict(
+        layers=2, residual=True, layer_norm=True, attention="none", decoder="bahdanau"
+    ),
+    "layer_norm, initial_state_attention, 2 heads": dict(
+        layers=2,
+        layer_norm=True,
+        attention="cosine",
+        attention_heads=2,
+        initial_state_attention=True,
     ),
 }
 

@@ -17,7 +17,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
-from nmt_cli.config.directions import check_denoise, check_directions
+from nmt_cli.config.direction_keys import check_denoise, check_directions
 from nmt_cli.config.sections import Recipe, may_change_on_resume
 from nmt_cli.config.values import check_value
 from nmt_cli.runtime.errors import ConfigError
@@ -94,6 +94,23 @@ def _check_consistency(recipe: Recipe, origin: str) -> None:
             f"{origin}: model.initial_state_attention: {why}; use it with the luong or "
             "conditional order and an attention score"
         )
+    if (
+        m.encoder_layers is not None
+        and m.decoder_layers is not None
+        and m.layers != 1
+        and m.layers not in (m.encoder_layers, m.decoder_layers)
+    ):
+        raise ConfigError(
+            f"{origin}: model.layers: {m.layers} is the depth of neither side, as "
+            f"model.encoder_layers ({m.encoder_layers}) and model.decoder_layers "
+            f"({m.decoder_layers}) set both; leave model.layers out"
+        )
+    for key, on in (("residual", m.residual), ("layer_norm", m.layer_norm)):
+        if on and m.encoder_depth == 1 and m.decoder_depth == 1:
+            raise ConfigError(
+                f"{origin}: model.{key}: acts between stacked layers (l >= 2) and both sides "
+                "have one layer; set model.encoder_layers or model.decoder_layers above 1"
+            )
     if recipe.train.schedule == "cosine" and not (
         recipe.train.max_steps or recipe.train.max_minutes
     ):

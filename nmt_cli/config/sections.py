@@ -168,7 +168,36 @@ class ModelConfig(Section):
     hidden_dim: int = _opt(
         512, lo=2, help="decoder state size; a BiRNN encoder uses half per direction"
     )
-    layers: int = _opt(1, lo=1, hi=8, help="RNN layers in encoder and decoder")
+    layers: int = _opt(
+        1,
+        lo=1,
+        hi=8,
+        help="RNN layers in encoder and decoder, where encoder_layers or decoder_layers does "
+        "not say otherwise",
+    )
+    encoder_layers: int | None = _opt(
+        None, lo=1, hi=8, help="encoder RNN layers; null = model.layers"
+    )
+    decoder_layers: int | None = _opt(
+        None,
+        lo=1,
+        hi=8,
+        help="decoder RNN layers; null = model.layers. Decoder layer k starts from encoder "
+        "layer max(1, L_e - L_d + k) (aligned at the top)",
+    )
+    residual: bool = _opt(
+        False,
+        help="skip connections between stacked RNN layers: h^l = RNN^l(h^{l-1}) + h^{l-1} "
+        "for l >= 2, in encoder and decoder "
+        "(docs/models.md#depths-residual-connections-layer-normalisation)",
+    )
+    layer_norm: bool = _opt(
+        False,
+        help="layer normalisation between stacked RNN layers: layer l >= 2 reads "
+        "LN(h^{l-1}), LN(x) = g ⊙ (x - μ)/σ + b; the stack's output and the states each layer "
+        "carries stay unnormalised "
+        "(docs/models.md#depths-residual-connections-layer-normalisation)",
+    )
     bidirectional: bool = _opt(True, help="BiRNN encoder: h_j = [→h_j; ←h_j]")
     bridge: str = _opt(
         "linear",
@@ -220,6 +249,16 @@ class ModelConfig(Section):
         help="embedding: N(0,1) embeddings and PyTorch defaults elsewhere; "
         "uniform: all U(-0.1,0.1); xavier",
     )
+
+    @property
+    def encoder_depth(self) -> int:
+        """The encoder's layers: encoder_layers where given, else layers."""
+        return self.layers if self.encoder_layers is None else self.encoder_layers
+
+    @property
+    def decoder_depth(self) -> int:
+        """The decoder's layers: decoder_layers where given, else layers."""
+        return self.layers if self.decoder_layers is None else self.decoder_layers
 
 
 @dataclass

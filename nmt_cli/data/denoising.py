@@ -20,7 +20,7 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from nmt_cli.config.directions import parse_direction
+from nmt_cli.config.direction_keys import parse_direction
 from nmt_cli.config.sections import Recipe
 from nmt_cli.data.corpora import iter_lines
 from nmt_cli.data.directions import denoising_tags

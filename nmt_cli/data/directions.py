@@ -8,7 +8,7 @@ SentencePiece model over all their languages. Each source starts with the target
 et al. 2019) or, with ``data.denoise_tag``, ``<denoise>`` for a denoising pair
 (nmt_cli/data/denoising.py). The tokens are SentencePiece user-defined symbols, prepended as ids so
 a tag is one piece whatever text follows. The direction names and their checks are
-nmt_cli/config/directions.py's. A recipe without ``data.directions`` is the one pair
+nmt_cli/config/direction_keys.py's. A recipe without ``data.directions`` is the one pair
 ``src-tgt``, as before, and only a back-translated corpus gives it a token (``<bt>``).
 """
 
@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from nmt_cli.config.directions import Direction, is_multilingual, recipe_directions
+from nmt_cli.config.direction_keys import Direction, is_multilingual, recipe_directions
 from nmt_cli.config.sections import Recipe
 
 BACK_TRANSLATED = "<bt>"

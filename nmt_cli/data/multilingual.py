@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from nmt_cli.config.directions import (
+from nmt_cli.config.direction_keys import (
     Direction,
     is_multilingual,
     parse_direction,

@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import yaml
 
-from nmt_cli.config.directions import is_multilingual, recipe_directions
+from nmt_cli.config.direction_keys import is_multilingual, recipe_directions
 from nmt_cli.config.recipes import save_recipe
 from nmt_cli.config.sections import Recipe
 from nmt_cli.data import corpora

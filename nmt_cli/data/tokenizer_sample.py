@@ -8,7 +8,7 @@ import time
 from itertools import compress
 from pathlib import Path
 
-from nmt_cli.config.directions import is_multilingual, recipe_directions
+from nmt_cli.config.direction_keys import is_multilingual, recipe_directions
 from nmt_cli.config.sections import Recipe
 from nmt_cli.data import corpora
 from nmt_cli.data.directions import languages, tag_symbols

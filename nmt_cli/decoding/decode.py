@@ -1,5 +1,5 @@
 """Decoding token ids: the batched entry that every caller decodes through. Sources go in
-length-sorted batches (nmt_cli/decoding/batches.py), decoded side by side on single-threaded
+length-sorted batches (nmt_cli/decoding/length_batches.py), decoded side by side on single-threaded
 workers, each batch searched (nmt_cli/decoding/search.py), decoded under its forced terms and
 prefixes (nmt_cli/decoding/forced.py) or sampled (nmt_cli/decoding/sampling.py); results come back
 in input order."""
@@ -12,7 +12,9 @@ from functools import partial
 import torch
 
 from nmt_cli.config.sections import DecodeConfig
-from nmt_cli.decoding.batches import (
+from nmt_cli.decoding.constraints import Forced
+from nmt_cli.decoding.forced import forced_decode_ids
+from nmt_cli.decoding.length_batches import (
     auto_batch_size,
     length_batches,
     output_vocabulary,
@@ -21,8 +23,6 @@ from nmt_cli.decoding.batches import (
     sampling_vocabulary,
     single_threaded_pool,
 )
-from nmt_cli.decoding.constraints import Forced
-from nmt_cli.decoding.forced import forced_decode_ids
 from nmt_cli.decoding.sampling import Sampling, sample
 from nmt_cli.decoding.search import search
 from nmt_cli.decoding.settings import SearchSettings

@@ -13,8 +13,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 
-from nmt_cli.decoding.batches import output_vocabulary, padded_sources
 from nmt_cli.decoding.constraints import Forced, constrained_beam_search
+from nmt_cli.decoding.length_batches import output_vocabulary, padded_sources
 from nmt_cli.decoding.settings import SearchSettings
 from nmt_cli.decoding.steps import Hypothesis
 

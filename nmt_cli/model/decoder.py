@@ -19,6 +19,15 @@ all:
 With attention ``none`` the context is the fixed summary c of the bridge at every step (Cho et
 al. 2014).
 
+f (and f1) may be a stack of layers joined by residual connections and layer normalisation
+(nmt_cli/model/stacked.py): layer l carries its own state s^l_i from step to step and hands up
+    residual:    h^l_i = s^l_i + h^{l-1}_i  (l >= 2),  else h^l_i = s^l_i
+    layer_norm:  layer l >= 2 reads LN^{l-1}(h^{l-1}_i) instead of h^{l-1}_i
+The stack's output h^L_i stands for s_i (s'_i) where the equations above read the current step's
+state: the luong and conditional query, the state f2 starts from, and h~. The states carried to
+the next step, the bridge's s_0, the bahdanau query s_{i-1} and c_0's query are the layers' own
+s^l.
+
 ``initial_state_attention`` (luong and conditional order) is TensorFlow's legacy
 ``attention_decoder`` with ``initial_state_attention=True``: the RNN input of step i also carries
 the previous step's attention read-out c_{i-1} (the heads' contexts, concatenated, before any
@@ -47,7 +56,7 @@ from torch import nn
 
 from nmt_cli.data.tokenizer import PAD
 from nmt_cli.model.attention import Attention, AttentionMemory
-from nmt_cli.model.encoder import RNN_CLASSES
+from nmt_cli.model.stacked import RNN_CLASSES, stacked_rnn
 
 
 @dataclass
@@ -141,6 +150,8 @@ class Decoder(nn.Module):
         initial_state_attention: bool,
         out_dim: int,
         dropout: float,
+        residual: bool = False,
+        layer_norm: bool = False,
     ):
         super().__init__()
         if initial_state_attention and (attention is None or order == "bahdanau"):
@@ -165,12 +176,14 @@ class Decoder(nn.Module):
             + (out_dim if input_feeding else 0)
             + (self.context_dim if initial_state_attention else 0)
         )
-        self.rnn = RNN_CLASSES[rnn](
+        self.rnn = stacked_rnn(
+            rnn,
             rnn_in,
             hidden_dim,
-            num_layers=layers,
-            batch_first=True,
-            dropout=dropout if layers > 1 else 0.0,
+            layers,
+            dropout=dropout,
+            residual=residual,
+            layer_norm=layer_norm,
         )
         # The conditional order's second transition f2 reads c_i into the top layer's state.
         self.transition = (
@@ -239,10 +252,18 @@ class Decoder(nn.Module):
             and (self.order == "luong" or self.attention is None)
         )
 
-    def _second_transition(self, c: torch.Tensor, hidden: torch.Tensor, cell: torch.Tensor | None):
-        """Conditional order: s_i = f2(s'_i, c_i) on the top layer; c (B, 1, C) -> s_i (B, 1, H)
-        and the stacked state with its top layer replaced."""
-        top = hidden[-1:] if cell is None else (hidden[-1:], cell[-1:])
+    def _second_transition(
+        self,
+        c: torch.Tensor,
+        intermediate: torch.Tensor,
+        hidden: torch.Tensor,
+        cell: torch.Tensor | None,
+    ):
+        """Conditional order: s_i = f2(s'_i, c_i) on the top layer; c (B, 1, C) and s'_i
+        (B, 1, H), f1's output, -> s_i (B, 1, H) and the stacked state with its top layer
+        replaced. (A plain f1's output is its top layer's state; a stack's is h^L.)"""
+        start = intermediate.transpose(0, 1)
+        top = start if cell is None else (start, cell[-1:])
         out, top = self.transition(c, top)
         top_hidden, top_cell = top if isinstance(top, tuple) else (top, None)
         hidden = torch.cat([hidden[:-1], top_hidden])
@@ -300,12 +321,12 @@ class Decoder(nn.Module):
             )
             hidden, cell = rnn_state if isinstance(rnn_state, tuple) else (rnn_state, None)
         else:
-            hidden, cell = self.rnn_step(prev, extra, state)
-            out = hidden[-1].unsqueeze(1)
+            hidden, cell, out = self.rnn_step(prev, extra, state)
+            out = out.unsqueeze(1)
         if not self.context_as_input:
             c, weights = self._attend(memory, out)  # query s_i (or s'_i)
         if self.transition is not None:
-            out, hidden, cell = self._second_transition(c, hidden, cell)
+            out, hidden, cell = self._second_transition(c, out, hidden, cell)
         h_tilde = self._attentional_hidden(out, c, e, memory.folded).squeeze(1)
         new_state = DecoderState(
             hidden,

@@ -3,7 +3,13 @@
     →h_j = f(→h_{j-1}, x_j),  ←h_j = f(←h_{j+1}, x_j),  h_j = [→h_j; ←h_j]
 
 With ``bidirectional`` each direction has hidden_dim/2 units, so h_j has hidden_dim either way.
-Sequences are packed, so padding never enters the recurrence.
+Sequences are packed, so padding never enters the recurrence. Stacked layers may be joined by
+residual connections and layer normalisation (nmt_cli/model/stacked.py):
+
+    residual:    h^l = RNN^l(h^{l-1}) + h^{l-1}       (l >= 2)
+    layer_norm:  layer l >= 2 reads LN^{l-1}(h^{l-1}) instead of h^{l-1}
+
+The states h_j are the top layer's h^L_j; the final states stay each layer's own recurrent ones.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-RNN_CLASSES = {"gru": nn.GRU, "lstm": nn.LSTM, "rnn": nn.RNN}
+from nmt_cli.model.stacked import stacked_rnn
 
 
 @dataclass
@@ -34,6 +40,8 @@ class Encoder(nn.Module):
         layers: int,
         bidirectional: bool,
         dropout: float,
+        residual: bool = False,
+        layer_norm: bool = False,
     ):
         super().__init__()
         self.embedding = embedding
@@ -41,13 +49,15 @@ class Encoder(nn.Module):
         self.directions = 2 if bidirectional else 1
         self.hidden_dim = hidden_dim
         self.dropout = nn.Dropout(dropout)
-        self.rnn = RNN_CLASSES[rnn](
+        self.rnn = stacked_rnn(
+            rnn,
             embedding.embedding_dim,
             hidden_dim // self.directions,
-            num_layers=layers,
+            layers,
             bidirectional=bidirectional,
-            batch_first=True,
-            dropout=dropout if layers > 1 else 0.0,
+            dropout=dropout,
+            residual=residual,
+            layer_norm=layer_norm,
         )
 
     def _join_directions(self, final: torch.Tensor) -> torch.Tensor:

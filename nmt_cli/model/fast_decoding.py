@@ -8,11 +8,12 @@ reads instead of asking the tensors again; ``undo_preparation`` takes them off. 
 nobody prepared (validation's, during training) is prepared for each ``translate.decode_ids``
 call and restored after it, so that the next call reads the weights of its moment. The paths:
 
-- ``TableRNNStep`` (CPU): the decoder's RNN for one step, from a table of its first layer's input
-  projection of every target word, W_ih[:, :E] E_y + b_ih, looked up instead of multiplied, and
-  the cell written out by hand, so that the recurrent product runs once per distinct parent row
-  when beam search continues one hypothesis several times (``share_parents``, not in bf16, where a
-  new row count costs more than it saves). On a GPU cuDNN runs the whole step as one kernel.
+- ``TableRNNStep`` (CPU): the decoder's RNN (a StackedRNN's too) for one step, from a table of
+  its first layer's input projection of every target word, W_ih[:, :E] E_y + b_ih, looked up
+  instead of multiplied, and the cell written out by hand, so that the recurrent product runs
+  once per distinct parent row when beam search continues one hypothesis several times
+  (``share_parents``, not in bf16, where a new row count costs more than it saves). On a GPU
+  cuDNN runs the whole step as one kernel.
 - ``DecodingConcatScore``: the additive score a few sentences at a time, so that its
   (B, K, T, S, A) hidden tensor stays in the cache; on the CPU in fp32 and bf16 also in
   exponential form, sigmoid(a + b) = 1 / (1 + e^-a e^-b), with e^-a of the keys computed once per
@@ -40,6 +41,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from nmt_cli.model.attention import ConcatScore
+from nmt_cli.model.stacked import StackedRNN
 
 # Search's shortlist columns in row groups (CPU, fp32): GROUP_ROWS rows in greedy search, about
 # BEAM_GROUP_ROWS in beam search (whole sentences' hypotheses)
@@ -181,44 +183,60 @@ class TableRNNStep:
 
     For the first layer W_i x + b_i = T[y_{i-1}] + W_ih[:, E:] x_rest, with the table
     T = W_ih[:, :E] E_y + b_ih of every target word and x_rest the input's parts after the
-    embedding (context, h~_{i-1}, c_{i-1}).
+    embedding (context, h~_{i-1}, c_{i-1}). A StackedRNN's layers read and hand up what its own
+    do, with its residual connections and layer normalisation (nmt_cli/model/stacked.py).
     """
 
     def __init__(
-        self, rnn: nn.RNNBase, table: torch.Tensor, embed_dim: int, tanh, share_parents: bool
+        self,
+        rnn: nn.Module,
+        layers: list[tuple[nn.RNNBase, int]],
+        table: torch.Tensor,
+        embed_dim: int,
+        tanh,
+        share_parents: bool,
     ):
-        self.rnn, self.table, self.embed_dim, self.tanh = rnn, table, embed_dim, tanh
-        self.share_parents = share_parents
+        self.rnn, self.layers, self.table = rnn, layers, table
+        self.embed_dim, self.tanh, self.share_parents = embed_dim, tanh, share_parents
+        self.stack = rnn if isinstance(rnn, StackedRNN) else None
 
     @classmethod
     def build(cls, decoder, tanh, share_parents: bool) -> TableRNNStep | None:
-        """For PyTorch's own RNN modules with biases (not an int8-quantised one, say)."""
+        """For PyTorch's own RNN modules with biases, alone or in a StackedRNN; None for any
+        other (an int8-quantised one, say), whose module then runs each step as it is."""
         rnn = decoder.rnn
-        if type(rnn) not in (nn.GRU, nn.LSTM, nn.RNN) or not rnn.bias:
+        if isinstance(rnn, StackedRNN):
+            layers = [(layer, 0) for layer in rnn.layers]
+        else:
+            layers = [(rnn, k) for k in range(getattr(rnn, "num_layers", 1))]
+        if any(type(m) not in (nn.GRU, nn.LSTM, nn.RNN) or not m.bias for m, _ in layers):
             return None
-        w, b, emb = rnn.weight_ih_l0, rnn.bias_ih_l0, decoder.embedding.weight
+        first = layers[0][0]
+        w, b, emb = first.weight_ih_l0, first.bias_ih_l0, decoder.embedding.weight
         table = torch.addmm(b, emb, w[:, : emb.size(1)].t())
-        return cls(rnn, table, emb.size(1), tanh, share_parents)
+        return cls(rnn, layers, table, emb.size(1), tanh, share_parents)
 
     def __call__(self, prev: torch.Tensor, extra: list[torch.Tensor], state):
         """prev (B,) ids of y_{i-1}, ``extra`` the (B, 1, *) inputs after the embedding ->
-        the new (layers, B, H) hidden state and cell (LSTM) or None."""
-        rnn, e_dim, tanh = self.rnn, self.embed_dim, self.tanh
+        the new (layers, B, H) hidden state, cell (LSTM) or None, and the top layer's output
+        (B, H): its hidden state, or a StackedRNN's h^L."""
+        e_dim, tanh = self.embed_dim, self.tanh
         projected = self.table.index_select(0, prev)
         rest = torch.cat(extra, dim=-1).squeeze(1) if extra else None
         hidden_in = state.hidden
         size = hidden_in.size(-1)
         hiddens, cells = [], []
-        x = None
-        for layer in range(rnn.num_layers):
-            w_ih = getattr(rnn, f"weight_ih_l{layer}")
-            w_hh, b_hh = getattr(rnn, f"weight_hh_l{layer}"), getattr(rnn, f"bias_hh_l{layer}")
+        below = None  # what the layer below hands up
+        for layer, (rnn, k) in enumerate(self.layers):
+            w_ih = getattr(rnn, f"weight_ih_l{k}")
+            w_hh, b_hh = getattr(rnn, f"weight_hh_l{k}"), getattr(rnn, f"bias_hh_l{k}")
             if layer == 0:
                 gi = (
                     projected if rest is None else torch.addmm(projected, rest, w_ih[:, e_dim:].t())
                 )
             else:
-                gi = F.linear(x, w_ih, getattr(rnn, f"bias_ih_l{layer}"))
+                x = below if self.stack is None else self.stack.layer_input(layer, below)
+                gi = F.linear(x, w_ih, getattr(rnn, f"bias_ih_l{k}"))
             h = hidden_in[layer]
             if state.parents is None:
                 gh = F.linear(h, w_hh, b_hh)
@@ -229,16 +247,17 @@ class TableRNNStep:
                 rz = torch.sigmoid(gi[:, : 2 * size] + gh[:, : 2 * size])
                 r, z = rz[:, :size], rz[:, size:]
                 n = tanh(torch.addcmul(gi[:, 2 * size :], r, gh[:, 2 * size :]))
-                x = torch.lerp(n, h, z)
+                own = torch.lerp(n, h, z)
             elif isinstance(rnn, nn.LSTM):
                 i, f, g, o = (gi + gh).chunk(4, dim=1)
                 c = torch.sigmoid(f) * state.cell[layer] + torch.sigmoid(i) * tanh(g)
-                x = torch.sigmoid(o) * tanh(c)
+                own = torch.sigmoid(o) * tanh(c)
                 cells.append(c)
             else:
-                x = tanh(gi + gh) if rnn.nonlinearity == "tanh" else torch.relu(gi + gh)
-            hiddens.append(x)
-        return torch.stack(hiddens), (torch.stack(cells) if cells else None)
+                own = tanh(gi + gh) if rnn.nonlinearity == "tanh" else torch.relu(gi + gh)
+            hiddens.append(own)
+            below = own if self.stack is None else self.stack.hand_up(layer, own, below)
+        return torch.stack(hiddens), (torch.stack(cells) if cells else None), below
 
 
 class DecodingConcatScore:

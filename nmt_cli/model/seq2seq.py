@@ -38,9 +38,18 @@ class Seq2Seq(nn.Module):
         else:
             self.tgt_embedding = nn.Embedding(tgt_vocab, cfg.embed_dim, padding_idx=PAD)
         self.encoder = Encoder(
-            cfg.rnn, self.src_embedding, cfg.hidden_dim, cfg.layers, cfg.bidirectional, cfg.dropout
+            cfg.rnn,
+            self.src_embedding,
+            cfg.hidden_dim,
+            cfg.encoder_depth,
+            cfg.bidirectional,
+            cfg.dropout,
+            residual=cfg.residual,
+            layer_norm=cfg.layer_norm,
         )
-        self.bridge = Bridge(cfg.bridge, cfg.hidden_dim, cfg.layers, cfg.rnn == "lstm")
+        self.bridge = Bridge(
+            cfg.bridge, cfg.hidden_dim, cfg.decoder_depth, cfg.rnn == "lstm", cfg.encoder_depth
+        )
         attention = None
         if cfg.attention != "none":
             attention = Attention(
@@ -51,7 +60,7 @@ class Seq2Seq(nn.Module):
             rnn=cfg.rnn,
             embedding=self.tgt_embedding,
             hidden_dim=cfg.hidden_dim,
-            layers=cfg.layers,
+            layers=cfg.decoder_depth,
             memory_dim=cfg.hidden_dim,
             attention=attention,
             order=cfg.decoder,
@@ -59,6 +68,8 @@ class Seq2Seq(nn.Module):
             initial_state_attention=cfg.initial_state_attention,
             out_dim=out_dim,
             dropout=cfg.dropout,
+            residual=cfg.residual,
+            layer_norm=cfg.layer_norm,
         )
         self.output = nn.Linear(out_dim, tgt_vocab)
         self._initialize(cfg.init)
@@ -70,7 +81,7 @@ class Seq2Seq(nn.Module):
         """embedding: N(0, 1) embeddings, PyTorch's defaults elsewhere (U(±1/sqrt(fan_in)));
         uniform: every parameter U(-0.1, 0.1) (Luong et al. 2015); xavier: Glorot matrices, zero
         biases. The cosine score's scale g is not a weight to draw: it starts at sqrt(Hm) under
-        every init."""
+        every init; nor are layer normalisation's g and b, which start at 1 and 0."""
         if how == "embedding":
             nn.init.normal_(self.src_embedding.weight, 0.0, 1.0)
             nn.init.normal_(self.tgt_embedding.weight, 0.0, 1.0)
@@ -85,6 +96,8 @@ class Seq2Seq(nn.Module):
         for module in self.modules():
             if isinstance(module, CosineScore):
                 module.reset_scale()
+            elif isinstance(module, nn.LayerNorm):
+                module.reset_parameters()
         with torch.no_grad():
             self.src_embedding.weight[PAD].zero_()
             self.tgt_embedding.weight[PAD].zero_()

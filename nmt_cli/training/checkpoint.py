@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from nmt_cli.config.directions import is_multilingual
+from nmt_cli.config.direction_keys import is_multilingual
 from nmt_cli.config.recipes import recipe_from_dict
 from nmt_cli.config.sections import Recipe
 from nmt_cli.data.store import load_meta
