@@ -30,6 +30,7 @@ ORDER = [
     "decode-speed",
     "onmt-side-by-side",
     "onmt-side-by-side-bf16",
+    "onmt-side-by-side-zen4",
     "serve-load",
     "serve-latency",
     "preprocess-speed",

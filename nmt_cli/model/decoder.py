@@ -56,7 +56,7 @@ from torch import nn
 
 from nmt_cli.data.tokenizer import PAD
 from nmt_cli.model.attention import Attention, AttentionMemory
-from nmt_cli.model.stacked import RNN_CLASSES, stacked_rnn
+from nmt_cli.model.stacked import PLAIN_STACK, RNN_CLASSES, Between, stacked_rnn
 
 
 @dataclass
@@ -150,8 +150,7 @@ class Decoder(nn.Module):
         initial_state_attention: bool,
         out_dim: int,
         dropout: float,
-        residual: bool = False,
-        layer_norm: bool = False,
+        between: Between = PLAIN_STACK,
     ):
         super().__init__()
         if initial_state_attention and (attention is None or order == "bahdanau"):
@@ -182,8 +181,8 @@ class Decoder(nn.Module):
             hidden_dim,
             layers,
             dropout=dropout,
-            residual=residual,
-            layer_norm=layer_norm,
+            residual=between.residual,
+            layer_norm=between.layer_norm,
         )
         # The conditional order's second transition f2 reads c_i into the top layer's state.
         self.transition = (

@@ -20,7 +20,7 @@ import torch
 from torch import nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from nmt_cli.model.stacked import stacked_rnn
+from nmt_cli.model.stacked import PLAIN_STACK, Between, stacked_rnn
 
 
 @dataclass
@@ -40,8 +40,7 @@ class Encoder(nn.Module):
         layers: int,
         bidirectional: bool,
         dropout: float,
-        residual: bool = False,
-        layer_norm: bool = False,
+        between: Between = PLAIN_STACK,
     ):
         super().__init__()
         self.embedding = embedding
@@ -56,8 +55,8 @@ class Encoder(nn.Module):
             layers,
             bidirectional=bidirectional,
             dropout=dropout,
-            residual=residual,
-            layer_norm=layer_norm,
+            residual=between.residual,
+            layer_norm=between.layer_norm,
         )
 
     def _join_directions(self, final: torch.Tensor) -> torch.Tensor:

@@ -26,6 +26,7 @@ from nmt_cli.model.decoder import Decoder, DecoderMemory, DecoderState
 from nmt_cli.model.encoder import Encoder
 from nmt_cli.model.loss import output_loss
 from nmt_cli.model.output_layer import Columns, logits
+from nmt_cli.model.stacked import Between
 
 
 class Seq2Seq(nn.Module):
@@ -44,8 +45,7 @@ class Seq2Seq(nn.Module):
             cfg.encoder_depth,
             cfg.bidirectional,
             cfg.dropout,
-            residual=cfg.residual,
-            layer_norm=cfg.layer_norm,
+            between=Between(cfg.residual, cfg.layer_norm),
         )
         self.bridge = Bridge(
             cfg.bridge, cfg.hidden_dim, cfg.decoder_depth, cfg.rnn == "lstm", cfg.encoder_depth
@@ -68,8 +68,7 @@ class Seq2Seq(nn.Module):
             initial_state_attention=cfg.initial_state_attention,
             out_dim=out_dim,
             dropout=cfg.dropout,
-            residual=cfg.residual,
-            layer_norm=cfg.layer_norm,
+            between=Between(cfg.residual, cfg.layer_norm),
         )
         self.output = nn.Linear(out_dim, tgt_vocab)
         self._initialize(cfg.init)

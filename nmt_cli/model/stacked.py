@@ -24,11 +24,25 @@ names in a checkpoint) and whose dropout between layers are today's.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 from torch.nn.utils.rnn import PackedSequence
 
 RNN_CLASSES = {"gru": nn.GRU, "lstm": nn.LSTM, "rnn": nn.RNN}
+
+
+@dataclass(frozen=True)
+class Between:
+    """What stands between two stacked layers of one side (``model.residual``,
+    ``model.layer_norm``): a residual connection, layer normalisation of what is handed up."""
+
+    residual: bool = False
+    layer_norm: bool = False
+
+
+PLAIN_STACK = Between()  # layers handing their outputs up as they are
 
 
 def stacked_rnn(
