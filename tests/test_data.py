@@ -584,7 +584,7 @@ def test_rows_read_from_the_stored_arrays_are_the_sentences(tiny_run, monkeypatc
 
 def test_shortlist_of_a_large_split_is_learned_from_a_sample(tiny_run, monkeypatch):
     from nmt_cli.data import store as data_module
-    from nmt_cli.data.store import learn_split_shortlist
+    from nmt_cli.decoding.shortlist import learn_split_shortlist
 
     _, run_dir = tiny_run
     tok = Tokenizer.load(run_dir)

@@ -31,7 +31,7 @@ def test_learns_the_associated_pieces_not_the_common_ones():
 
 
 def test_learning_on_real_data(tiny_run):
-    from nmt_cli.data.store import load_shortlist
+    from nmt_cli.decoding.shortlist import load_shortlist
 
     recipe, run_dir = tiny_run
     stored = load_shortlist(run_dir)
@@ -157,7 +157,7 @@ def test_an_unranked_older_shortlist_is_used_whole():
 
 
 def test_run_dir_keeps_the_ranking_and_reads_older_files_unranked(tmp_path):
-    from nmt_cli.data.store import load_shortlist, save_shortlist
+    from nmt_cli.decoding.shortlist import load_shortlist, save_shortlist
 
     data = tmp_path / "run" / "data"
     data.mkdir(parents=True)
@@ -202,7 +202,7 @@ def _reference_table(src_ids, src_offsets, tgt_ids, tgt_offsets, vocab, per_sour
 
 
 def test_counting_in_chunks_of_pairs_equals_counting_pair_by_pair(monkeypatch):
-    import nmt_cli.decoding.shortlist as shortlist
+    import nmt_cli.data.shortlist_counts as shortlist_counts
 
     g = np.random.default_rng(4)
     lengths = g.integers(1, 9, size=(2, 57))
@@ -211,6 +211,6 @@ def test_counting_in_chunks_of_pairs_equals_counting_pair_by_pair(monkeypatch):
     tgt_ids = g.integers(4, 30, tgt_offsets[-1]).astype(np.uint16)
     expected = _reference_table(src_ids, src_offsets, tgt_ids, tgt_offsets, 30, 5)
     for chunk in (10, 1_000):  # several chunks merged, and one
-        monkeypatch.setattr(shortlist, "CHUNK_PAIRS", chunk)
+        monkeypatch.setattr(shortlist_counts, "CHUNK_PAIRS", chunk)
         learned = learn_shortlist(src_ids, src_offsets, tgt_ids, tgt_offsets, 30, 30, per_source=5)
         assert np.array_equal(learned.table.numpy(), expected)

@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from nmt_cli.data import corpora
+from nmt_cli.data.shortlist_counts import count_shortlist
 from nmt_cli.data.tokenizer import seed_sampling
-from nmt_cli.decoding.shortlist import Shortlist, count_shortlist
 from nmt_cli.runtime.errors import DataError
 from nmt_cli.runtime.output_file import atomic_write
 
@@ -223,14 +223,6 @@ SHORTLIST_PAIRS = 300_000  # a split up to this size is counted whole, as learn_
 SHORTLIST_SAMPLE = 100_000  # pairs sampled from a larger one
 
 
-def learn_split_shortlist(data_dir: Path, tokenizer) -> Shortlist:
-    """The vocabulary shortlist of the stored training split (nmt_cli/decoding/shortlist.py)."""
-    import torch  # here, not at the top: preprocessing never loads torch
-
-    frequent, table = count_split_shortlist(data_dir, tokenizer)
-    return Shortlist(torch.from_numpy(frequent), torch.from_numpy(table))
-
-
 def count_split_shortlist(data_dir: Path, tokenizer) -> tuple[np.ndarray, np.ndarray]:
     """The shortlist's arrays (``count_shortlist``) for the stored training split. A larger
     split gives a random sample of its pairs, read row by row (:func:`read_rows`), so counting
@@ -269,12 +261,6 @@ def read_rows(
     ), new_offsets
 
 
-def save_shortlist(data_dir: Path, shortlist: Shortlist) -> None:
-    save_shortlist_arrays(
-        data_dir, shortlist.frequent.numpy(), shortlist.table.numpy(), shortlist.ranked
-    )
-
-
 def save_shortlist_arrays(
     data_dir: Path, frequent: np.ndarray, table: np.ndarray, ranked: bool = True
 ) -> None:
@@ -284,8 +270,9 @@ def save_shortlist_arrays(
     _save_array(data_dir / "shortlist.table.npy", table.astype(np.int32))
 
 
-def load_shortlist(run_dir: Path) -> Shortlist | None:
-    """The run's shortlist, or None for data preprocessed before shortlists existed."""
+def load_shortlist_arrays(run_dir: Path) -> tuple[np.ndarray, np.ndarray, bool] | None:
+    """The run's shortlist arrays (frequent pieces, table, whether the frequent ones are ranked),
+    or None for data preprocessed before shortlists existed."""
     data_dir = run_dir / "data"
     ranked = (data_dir / "shortlist.ranked.npy").exists()
     try:
@@ -296,13 +283,7 @@ def load_shortlist(run_dir: Path) -> Shortlist | None:
         table = np.load(data_dir / "shortlist.table.npy", allow_pickle=False)
     except (FileNotFoundError, ValueError, OSError, EOFError):
         return None
-    import torch  # here, not at the top: preprocessing never loads torch
-
-    return Shortlist(
-        torch.from_numpy(frequent.astype(np.int64)),
-        torch.from_numpy(table.astype(np.int64)),
-        ranked=ranked,
-    )
+    return frequent, table, ranked
 
 
 def load_meta(run_dir: Path) -> dict:

@@ -32,16 +32,10 @@ from torch.nn.parallel import DistributedDataParallel
 
 from nmt_cli.config.sections import Recipe
 from nmt_cli.data.directions import EpochMix, groups_of
-from nmt_cli.data.store import (
-    learn_split_shortlist,
-    load_meta,
-    load_shortlist,
-    load_split,
-    load_text,
-    save_shortlist,
-)
+from nmt_cli.data.store import load_meta, load_split, load_text
 from nmt_cli.data.tokenizer import Tokenizer
 from nmt_cli.decoding.language_vocabulary import count_languages
+from nmt_cli.decoding.shortlist import learn_split_shortlist, load_shortlist, save_shortlist
 from nmt_cli.model import build_model
 from nmt_cli.runtime.device import autocast_context, pick_device, resolve_precision
 from nmt_cli.runtime.errors import TrainingInterrupted, UserError
