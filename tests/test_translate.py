@@ -1,4 +1,5 @@
 import io
+import math
 import shutil
 from dataclasses import replace
 
@@ -684,13 +685,85 @@ def test_nbest_lines_of_a_cut_line_are_whole_lines(trained):
     ]
 
 
+def _pairs(field: str) -> list[tuple[int, int]]:
+    return [tuple(map(int, p.split("-"))) for p in field.split()]
+
+
+def test_nbest_with_alignments_and_scores_gives_each_alternative_its_own(trained):
+    tr = translator(trained, beam_size=3)
+    source = "A man is riding a bike in the park."
+    rows = run_stream(tr, (source + "\n").encode(), nbest=3, alignments=True, scores=True)
+    assert len(rows) == 3
+    (best,) = run_stream(tr, (source + "\n").encode(), alignments=True, scores=True)
+    text, _, confidence, alignment = best.split("\t")
+    fields = [row.split(" ||| ") for row in rows]
+    assert all(len(f) == 6 and f[0] == "0" for f in fields)
+    assert fields[0][1] == text and fields[0][5] == alignment and fields[0][4] == confidence
+    for _, words, _, _, conf, pairs in fields:
+        assert 0.0 <= float(conf) <= 1.0
+        aligned = _pairs(pairs)
+        assert aligned, words
+        n_src, n_tgt = len(source.split()), len(words.split())
+        assert all(0 <= i < n_src and 0 <= j < n_tgt for i, j in aligned)
+        assert len({j for _, j in aligned}) == len(aligned)  # one source word per target word
+    # each alternative's alignment is computed from its own hypothesis' attention
+    (whole,) = translate_texts(tr, [source], nbest=3, alignments=True)
+    assert [a.alignment for a in whole.translation.alternatives] == [_pairs(f[5]) for f in fields]
+    assert [float(f[4]) for f in fields] == pytest.approx(
+        [a.confidence for a in whole.translation.alternatives],
+        abs=2e-4,
+    )
+
+
+def test_nbest_alignment_of_a_cut_line_is_shifted_per_alternative(trained):
+    tr = translator(trained, beam_size=2)
+    sentences = ["A man sleeps.", "Two dogs run in the snow."]
+    line = " ".join(sentences)
+    rows = run_stream(tr, (line + "\n").encode(), nbest=2, alignments=True, scores=True)
+    alone = tr.translate(sentences, nbest=2, alignments=True)
+    first_src = len(sentences[0].split())
+    for k, row in enumerate(rows):
+        _, text, score, _, confidence, alignment = row.split(" ||| ")
+        parts = [t.alternatives[min(k, len(t.alternatives) - 1)] for t in alone]
+        assert text == " ".join(a.text for a in parts)
+        assert float(score) == pytest.approx(sum(a.score for a in parts), abs=2e-4)
+        tokens = sum(a.length + 1 for a in parts)
+        assert float(confidence) == pytest.approx(
+            math.exp(sum(a.score for a in parts) / tokens), abs=2e-4
+        )
+        first_tgt = len(parts[0].text.split())
+        shifted = parts[0].alignment + [
+            (i + first_src, j + first_tgt) for i, j in parts[1].alignment
+        ]
+        assert _pairs(alignment) == shifted
+        assert any(i >= first_src and j >= first_tgt for i, j in shifted)
+
+
+def test_nbest_alignment_of_a_placeholder_line_indexes_the_printed_words(trained):
+    tr = translator(trained, beam_size=3)
+    source = "Hello {name}, the dog runs in the park."
+    rows = run_stream(tr, (source + "\n").encode(), nbest=3, alignments=True)
+    (best,) = run_stream(tr, (source + "\n").encode(), alignments=True)
+    assert rows[0].split(" ||| ")[1] == best.split("\t")[0]
+    assert rows[0].split(" ||| ")[4] == best.split("\t")[1]
+    model_words = 7  # "Hello, the dog runs in the park.": the words the model reads
+    for row in rows:
+        _, text, _, _, alignment = row.split(" ||| ")
+        assert text.count("{name}") == 1
+        words = text.split()
+        pairs = _pairs(alignment)
+        assert pairs and all(0 <= i < len(source.split()) and 0 <= j < len(words) for i, j in pairs)
+        # every pair's target word holds a word the model wrote: none is the placeholder alone
+        assert all(words[j].replace("{name}", "") for _, j in pairs)
+        # the printed words outnumber the model's where the placeholder stands apart
+        assert max(j for _, j in pairs) < len(words) and len(source.split()) > model_words
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
         (["--format", "html", "--scores"], "--format html: --scores describes input lines"),
         (["--prefix-tab", "--split-sentences"], "--prefix-tab: a prefix begins its whole line"),
-        (["--nbest", "2", "--alignments"], "--alignments: with --nbest each line is"),
-        (["--nbest", "2", "--scores"], "--scores: with --nbest each line is"),
     ],
 )
 def test_an_output_option_that_cannot_apply_is_a_one_line_error(trained, args, message):

@@ -60,19 +60,26 @@ def translate(
     nbest: Annotated[
         int,
         typer.Option(
-            min=1, help="Print the K best as 'i ||| text ||| score ||| normalised score'."
+            min=1,
+            help="Print the K best as 'i ||| text ||| score ||| normalised score', then "
+            "' ||| confidence' with --scores and ' ||| alignment' with --alignments.",
         ),
     ] = 1,
     scores: Annotated[
         bool,
         typer.Option(
             "--scores",
-            help="Append the log-probability and the confidence (0 to 1) after tabs.",
+            help="Append the log-probability and the confidence (0 to 1) after tabs; with "
+            "--nbest, each alternative's confidence as one more ' ||| ' field.",
         ),
     ] = False,
     alignments: Annotated[
         bool,
-        typer.Option("--alignments", help="Append hard word alignments (Pharaoh i-j) after a tab."),
+        typer.Option(
+            "--alignments",
+            help="Append hard word alignments (Pharaoh i-j) after a tab; with --nbest, each "
+            "alternative's own as the last ' ||| ' field.",
+        ),
     ] = False,
     attention_plot: Annotated[
         Path | None,
@@ -280,12 +287,6 @@ def _document_options(fmt, split_sentences, protect, out, prefix_tab: bool):
         raise UserError(
             f"--format html: {per_line[0]} describes input lines, and an HTML document is "
             "translated whole; use --format text"
-        )
-    if out.nbest > 1 and (out.alignments or out.scores):
-        given = "--alignments" if out.alignments else "--scores"
-        raise UserError(
-            f"{given}: with --nbest each line is 'i ||| text ||| score ||| length-penalised score'"
-            f" for each of the K best, and {given} describes the best alone; drop one of them"
         )
     if prefix_tab and split_sentences:
         raise UserError(

@@ -20,7 +20,7 @@ from nmt_cli.runtime.interrupts import deferred
 from nmt_cli.translation.contract import TranslateOptions, Translating
 from nmt_cli.translation.controlled import split_prefixes
 from nmt_cli.translation.plots import attention_heatmap, plot_dir
-from nmt_cli.translation.results import Translation
+from nmt_cli.translation.results import Alternative, Translation
 
 
 def count_lines(path) -> int:
@@ -115,11 +115,11 @@ class OutputOptions:
 def format_translation(index: int, tr: Translation, out: OutputOptions) -> list[str]:
     """The output lines of one input line's translation (the document layer's whole of it)."""
     if out.nbest > 1:
-        lines = [
-            f"{index} ||| {a.text} ||| {a.score:.4f} ||| {a.norm_score:.4f}"
-            for a in tr.alternatives
-        ]
-        return lines or [f"{index} ||| ||| 0.0000 ||| 0.0000"]
+        if not tr.alternatives:  # an empty line: nothing was decoded
+            return [
+                _nbest_line(index, Alternative("", 0.0, 0.0), out).replace("|||  |||", "||| |||")
+            ]
+        return [_nbest_line(index, a, out) for a in tr.alternatives]
     fields = [tr.text]
     if out.scores:
         fields.append(f"{tr.score:.4f}" if tr.hypotheses else "0.0000")
@@ -127,6 +127,18 @@ def format_translation(index: int, tr: Translation, out: OutputOptions) -> list[
     if out.alignments:
         fields.append(" ".join(f"{i}-{j}" for i, j in tr.alignment or []))
     return ["\t".join(fields)]
+
+
+def _nbest_line(index: int, a: Alternative, out: OutputOptions) -> str:
+    """One n-best line, Moses-style: 'i ||| text ||| score ||| length-penalised score', then
+    with --scores ' ||| confidence', then with --alignments ' ||| ' and that alternative's
+    alignment, as the tab-separated fields of one best come in that order."""
+    fields = [str(index), a.text, f"{a.score:.4f}", f"{a.norm_score:.4f}"]
+    if out.scores:
+        fields.append(f"{a.confidence:.4f}" if a.confidence is not None else "0.0000")
+    if out.alignments:
+        fields.append(" ".join(f"{i}-{j}" for i, j in a.alignment or []))
+    return " ||| ".join(fields)
 
 
 def line_attention(

@@ -15,6 +15,7 @@ from nmt_cli.documents.protect import Protector
 from nmt_cli.documents.segment import DEFAULT_LANGUAGE, clause_spans, sentence_spans
 from nmt_cli.runtime.errors import UserError
 from nmt_cli.translation.results import Translation, combined, empty_translation, kth
+from nmt_cli.translation.words import remapped, word_map
 
 FORMATS = ("text", "html")
 _LINE_BREAK = re.compile(r"(\r\n|\r|\n)")
@@ -66,17 +67,41 @@ class DocumentPlan:
         (its tags and protected spans put back), for the best and for each alternative (a
         segment with fewer gives its best); where a clause cut meets, the later part loses a
         sentence-initial capital its source did not have and the words that repeat the end of
-        the part before. One segment's Translation is kept whole, its texts put in place."""
+        the part before. The alignments (the best's and each alternative's) index the words
+        printed: where a segment's spans were put back, its source words as given and its
+        translation's words with the spans (:meth:`_printed`). One segment's Translation is
+        kept whole, its texts put in place."""
         ids = self.segments_of(text)
         met, texts = self._texts(text, translations)
         source = "".join(p if isinstance(p, str) else self.segments[p] for p in self._parts[text])
         if not ids:
             return replace(empty_translation(source), text=texts[0])
+        printed = [self._printed(s, met[s]) for s in ids]
         if len(ids) == 1:
-            tr = met[ids[0]]
+            tr = printed[0][1]
             alternatives = [replace(a, text=texts[k]) for k, a in enumerate(tr.alternatives)]
             return replace(tr, text=texts[0], alternatives=alternatives)
-        return combined(source, [self.segments[s] for s in ids], [met[s] for s in ids], texts)
+        return combined(source, [p[0] for p in printed], [p[1] for p in printed], texts)
+
+    def _printed(self, index: int, tr: Translation) -> tuple[str, Translation]:
+        """(segment ``index``'s source as given, ``tr`` as printed): where the segment had
+        protected spans or tags put back, its texts with them and its alignments moved onto
+        those words (:func:`nmt_cli.translation.words.word_map`); else as it is."""
+        inline = self._inlines[index]
+        if inline is None:
+            return self.segments[index], tr
+        source = word_map(self.segments[index], inline.text)
+
+        def moved(k: int, words: str, alignment):
+            restored = self._put_back(index, tr, k)
+            return restored, remapped(alignment, source, word_map(words, restored))
+
+        text, alignment = moved(0, tr.text, tr.alignment)
+        alternatives = []
+        for k, a in enumerate(tr.alternatives):
+            words, pairs = moved(k, a.text, a.alignment)
+            alternatives.append(replace(a, text=words, alignment=pairs))
+        return inline.text, replace(tr, text=text, alignment=alignment, alternatives=alternatives)
 
     def assemble(self, translations: Sequence[Translation], alternative: int = 0) -> list[str]:
         """One output text per input text (:meth:`joined`'s), ``alternative`` k taking each
@@ -120,10 +145,10 @@ class DocumentPlan:
 
     def _put_back(self, index: int, tr: Translation, alternative: int) -> str:
         words, alignment = tr.text, tr.alignment
-        if alternative:
+        if alternative:  # the alternative's own alignment (None where none was asked for)
             chosen = kth(tr, alternative)
-            words = chosen.text if chosen is not None else words
-            alignment = alignment if alternative >= len(tr.alternatives) else None
+            if chosen is not None:
+                words, alignment = chosen.text, chosen.alignment
         inline = self._inlines[index]
         return words if inline is None else inline.restore(words, alignment)
 
@@ -180,7 +205,10 @@ def _without_repeat(before: str, tr: Translation) -> Translation:
         attention = replace(
             attention, target_words=attention.target_words[n:], weights=attention.weights[n:]
         )
-    alternatives = [replace(a, text=text) if k == 0 else a for k, a in enumerate(tr.alternatives)]
+    alternatives = [
+        replace(a, text=text, alignment=alignment) if k == 0 else a
+        for k, a in enumerate(tr.alternatives)
+    ]
     return replace(
         tr, text=text, alternatives=alternatives, alignment=alignment, attention=attention
     )

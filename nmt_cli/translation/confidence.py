@@ -47,7 +47,7 @@ def confidence_of(hyps: Sequence, src_len: int) -> float | None:
     if not hyps:
         return None
     best = hyps[0]
-    return min(1.0, max(0.0, math.exp(best.score / (len(best.tokens) + 1))))
+    return mean_probability(best.score, len(best.tokens) + 1)
 
 
 def joined_confidence(best: Sequence) -> float | None:
@@ -57,4 +57,10 @@ def joined_confidence(best: Sequence) -> float | None:
     if not best:
         return None
     tokens = sum(len(h.tokens) + 1 for h in best)
-    return min(1.0, max(0.0, math.exp(sum(h.score for h in best) / tokens)))
+    return mean_probability(sum(h.score for h in best), tokens)
+
+
+def mean_probability(score: float, terms: int) -> float:
+    """exp(score / terms): the geometric-mean probability of ``terms`` tokens whose
+    log-probabilities sum to ``score``, kept in [0, 1]."""
+    return min(1.0, max(0.0, math.exp(score / terms)))

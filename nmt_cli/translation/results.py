@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from nmt_cli.decoding.search import Hypothesis
-from nmt_cli.translation.confidence import joined_confidence
+from nmt_cli.translation.confidence import joined_confidence, mean_probability
 from nmt_cli.translation.words import WordAttention
 
 
@@ -19,6 +19,11 @@ class Alternative:
     text: str
     score: float  # total log-probability, EOS included
     norm_score: float  # the length-penalised score the search ranked by
+    # (source word, target word) pairs over the words of ``text``, as Translation.alignment;
+    # filled when alignments are asked for.
+    alignment: list[tuple[int, int]] | None = None
+    confidence: float | None = None  # in [0, 1], nmt_cli/translation/confidence.py
+    length: int = 0  # target tokens, EOS left out, for joining confidences
 
 
 @dataclass
@@ -72,16 +77,27 @@ def combined(
     The segments are independent parts of one output, so the log-probabilities add,
     log p(y | x) = Σ_s log p(y_s | x_s), for the best and for each k-th alternative (a segment
     with fewer gives its best); the confidence is that of the joined hypothesis
-    (:func:`nmt_cli.translation.confidence.joined_confidence`); the alignment and the attention are
-    each segment's, shifted past the words before it (a target word attends to its own segment's
-    source words only)."""
+    (:func:`nmt_cli.translation.confidence.joined_confidence`), for each alternative of its
+    segments' k-th joined alike; the alignment (the best's and each alternative's) and the
+    attention are each segment's, shifted past the words before it (a target word attends to its
+    own segment's source words only)."""
     best = [tr.hypotheses[0] for tr in parts if tr.hypotheses]
     depth = max((len(tr.alternatives) for tr in parts), default=0)
+    aligned = any(tr.alignment is not None for tr in parts)
     alternatives = []
     for k in range(depth):
-        ks = [a for tr in parts if (a := kth(tr, k)) is not None]
+        ks = [kth(tr, k) for tr in parts]
+        present = [a for a in ks if a is not None]
+        score, norm_score = _sums(present, "score", "norm_score")
         alternatives.append(
-            Alternative(texts[min(k, len(texts) - 1)], *_sums(ks, "score", "norm_score"))
+            Alternative(
+                texts[min(k, len(texts) - 1)],
+                score,
+                norm_score,
+                alignment=_shifted(sources, [_aligned(a) for a in ks]) if aligned else None,
+                confidence=mean_probability(score, sum(a.length + 1 for a in present)),
+                length=sum(a.length for a in present),
+            )
         )
     # The joined hypothesis has no attention matrix: each segment's has its own EOS row.
     hypotheses = (
@@ -97,9 +113,7 @@ def combined(
         [t for tr in parts for t in tr.src_ids],
         any(tr.truncated for tr in parts),
         alternatives,
-        alignment=(
-            side_by_side(sources, parts) if any(tr.alignment is not None for tr in parts) else None
-        ),
+        alignment=side_by_side(sources, parts) if aligned else None,
         attention=joined_attention([tr.attention for tr in parts]),
         source_lang=first.source_lang,
         target_lang=first.target_lang,
@@ -115,11 +129,22 @@ def _sums(items: Sequence, *names: str) -> list[float]:
 def side_by_side(sources: Sequence[str], parts: Sequence[Translation]) -> list[tuple[int, int]]:
     """The word alignment of consecutive segments ``sources`` translated apart as ``parts``, as
     one text's: each segment's pairs shifted past the source and target words before it."""
+    return _shifted(sources, [(tr.alignment, tr.text) for tr in parts])
+
+
+def _aligned(alternative: Alternative | None) -> tuple[list[tuple[int, int]] | None, str]:
+    return (None, "") if alternative is None else (alternative.alignment, alternative.text)
+
+
+def _shifted(
+    sources: Sequence[str], parts: Sequence[tuple[list[tuple[int, int]] | None, str]]
+) -> list[tuple[int, int]]:
+    """(alignment, translation) of each segment in ``sources`` as one text's pairs."""
     pairs, src_at, tgt_at = [], 0, 0
-    for segment, tr in zip(sources, parts):
-        pairs += [(a + src_at, b + tgt_at) for a, b in tr.alignment or []]
+    for segment, (alignment, text) in zip(sources, parts):
+        pairs += [(a + src_at, b + tgt_at) for a, b in alignment or []]
         src_at += len(segment.split())
-        tgt_at += len(tr.text.split())
+        tgt_at += len(text.split())
     return pairs
 
 

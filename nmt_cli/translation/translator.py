@@ -241,14 +241,24 @@ class Translator:
                     if h.attention is not None:
                         h.attention = h.attention[:, tags:]
             tr.hypotheses = sentence
-            tr.alternatives = [Alternative(next(texts), h.score, h.norm_score) for h in sentence]
+            tr.alternatives = [
+                Alternative(
+                    next(texts),
+                    h.score,
+                    h.norm_score,
+                    confidence=confidence_of([h], len(tr.src_ids)),
+                    length=len(h.tokens),
+                )
+                for h in sentence
+            ]
             tr.text = tr.alternatives[0].text if sentence else ""
             tr.confidence = confidence_of(sentence, len(tr.src_ids))
             self._attend(tr, options)
         return out
 
     def _attend(self, tr: Translation, options: TranslateOptions) -> None:
-        """Fill ``tr``'s alignment and word attention where ``options`` asks for them."""
+        """Fill ``tr``'s alignment (the best's and each alternative's, from its own attention)
+        and word attention where ``options`` asks for them."""
         best = tr.hypotheses[0] if tr.hypotheses else None
         if not (options.alignments or options.attention) or best is None:
             return
@@ -257,7 +267,11 @@ class Translator:
         src_p = self.tokenizer.src_pieces(tr.src_ids)
         tgt_p = self.tokenizer.tgt_pieces(best.tokens)
         if options.alignments:
-            tr.alignment = alignment_pairs(best.attention, src_p, tgt_p)
+            for alternative, h in zip(tr.alternatives, tr.hypotheses):
+                if h.attention is not None:
+                    pieces = tgt_p if h is best else self.tokenizer.tgt_pieces(h.tokens)
+                    alternative.alignment = alignment_pairs(h.attention, src_p, pieces)
+            tr.alignment = tr.alternatives[0].alignment
         if options.attention:
             tr.attention = word_attention(best.attention, src_p, tgt_p, tr.source, tr.text)
 

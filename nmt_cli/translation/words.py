@@ -9,6 +9,7 @@ row still sums to 1 and its argmax is the word `nmt translate --alignments` prin
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -115,3 +116,34 @@ def alignment_pairs(
     )
     best = words.argmax(dim=1).tolist()
     return sorted({(best[j], j) for j in range(n_tgt)})
+
+
+def word_map(before: str, after: str) -> list[int]:
+    """For each whitespace word of ``before``, the word of ``after`` holding its characters, the
+    two texts' non-space characters matched in order (``after``: ``before`` with words put in,
+    as a translation with its protected spans put back); a word none of whose characters
+    survived goes with the word before it."""
+    owner_before = [w for w, word in enumerate(before.split()) for _ in word]
+    owner_after = [w for w, word in enumerate(after.split()) for _ in word]
+    matcher = difflib.SequenceMatcher(
+        None, "".join(before.split()), "".join(after.split()), autojunk=False
+    )
+    found: dict[int, int] = {}
+    for a, b, size in matcher.get_matching_blocks():
+        for k in range(size):
+            found.setdefault(owner_before[a + k], owner_after[b + k])
+    out, last = [], 0
+    for w in range(len(before.split())):
+        last = found.get(w, last)
+        out.append(last)
+    return out
+
+
+def remapped(
+    pairs: Sequence[tuple[int, int]] | None, source: Sequence[int], target: Sequence[int]
+) -> list[tuple[int, int]] | None:
+    """Alignment ``pairs`` over other words: source word i becomes ``source[i]``, target word j
+    ``target[j]`` (:func:`word_map`'s lists)."""
+    if pairs is None:
+        return None
+    return sorted({(source[i], target[j]) for i, j in pairs if i < len(source) and j < len(target)})
