@@ -17,8 +17,8 @@ from nmt_cli.config.recipes import recipe_from_dict
 from nmt_cli.data.preprocess import preprocess
 from nmt_cli.data.store import load_split
 from nmt_cli.training import checkpoint as ckpt
+from tests.cli.test_cli import nmt, one_line_error
 from tests.conftest import tiny_recipe_dict, write_slice
-from tests.test_cli import nmt, one_line_error
 
 ROOT = Path(__file__).resolve().parent.parent
 

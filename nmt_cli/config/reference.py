@@ -6,7 +6,7 @@ from ``may_change_on_resume``. Regenerate the committed page with::
 
     python -m nmt_cli.config.reference > docs/recipe-keys.md
 
-``tests/test_config_doc.py`` fails when the committed page differs from what this prints.
+``tests/config/test_config_doc.py`` fails when the committed page differs from what this prints.
 """
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def render() -> str:
         "",
         f"Generated from the help strings of `nmt_cli/config/sections.py` by `{REGENERATE}`;",
         "edit those and regenerate rather than editing this page "
-        "(`tests/test_config_doc.py` checks it).",
+        "(`tests/config/test_config_doc.py` checks it).",
         "How recipes are written, `base:` and `--set`: [recipes.md](recipes.md).",
         "",
         'A key left out takes its default. "on resume": whether the key may differ when '

@@ -296,7 +296,7 @@ def encoded_lines(lines: list[str]) -> tuple[bytes, np.ndarray]:
 # Every character str.split() splits on, as UTF-8: the ASCII ones are bytes below 32 (other
 # control bytes are flagged too, which costs only a needless re-normalisation) and the space;
 # the others start with byte C2, E1, E2 or E3 and are told apart by the next two
-# (tests/test_pairs.py checks them against every code point).
+# (tests/data/test_pairs.py checks them against every code point).
 def _wide_spaces(arr: np.ndarray) -> np.ndarray:
     """Positions in UTF-8 ``arr`` of U+0085, U+00A0, U+1680, U+2000-U+200A, U+2028, U+2029,
     U+202F, U+205F and U+3000."""

@@ -6,8 +6,8 @@ from sacrebleu.metrics import BLEU
 
 from nmt_cli.evaluation import scores as scoring
 from nmt_cli.runtime.errors import UserError
+from tests.cli.test_cli import nmt
 from tests.conftest import MIRROR, multi30k_lines
-from tests.test_cli import nmt
 
 
 def test_scores_match_sacrebleu_and_carry_signatures():

@@ -17,7 +17,7 @@ import yaml
 
 from tests.conftest import MIRROR, multi30k_lines, tiny_recipe_dict, write_slice
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def nmt(*args, input: bytes | None = None, cwd=None, timeout=300, env=None):

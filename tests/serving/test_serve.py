@@ -22,7 +22,7 @@ pytest.importorskip("uvicorn")
 
 from conftest import multi30k_lines, trained_copy  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,7 @@ from nmt_cli.decoding.constraints import (
 )
 from nmt_cli.decoding.search import beam_search
 from nmt_cli.decoding.shortlist import Candidates
-from tests.test_search import model, ragged_batch, sequence_logprob
+from tests.decoding.test_search import model, ragged_batch, sequence_logprob
 
 
 def unlikely_tokens(m, src, lengths, n, k=4):

@@ -622,7 +622,7 @@ def cli_env() -> dict:
     import os
     from pathlib import Path
 
-    root = str(Path(__file__).resolve().parent.parent)
+    root = str(Path(__file__).resolve().parents[2])
     return {**os.environ, "PYTHONPATH": root, "OMP_NUM_THREADS": "1"}
 
 

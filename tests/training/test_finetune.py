@@ -10,8 +10,8 @@ from nmt_cli.runtime.errors import CheckpointError, DataError
 from nmt_cli.training import checkpoint as ckpt
 from nmt_cli.training.finetune import initial_tokenizer
 from nmt_cli.training.loop import Trainer, train
+from tests.cli.test_cli import nmt, one_line_error
 from tests.conftest import tiny_recipe_dict, trained_copy, write_slice
-from tests.test_cli import nmt, one_line_error
 
 
 @pytest.fixture(scope="module")

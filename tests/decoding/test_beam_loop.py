@@ -14,7 +14,7 @@ from nmt_cli.decoding.search import beam_search, greedy
 from nmt_cli.decoding.settings import SearchSettings
 from nmt_cli.decoding.shortlist import Shortlist
 from nmt_cli.decoding.steps import REPEAT_GUARD_FROM, REPEAT_NGRAM
-from tests.test_search import V, model, ragged_batch
+from tests.decoding.test_search import V, model, ragged_batch
 
 LOOPING = 7  # the token the looping model prefers at every step
 

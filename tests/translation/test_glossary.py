@@ -7,7 +7,7 @@ import pytest
 from nmt_cli.decoding.sampling import Sampling
 from nmt_cli.runtime.errors import UserError
 from nmt_cli.translation.glossary import Glossary, Term, as_glossary, merged, read_glossary
-from tests.test_translate import trained, translator  # noqa: F401 (the fixture)
+from tests.translation.test_translate import trained, translator  # noqa: F401 (the fixture)
 
 LINES = [
     "A man is riding a bike.",

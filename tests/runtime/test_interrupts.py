@@ -12,8 +12,8 @@ import yaml
 
 from nmt_cli.runtime.interrupts import Interrupted, task, unfinished
 from nmt_cli.training import checkpoint as ckpt
+from tests.cli.test_cli import ROOT
 from tests.conftest import multi30k_lines, tiny_recipe_dict, trained_copy, write_slice
-from tests.test_cli import ROOT
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ from nmt_cli.config.recipes import load_recipe, recipe_differences, recipe_from_
 from nmt_cli.config.sections import Recipe
 from nmt_cli.runtime.errors import ConfigError
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def write(tmp_path, text: str) -> Path:

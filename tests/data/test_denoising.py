@@ -13,7 +13,7 @@ from nmt_cli.data.store import load_meta, load_split, load_text
 from nmt_cli.data.tokenizer import Tokenizer, normalize
 from nmt_cli.runtime.errors import ConfigError
 from tests.conftest import multi30k_lines, tiny_recipe_dict
-from tests.test_multilingual import TRAINED, multi_recipe, write_three
+from tests.data.test_multilingual import TRAINED, multi_recipe, write_three
 
 
 def test_noise_drops_some_words_and_moves_none_more_than_k_places():

@@ -335,7 +335,7 @@ def test_back_translated_pairs_carry_their_token_and_mix_at_the_ratio(tmp_path):
 
 
 def test_serve_lists_every_direction_and_pivots_untrained_ones_unless_named(multi_run):
-    from tests.test_serve import Server
+    from tests.serving.test_serve import Server
 
     recipe, run_dir, _ = multi_run
     name = recipe.name

@@ -13,7 +13,7 @@ from nmt_cli.runtime.device import (
     resolve_precision,
 )
 from nmt_cli.runtime.errors import UserError
-from tests.test_cli import nmt, one_line_error
+from tests.cli.test_cli import nmt, one_line_error
 
 
 def test_precision_auto_uses_bf16_only_on_a_cpu_whose_hardware_has_it():

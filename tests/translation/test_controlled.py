@@ -2,7 +2,7 @@ import pytest
 
 from nmt_cli.serving.request_options import hold_back, text_confidences
 from nmt_cli.translation.results import Translation
-from tests.test_serve import Server, run_dir  # noqa: F401 (the fixture)
+from tests.serving.test_serve import Server, run_dir  # noqa: F401 (the fixture)
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +83,7 @@ def test_page_shows_confidence_and_retranslates_after_an_edited_beginning(contro
     from selenium.webdriver.common.keys import Keys
     from selenium.webdriver.support.ui import WebDriverWait
 
-    from tests.test_serve import chromium_driver
+    from tests.serving.test_serve import chromium_driver
 
     s = controlled_server
     driver = chromium_driver()

@@ -1,6 +1,6 @@
 """Separate encoder and decoder depths, residual connections and layer normalisation between
 stacked layers (nmt_cli/model/stacked.py, the bridge's alignment of depths, the decoding paths).
-The equations themselves are checked against the plain reference in tests/test_seq2seq.py."""
+The equations themselves are checked against the plain reference in tests/model/test_seq2seq.py."""
 
 import itertools
 

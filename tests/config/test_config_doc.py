@@ -7,7 +7,7 @@ from nmt_cli.config.recipes import recipe_from_dict
 from nmt_cli.config.reference import REGENERATE, SECTION_PURPOSE, key_rows, render, sections
 from nmt_cli.config.sections import RESUMABLE_KEYS, Recipe
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PAGE = ROOT / "docs" / "recipe-keys.md"
 
 
