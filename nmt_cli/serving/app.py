@@ -199,15 +199,28 @@ class Service:
         return results
 
 
+def _alternative_json(alternative, alignments: bool) -> dict:
+    """One of a translation's n best: its text, scores and confidence, and its own word
+    alignment where alignments are asked for."""
+    out = {
+        "text": alternative.text,
+        "score": round(alternative.score, 4),
+        "norm_score": round(alternative.norm_score, 4),
+        "confidence": (
+            None if alternative.confidence is None else round(alternative.confidence, 4)
+        ),
+    }
+    if alignments:
+        out["alignment"] = " ".join(f"{i}-{j}" for i, j in alternative.alignment or [])
+    return out
+
+
 def _translation_json(tr, nbest: int, alignments: bool, attention: bool) -> dict:
     out = {
         "text": tr.text,
         "score": round(tr.score, 4),
         "confidence": None if tr.confidence is None else round(tr.confidence, 4),
-        "nbest": [
-            {"text": a.text, "score": round(a.score, 4), "norm_score": round(a.norm_score, 4)}
-            for a in tr.alternatives[:nbest]
-        ],
+        "nbest": [_alternative_json(a, alignments) for a in tr.alternatives[:nbest]],
     }
     if alignments:
         out["alignment"] = " ".join(f"{i}-{j}" for i, j in tr.alignment or [])

@@ -191,7 +191,9 @@ def test_native_translate_gives_nbest_alignment_and_word_attention(server, cli, 
     aligned = [cli["aligned"][line] for line in lines]
     api = [
         t.translation
-        for t in translate_texts(Translator.load(run_dir, device="cpu"), lines, nbest=2)
+        for t in translate_texts(
+            Translator.load(run_dir, device="cpu"), lines, nbest=2, alignments=True
+        )
     ]
     status, body = server.json(
         "POST", "/v1/translate", {"src": lines, "nbest": 2, "alignments": True, "attention": True}
@@ -203,6 +205,13 @@ def test_native_translate_gives_nbest_alignment_and_word_attention(server, cli, 
         assert [(a["text"], a["score"]) for a in tr["nbest"]] == [
             (a.text, pytest.approx(a.score, abs=1e-4)) for a in api[k].alternatives
         ]
+        # each alternative with its own alignment and confidence, the first the best's
+        assert [a["alignment"] for a in tr["nbest"]] == [
+            " ".join(f"{i}-{j}" for i, j in a.alignment) for a in api[k].alternatives
+        ]
+        assert tr["nbest"][0]["alignment"] == tr["alignment"]
+        assert tr["nbest"][0]["confidence"] == tr["confidence"]
+        assert all(0 <= a["confidence"] <= 1 for a in tr["nbest"])
         att = tr["attention"]
         assert att["source_words"] == lines[k].split()
         assert len(att["target_words"]) == len(tr["text"].split()) == len(att["weights"])
