@@ -215,9 +215,15 @@ class TrainingLog:
         if device.type == "cpu":
             n = torch.get_num_threads()
             threads = f", {n} CPU thread{'s' if n > 1 else ''} (--threads to change)"
+        stack = ""
+        if (model.encoder_depth, model.decoder_depth) != (1, 1):
+            between = [name for name in ("residual", "layer_norm") if getattr(model, name)]
+            stack = f", {model.encoder_depth} + {model.decoder_depth} layers" + "".join(
+                f" {name}" for name in between
+            )
         log.info(
             f"model: {parameters / 1e6:.2f}M parameters, {model.rnn} {model.attention} "
-            f"attention, {model.decoder} decoder; device {device}, {precision}{threads}; "
+            f"attention, {model.decoder} decoder{stack}; device {device}, {precision}{threads}; "
             f"{pairs} training pairs"
         )
         if epoch_mix:

@@ -86,3 +86,18 @@ def test_a_disabled_log_writes_nothing(tmp_path):
     tl.step(50, 0, 1.0, 1e-3, 10, 1.0, 0.0)
     tl.finish({})
     assert list(tmp_path.iterdir()) == [] and tl.bar is None
+
+
+def test_the_model_line_names_separate_depths_and_what_stands_between_layers(tmp_path, caplog):
+    import torch
+
+    from nmt_cli.config.sections import ModelConfig
+
+    tl = TrainingLog(tmp_path, TrainConfig(), progress_bar=False)
+    with caplog.at_level(logging.INFO, logger="nmt"):
+        tl.describe(1_000_000, ModelConfig(), torch.device("cpu"), "fp32", 10)
+        deep = ModelConfig(encoder_layers=3, decoder_layers=1, residual=True, layer_norm=True)
+        tl.describe(2_000_000, deep, torch.device("cpu"), "fp32", 10)
+    first, second = [r.getMessage() for r in caplog.records if r.getMessage().startswith("model:")]
+    assert "layers" not in first  # a one-layer model reads as before
+    assert "decoder, 3 + 1 layers residual layer_norm; device cpu" in second
