@@ -66,7 +66,8 @@ class Step(NamedTuple):
 
 
 class Strategy(Protocol):
-    """How a beam picks its continuations; the loop does the rest (module doc)."""
+    """How a beam picks its continuations; the loop does the rest (module doc). A step that
+    subclasses it takes the defaults of ``vocabulary`` and ``lengths``."""
 
     # may done sentences leave the batch (False where a step's draws depend on the batch's rows)
     leaves: bool
@@ -75,10 +76,13 @@ class Strategy(Protocol):
     fixed_union: bool
 
     def vocabulary(self, vocab):
-        """The vocabulary to decode over, given the batch's shortlist (None: all)."""
+        """The vocabulary to decode over, given the batch's shortlist (None: all); by default
+        the shortlist itself."""
+        return vocab
 
     def lengths(self, limit: torch.Tensor) -> torch.Tensor:
-        """The length caps, given the configured ones."""
+        """The length caps, given the configured ones; by default those."""
+        return limit
 
     def step(self, t, logp, alive_logp, weights, columns, limit) -> Step:
         """The candidates at step ``t`` from ``logp`` (N, K, V) and ``alive_logp`` (N, K)."""

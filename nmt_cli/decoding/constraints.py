@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 import torch
 
 from nmt_cli.data.tokenizer import EOS, PAD
-from nmt_cli.decoding.beam import NEG_INF, Step, beam_loop
+from nmt_cli.decoding.beam import NEG_INF, Step, Strategy, beam_loop
 from nmt_cli.decoding.settings import SearchSettings, settings_with
 from nmt_cli.decoding.shortlist import Candidates
 from nmt_cli.decoding.steps import Hypothesis
@@ -161,7 +161,7 @@ def _pad(rows: list[list[int]], width: int) -> torch.Tensor:
     return out
 
 
-class Constrained:
+class Constrained(Strategy):
     """The beam step of dynamic beam allocation (Post & Vilar 2018, vectorized as Hu et al. 2019;
     module doc) for a batch of sentences with their ``forced`` terms and prefixes: candidates
     from the top K, each hypothesis's best and each term's next token, K slots round-robin over

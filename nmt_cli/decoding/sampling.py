@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 import torch
 
 from nmt_cli.data.tokenizer import EOS
-from nmt_cli.decoding.beam import NEG_INF, Step, beam_loop
+from nmt_cli.decoding.beam import NEG_INF, Step, Strategy, beam_loop
 from nmt_cli.decoding.settings import SearchSettings
 from nmt_cli.decoding.steps import Hypothesis
 from nmt_cli.runtime.errors import UserError
@@ -43,7 +43,7 @@ class Sampling:
         return torch.Generator().manual_seed(self.seed * SEED_STRIDE + first_sentence)
 
 
-class Sampled:
+class Sampled(Strategy):
     """The beam step that draws one token per sentence, y_t ~ softmax(log p(y | y_<t, x) / T)
     over the ``topk`` most probable (all when 0), and adds its untempered log-probability to the
     score. Done sentences stay in the batch: every step draws for every row of the batch, so a
@@ -54,12 +54,6 @@ class Sampled:
 
     def __init__(self, how: Sampling, generator: torch.Generator):
         self.how, self.generator = how, generator
-
-    def vocabulary(self, vocab):
-        return vocab
-
-    def lengths(self, limit: torch.Tensor) -> torch.Tensor:
-        return limit
 
     def step(self, t, logp, alive_logp, weights, columns, limit) -> Step:
         n, k, v = logp.shape

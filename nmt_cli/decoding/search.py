@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from nmt_cli.data.tokenizer import BOS, EOS, PAD
-from nmt_cli.decoding.beam import NEG_INF, Step, beam_loop
+from nmt_cli.decoding.beam import NEG_INF, Step, Strategy, beam_loop
 from nmt_cli.decoding.settings import SearchSettings, settings_with
 from nmt_cli.decoding.shortlist import Candidates
 from nmt_cli.decoding.steps import (
@@ -47,7 +47,7 @@ __all__ = [
 ]
 
 
-class TopK:
+class TopK(Strategy):
     """The plain beam step: the K best continuations over all alive hypotheses,
     score(y_1..t) = score(y_1..t-1) + log p(y_t | y_<t, x); of them the ones within the K - F
     slots the finished hypotheses leave finish on EOS or stay alive."""
@@ -59,12 +59,6 @@ class TopK:
         self.k = k
         self.width = torch.full((b, 1), k, dtype=torch.long, device=device)  # K minus finished
         self.rank = torch.arange(k, device=device)
-
-    def vocabulary(self, vocab):
-        return vocab
-
-    def lengths(self, limit: torch.Tensor) -> torch.Tensor:
-        return limit
 
     def step(self, t, logp, alive_logp, weights, columns, limit) -> Step:
         n, k, v = logp.shape

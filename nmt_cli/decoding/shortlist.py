@@ -100,6 +100,17 @@ class Shortlist:
         }
 
     @classmethod
+    def from_arrays(cls, frequent: np.ndarray, table: np.ndarray, ranked: bool = True) -> Shortlist:
+        """A Shortlist of the numpy arrays that counting gives or a run dir stores."""
+        import torch  # here, not at the top: preprocessing never loads torch
+
+        return cls(
+            torch.from_numpy(frequent.astype(np.int64)),
+            torch.from_numpy(table.astype(np.int64)),
+            ranked=ranked,
+        )
+
+    @classmethod
     def from_payload(cls, payload: dict) -> Shortlist:
         return cls(
             payload["frequent"].long(),
@@ -114,22 +125,9 @@ def _special_ids():
     return torch.tensor(SPECIALS, dtype=torch.long)
 
 
-def learn_shortlist(
-    src_ids: np.ndarray,
-    src_offsets: np.ndarray,
-    tgt_ids: np.ndarray,
-    tgt_offsets: np.ndarray,
-    src_vocab: int,
-    tgt_vocab: int,
-    **options,
-) -> Shortlist:
-    """The Shortlist of ``count_shortlist`` (same arguments)."""
-    import torch
-
-    frequent, table = count_shortlist(
-        src_ids, src_offsets, tgt_ids, tgt_offsets, src_vocab, tgt_vocab, **options
-    )
-    return Shortlist(torch.from_numpy(frequent), torch.from_numpy(table))
+def learn_shortlist(*arrays: np.ndarray | int, **options) -> Shortlist:
+    """The Shortlist of ``count_shortlist`` (the same arguments)."""
+    return Shortlist.from_arrays(*count_shortlist(*arrays, **options))
 
 
 def merge_shortlists(shortlists: list[Shortlist | None]) -> Shortlist | None:
@@ -175,10 +173,7 @@ def _interleave_unique(lists: list[torch.Tensor]) -> torch.Tensor:
 
 def learn_split_shortlist(data_dir, tokenizer) -> Shortlist:
     """The vocabulary shortlist of the stored training split (``count_split_shortlist``)."""
-    import torch  # here, not at the top: preprocessing never loads torch
-
-    frequent, table = count_split_shortlist(data_dir, tokenizer)
-    return Shortlist(torch.from_numpy(frequent), torch.from_numpy(table))
+    return Shortlist.from_arrays(*count_split_shortlist(data_dir, tokenizer))
 
 
 def save_shortlist(data_dir, shortlist: Shortlist) -> None:
@@ -190,13 +185,4 @@ def save_shortlist(data_dir, shortlist: Shortlist) -> None:
 def load_shortlist(run_dir) -> Shortlist | None:
     """The run's shortlist, or None for data preprocessed before shortlists existed."""
     arrays = load_shortlist_arrays(run_dir)
-    if arrays is None:
-        return None
-    import torch  # here, not at the top: preprocessing never loads torch
-
-    frequent, table, ranked = arrays
-    return Shortlist(
-        torch.from_numpy(frequent.astype(np.int64)),
-        torch.from_numpy(table.astype(np.int64)),
-        ranked=ranked,
-    )
+    return None if arrays is None else Shortlist.from_arrays(*arrays)
