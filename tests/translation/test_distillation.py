@@ -225,3 +225,43 @@ def test_preprocess_command_refuses_a_teacher_of_other_languages_in_one_line(
     assert result.returncode == 2 and len(err) == 1, err
     assert err[0] == f"nmt: error: data.teacher: {run} translates en-fr, not the recipe's fr-en"
     assert not (tmp_path / "out").exists()
+
+
+def test_a_tsv_corpus_is_distilled_line_for_line_and_a_line_without_tab_still_counted(
+    teacher, corpus, tmp_path
+):
+    run, translator = teacher
+    english = Path(corpus["train"].format(lang="en")).read_text(encoding="utf-8").splitlines()
+    french = Path(corpus["train"].format(lang="fr")).read_text(encoding="utf-8").splitlines()
+    rows = [f"{e}\t{f}" for e, f in zip(english[:30], french[:30])]
+    rows[4] = "a line without its translation"
+    (tmp_path / "train.tsv").write_text("\n".join(rows) + "\n", encoding="utf-8")
+    recipe = student(
+        {**corpus, "train": str(tmp_path / "train.tsv")}, [run], format="tsv", max_ratio=1000.0
+    )
+    distil(recipe, tmp_path / "run", lambda m: None)
+    lines = distilled_file(tmp_path / "run", 0).read_text(encoding="utf-8").splitlines()
+    assert lines[4] == "a line without its translation"
+    pairs = [line.split("\t") for i, line in enumerate(lines) if i != 4]
+    wanted = [e for i, e in enumerate(english[:30]) if i != 4]
+    assert [s for s, _ in pairs] == wanted
+    assert [t for _, t in pairs] == texts(translator.translate(wanted))
+    meta = preprocess(recipe, tmp_path / "run", log=lambda m: None)
+    assert meta["corpora"][0]["read"] == 30
+    assert meta["corpora"][0]["dropped"] == {"no tab (not source<TAB>target)": 1}
+
+
+def test_shard_without_a_teacher_is_refused_in_one_line(corpus, tmp_path):
+    path = tmp_path / "plain.yaml"
+    path.write_text(yaml.safe_dump(tiny_recipe_dict(corpus)), encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, "-m", "nmt_cli", "preprocess", str(path), "--shard", "0/2"],
+        capture_output=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=300,
+    )
+    err = result.stderr.decode().strip().splitlines()
+    assert result.returncode == 2 and len(err) == 1, err
+    assert "--shard: shares a teacher's translations" in err[0]
+    assert not (tmp_path / "runs").exists()
