@@ -1,7 +1,9 @@
 """Sequence-level knowledge distillation (Kim & Rush, 2016): the training sources x translated by
 a teacher, y' = the teacher's search output for x (its recipe's ``decode`` settings: beam, length
 penalty, shortlist; several runs decode as their ensemble, log p = mean_m log p_m), and the
-student trained on the pairs (x, y') in place of (x, y).
+student trained on the pairs (x, y') in place of (x, y). Each line is translated whole, as the
+one sentence a training pair is (Translator.translate; `nmt translate`'s cutting of long lines at
+clauses is for documents).
 
 `nmt preprocess` runs :func:`distil` before the data pipeline, which then reads the distilled
 corpora (nmt_cli/data/distilled.py). The sources stream through in chunks of ``chunk_lines`` lines,
@@ -59,7 +61,8 @@ class Chunk:
         fields = [line.split("\t", 1) for line in split_block(self.block[0])]
         return [normalize(f[0]) if len(f) == 2 else None for f in fields]
 
-    def lines_without_tab(self) -> list[str]:
+    def whole_lines(self) -> list[str]:
+        """Each line as read, normalised (a TSV line without a tab is kept so)."""
         return [normalize(line) for line in split_block(self.block[0])]
 
 
@@ -151,7 +154,7 @@ def _start(folder: Path, plan: dict, log: Callable[[str], None]) -> None:
 
 def _write_chunk(path: Path, chunk: Chunk, sources: list[str | None], texts: list[str]) -> None:
     """The chunk's lines as ``source<TAB>translation``; a TSV line without a tab as it was."""
-    raw = chunk.lines_without_tab() if None in sources else None
+    raw = chunk.whole_lines() if None in sources else None
     found = iter(texts)
     lines = [
         raw[i] if s is None else f"{s}\t{normalize(next(found))}" for i, s in enumerate(sources)
