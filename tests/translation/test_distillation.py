@@ -265,3 +265,24 @@ def test_shard_without_a_teacher_is_refused_in_one_line(corpus, tmp_path):
     assert result.returncode == 2 and len(err) == 1, err
     assert "--shard: shares a teacher's translations" in err[0]
     assert not (tmp_path / "runs").exists()
+
+
+def test_train_on_a_run_dir_without_data_distils_first(teacher, corpus, tmp_path):
+    run, _ = teacher
+    path = tmp_path / "student.yaml"
+    path.write_text(
+        yaml.safe_dump(tiny_recipe_dict({**corpus, "teacher": [str(run)]})), encoding="utf-8"
+    )
+    out = tmp_path / "out"
+    result = subprocess.run(
+        [sys.executable, "-m", "nmt_cli", "train", str(path), "--run-dir", str(out)]
+        + ["--max-steps", "1", "--threads", "1", "--device", "cpu"],
+        capture_output=True,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr.decode()[-2000:]
+    meta = json.loads((out / "data" / "meta.json").read_text())
+    assert meta["corpora"][0]["corpus"] == f"teacher({corpus['train']})"
+    assert distilled_file(out, 0).is_file() and (out / "checkpoints" / "last.pt").is_file()
