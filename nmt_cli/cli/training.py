@@ -36,23 +36,79 @@ def _inherited_tokenizer(recipe: Recipe) -> tuple[Tokenizer, Path] | None:
     return initial_tokenizer(recipe)
 
 
+def _distil(
+    recipe: Recipe,
+    out: Path,
+    log,
+    shard: str | None = None,
+    threads: int | None = None,
+    device: str = "auto",
+) -> bool:
+    """The teacher's translations of the training sources (data.teacher), made or resumed in
+    ``out``/teacher before the data pipeline reads them; False when a --shard left the rest to
+    other processes."""
+    # here, not at the top: a teacher means torch, which preprocessing alone never loads
+    startup.import_torch()
+    from nmt_cli.runtime.device import configure_threads
+    from nmt_cli.translation.distillation import distil
+    from nmt_cli.translation.shards import parse_shard
+
+    part = parse_shard(shard) if shard is not None else None
+    configure_threads(threads)
+    left = f"distillation into {out / 'teacher'} stopped; the same command resumes it"
+    with task(left):
+        progress = distil(recipe, out, log, shard=part, device=device)
+    if progress.translated:
+        log(
+            f"teacher: {progress.lines} training sources translated in {progress.seconds:.0f} s "
+            f"({progress.lines / max(progress.seconds, 1e-9):.1f} sentences/s); "
+            f"{progress.found} chunks were already done"
+        )
+    if part is not None:
+        log(
+            f"shard {part[0]}/{part[1]}: its chunks are translated ({progress.others} belong to "
+            "other shards); once every shard is done, nmt preprocess without --shard joins them "
+            "and preprocesses"
+        )
+    return progress.complete
+
+
 @app.command()
 @startup.command("preprocessing stopped before it began; nothing was written", uses_torch=False)
 def preprocess(
     recipe: Annotated[Path, typer.Argument(help="YAML recipe, e.g. recipes/en-fr.yaml")],
     run_dir: RunDirOption = None,
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            help="I/N: with data.teacher, translate only the training sources' chunks k with k "
+            "mod N = I into the run dir (shared by N processes or machines), then stop; 'rank' "
+            "takes I/N from torchrun's RANK/WORLD_SIZE. A run without --shard translates what "
+            "is left and preprocesses."
+        ),
+    ] = None,
+    threads: ThreadsOption = None,
+    device: DeviceOption = "auto",
     set_: SetOption = None,
 ) -> None:
     """Fetch the corpus, clean and filter it, learn SentencePiece, and store encoded splits in
-    the run dir."""
+    the run dir. With data.teacher, the teacher first translates the training sources (resumable:
+    the same command continues where a stopped one left off), and the student trains on them."""
     # here, not at the top: numpy, SentencePiece and the corpus code load with the command
     from nmt_cli.data.preprocess import preprocess as run_preprocess
 
     r = _recipe(recipe, set_)
     out = _run_dir(r, run_dir)
+    if shard is not None and not r.data.teacher:
+        raise UserError(
+            "--shard: shares a teacher's translations, and the recipe has no data.teacher"
+        )
+    log = lambda m: typer.echo(m, err=True)
     inherited = _inherited_tokenizer(r)
+    if r.data.teacher and not _distil(r, out, log, shard, threads, device):
+        return
     with task(f"preprocessing into {out} did not finish; run nmt preprocess again"):
-        run_preprocess(r, out, log=lambda m: typer.echo(m, err=True), inherited=inherited)
+        run_preprocess(r, out, log=log, inherited=inherited)
     typer.echo(f"preprocessed into {out}", err=True)
 
 
@@ -106,8 +162,11 @@ def train(
     # a device mismatch fails before preprocessing, and so does an initial model that cannot be used
     resolve_precision(r.train.precision, pick_device(device))
     inherited = _inherited_tokenizer(r)
+    log = lambda m: typer.echo(m, err=True)
+    if r.data.teacher and not (out / "data" / "meta.json").exists():
+        _distil(r, out, log, threads=threads, device=device)
     with task(f"preprocessing into {out} did not finish; run the same command again"):
-        ensure_preprocessed(r, out, log=lambda m: typer.echo(m, err=True), inherited=inherited)
+        ensure_preprocessed(r, out, log=log, inherited=inherited)
     summary = run_train(r, out, device=device, restart=restart)
     typer.echo(
         json.dumps(

@@ -122,6 +122,32 @@ def _check_consistency(recipe: Recipe, origin: str) -> None:
         raise ConfigError(f"{origin}: tgt: source and target language are both '{recipe.src}'")
     check_directions(recipe, origin)
     check_denoise(recipe, origin)
+    _check_teacher(recipe, origin)
+
+
+def _check_teacher(recipe: Recipe, origin: str) -> None:
+    """data.teacher distils one pair's plain training corpora (the run itself is checked when
+    nmt preprocess loads it: nmt_cli/translation/distillation.py)."""
+    data = recipe.data
+    if not data.teacher:
+        if data.teacher_keep_references:
+            raise ConfigError(
+                f"{origin}: data.teacher_keep_references: needs data.teacher (the run whose "
+                "translations the references are kept beside)"
+            )
+        return
+    if any(not run.strip() for run in data.teacher):
+        raise ConfigError(f"{origin}: data.teacher: an empty name; give a run dir or checkpoint")
+    for key, value in (
+        ("directions", data.directions),
+        ("back_translated", data.back_translated),
+        ("denoise", data.denoise),
+    ):
+        if value:
+            raise ConfigError(
+                f"{origin}: data.teacher: distils one language pair's plain corpora; leave "
+                f"data.{key} out"
+            )
 
 
 def parse_value(text: str) -> Any:

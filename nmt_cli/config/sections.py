@@ -136,6 +136,17 @@ class DataConfig(Section):
         help="back-translated pairs drawn each epoch per real pair of the direction (0 = every "
         "back-translated pair once an epoch)",
     )
+    teacher: list[str] = _opt(
+        [],
+        help="sequence-level distillation: a run dir or checkpoint (a list: their ensemble) whose "
+        "translations of the training sources, with its recipe's decode settings, replace the "
+        "references; nmt preprocess makes them in resumable chunks under <run dir>/teacher "
+        "(docs/recipes.md#distilling-a-student); empty = train on the references",
+    )
+    teacher_keep_references: bool = _opt(
+        False,
+        help="data.teacher: also train on the original pairs, after the distilled ones",
+    )
 
 
 @dataclass

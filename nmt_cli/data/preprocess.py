@@ -31,6 +31,7 @@ from nmt_cli.config.recipes import save_recipe
 from nmt_cli.config.sections import Recipe
 from nmt_cli.data import corpora
 from nmt_cli.data.arrays import SideWriter, id_dtype
+from nmt_cli.data.distilled import train_sources
 from nmt_cli.data.multilingual import (
     directions_heldout,
     encode_tagged_source,
@@ -48,7 +49,7 @@ from nmt_cli.data.pairs import (
     encoded_lines,
     split_block,
 )
-from nmt_cli.data.splits import pair_source, save_tok_references, split_names, train_entries
+from nmt_cli.data.splits import pair_source, save_tok_references, split_names
 from nmt_cli.data.store import DATA_FORMAT, count_split_shortlist, save_shortlist_arrays
 from nmt_cli.data.tokenizer import Tokenizer, normalize
 from nmt_cli.data.tokenizer_sample import TEXT_CHUNK, learn_tokenizer, nothing_kept
@@ -336,8 +337,8 @@ def _preprocess(
     _prepare_data_dir(data_dir, log)
     if is_tagged(recipe):  # several directions, or a back-translated corpus
         sources = training_sources(recipe, data_dir)
-    else:
-        sources = [pair_source(recipe, entry) for entry in train_entries(recipe)]
+    else:  # one pair: data.train, or its teacher's translations (nmt_cli/data/distilled.py)
+        sources = train_sources(recipe, run_dir)
     for path in (
         path for source in sources for path in source.files
     ):  # fail now, not after a long pass
