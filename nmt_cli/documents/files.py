@@ -106,6 +106,8 @@ def translate_file(
         document = document[1:] if bom else document
         if fmt == "md":
             translated = translate_markdown(document, translate)
+        elif fmt == "text":  # each line a text: the layer cuts a text at its line breaks anyway
+            translated = "\n".join(translate(document.split("\n"), "text"))
         else:
             (translated,) = translate([document], fmt)
         target.write(((_BOM if bom else "") + translated).encode("utf-8"))
@@ -126,16 +128,24 @@ def _read_text(source: BinaryIO, name: str, most: int) -> str:
 
 
 def counted_characters(
-    source: BinaryIO, fmt: str, name: str = "stdin", limits: FileLimits | None = None
+    source: BinaryIO,
+    fmt: str,
+    name: str = "stdin",
+    limits: FileLimits | None = None,
+    sample: list[str] | None = None,
 ) -> int:
     """How many characters of the file in ``source`` would be translated (its texts without
-    markup), read without translating; ``source`` is left where it began."""
+    markup), read without translating; ``source`` is left where it began. ``sample``, when
+    given, gets the first texts (to identify the language by)."""
     total = 0
 
     def count(texts: Sequence[str], kind: str) -> list[str]:
         nonlocal total
         for text in texts:
-            total += len(re.sub(r"<[^>]*>", "", text) if kind == "html" else text)
+            words = re.sub(r"<[^>]*>", " ", text) if kind == "html" else text
+            total += len(words)
+            if sample is not None and sum(map(len, sample)) < 2000:
+                sample.append(" ".join(words.split()) + " ")
         return list(texts)
 
     start = source.tell()
