@@ -51,8 +51,13 @@ def docx(title: str, before: str, bold: str, after: str, link: str, cell: str) -
     document = f"""<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
 <w:document {W_NS}><w:body>
 <w:p><w:pPr><w:pStyle w:val="Heading1"/></w:pPr><w:r><w:t>{title}</w:t></w:r></w:p>
-<w:p><w:r><w:t xml:space="preserve">{before} </w:t></w:r><w:r><w:rPr><w:b/></w:rPr><w:t>{bold}</w:t></w:r><w:r><w:t xml:space="preserve"> {after} </w:t></w:r><w:hyperlink r:id="rId9"><w:r><w:rPr><w:i/></w:rPr><w:t>{link}</w:t></w:r></w:hyperlink><w:r><w:t>.</w:t><w:tab/><w:t>{title}</w:t></w:r></w:p>
-<w:p><w:pPr><w:numPr><w:ilvl w:val="0"/><w:numId w:val="1"/></w:numPr></w:pPr><w:r><w:t>{cell}</w:t></w:r></w:p>
+<w:p><w:r><w:t xml:space="preserve">{before} </w:t></w:r>
+<w:r><w:rPr><w:b/></w:rPr><w:t>{bold}</w:t></w:r>
+<w:r><w:t xml:space="preserve"> {after} </w:t></w:r>
+<w:hyperlink r:id="rId9"><w:r><w:rPr><w:i/></w:rPr><w:t>{link}</w:t></w:r></w:hyperlink>
+<w:r><w:t>.</w:t><w:tab/><w:t>{title}</w:t></w:r></w:p>
+<w:p><w:pPr><w:numPr><w:ilvl w:val="0"/><w:numId w:val="1"/></w:numPr></w:pPr>
+<w:r><w:t>{cell}</w:t></w:r></w:p>
 <w:tbl><w:tr><w:tc><w:p><w:r><w:t>{cell}</w:t></w:r></w:p></w:tc></w:tr></w:tbl>
 <w:sectPr/></w:body></w:document>"""
     return _zip(
@@ -73,12 +78,20 @@ def pptx(title: str, before: str, bold: str, notes: str) -> bytes:
     p = 'xmlns:p="http://schemas.openxmlformats.org/presentationml/2006/main"'
     slide = f"""<?xml version="1.0" encoding="UTF-8" standalone="yes"?>
 <p:sld {a} {p}><p:cSld><p:spTree>
-<p:sp><p:txBody><a:bodyPr/><a:p><a:r><a:rPr lang="en-US"/><a:t>{title}</a:t></a:r></a:p></p:txBody></p:sp>
-<p:sp><p:txBody><a:bodyPr/><a:p><a:pPr lvl="1"/><a:r><a:rPr lang="en-US"/><a:t xml:space="preserve">{before} </a:t></a:r><a:r><a:rPr lang="en-US" b="1"/><a:t>{bold}</a:t></a:r><a:fld id="{{1}}" type="slidenum"><a:t>1</a:t></a:fld><a:endParaRPr lang="en-US"/></a:p></p:txBody></p:sp>
+<p:sp><p:txBody><a:bodyPr/>
+<a:p><a:r><a:rPr lang="en-US"/><a:t>{title}</a:t></a:r></a:p></p:txBody></p:sp>
+<p:sp><p:txBody><a:bodyPr/><a:p><a:pPr lvl="1"/>
+<a:r><a:rPr lang="en-US"/><a:t xml:space="preserve">{before} </a:t></a:r>
+<a:r><a:rPr lang="en-US" b="1"/><a:t>{bold}</a:t></a:r>
+<a:fld id="{{1}}" type="slidenum"><a:t>1</a:t></a:fld><a:endParaRPr lang="en-US"/></a:p>
+</p:txBody></p:sp>
 </p:spTree></p:cSld></p:sld>"""
     note = f"""<?xml version="1.0" encoding="UTF-8"?>
-<p:notes {a} {p}><p:cSld><p:spTree><p:sp><p:txBody><a:p><a:r><a:t>{notes}</a:t></a:r></a:p></p:txBody></p:sp></p:spTree></p:cSld></p:notes>"""
-    layout = f'<?xml version="1.0"?><p:sldLayout {a} {p}><a:p><a:r><a:t>Click</a:t></a:r></a:p></p:sldLayout>'
+<p:notes {a} {p}><p:cSld><p:spTree><p:sp><p:txBody>
+<a:p><a:r><a:t>{notes}</a:t></a:r></a:p>
+</p:txBody></p:sp></p:spTree></p:cSld></p:notes>"""
+    layout = f'<?xml version="1.0"?><p:sldLayout {a} {p}><a:p><a:r><a:t>Click</a:t></a:r></a:p>'
+    layout += "</p:sldLayout>"
     return _zip(
         [
             ("[Content_Types].xml", '<?xml version="1.0"?><Types/>'),
@@ -102,9 +115,16 @@ def odt(title: str, before: str, bold: str, link: str, item: str) -> bytes:
     content = f"""<?xml version="1.0" encoding="UTF-8"?>
 <office:document-content {ns} office:version="1.3"><office:body><office:text>
 <text:h text:outline-level="1">{title}</text:h>
-<text:p text:style-name="P1">{before} <text:span text:style-name="Bold">{bold}</text:span> <text:a xlink:href="https://example.com/x">{link}</text:a>.<text:note text:id="n1"><text:note-citation>1</text:note-citation><text:note-body><text:p>{item}</text:p></text:note-body></text:note></text:p>
+<text:p text:style-name="P1">{before} {{span}} {{a}}.{{note}}</text:p>
 <text:list><text:list-item><text:p>{item}</text:p></text:list-item></text:list>
 </office:text></office:body></office:document-content>"""
+    anchor = f'<text:a xlink:href="https://example.com/x">{link}</text:a>'
+    note = (
+        '<text:note text:id="n1"><text:note-citation>1</text:note-citation>'
+        f"<text:note-body><text:p>{item}</text:p></text:note-body></text:note>"
+    )
+    span = f'<text:span text:style-name="Bold">{bold}</text:span>'
+    content = content.replace("{span}", span).replace("{a}", anchor).replace("{note}", note)
     return _zip(
         [
             ("mimetype", "application/vnd.oasis.opendocument.text"),
@@ -133,7 +153,8 @@ def epub(title: str, before: str, bold: str, after: str) -> bytes:
     )
     chapter = f"""<?xml version="1.0" encoding="utf-8"?>
 <!DOCTYPE html>
-<html xmlns="http://www.w3.org/1999/xhtml"><head><title>{title}</title><link href="../style.css" rel="stylesheet"/></head>
+<html xmlns="http://www.w3.org/1999/xhtml"><head><title>{title}</title>
+<link href="../style.css" rel="stylesheet"/></head>
 <body><h1>{title}</h1>
 <p class="first">{before} <b>{bold}</b> <a href="ch2.xhtml#x">{after}</a>.</p>
 <pre>keep   this</pre></body></html>
