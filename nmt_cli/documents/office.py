@@ -208,24 +208,26 @@ def _rebuild(parent, pieces: list[Piece], dialect: Dialect, template) -> None:
 
 
 def _bare_text_in_runs(pieces: list[Piece], dialect: Dialect, template) -> list[Piece]:
-    """``pieces`` with bare words (aligned to no run) added to the run before them, else the one
-    after, else to a new run like the paragraph's first."""
+    """``pieces`` with bare words (aligned to no run) and spaces added to the run right before
+    them, else the next run, else the last, else a new run like the paragraph's first."""
     out: list[Piece] = []
     pending = ""
     for piece in pieces:
         if piece.kind == "text":
-            before = next((p for p in reversed(out) if p.kind == "run"), None)
-            if before is not None:
-                before.text += piece.text
+            if out and out[-1].kind == "run":
+                out[-1].text += piece.text
             else:
                 pending += piece.text
             continue
         if piece.kind == "run" and pending:
             piece.text, pending = pending + piece.text, ""
         out.append(piece)
-    if pending.strip() and template is not None:
-        run = copy.deepcopy(template)
-        out.append(Piece("run", run, text=pending))
+    if pending:
+        before = next((p for p in reversed(out) if p.kind == "run"), None)
+        if before is not None:
+            before.text += pending
+        elif pending.strip() and template is not None:
+            out.append(Piece("run", copy.deepcopy(template), text=pending))
     return out
 
 

@@ -50,10 +50,16 @@ def carrier(pieces: list[Piece]) -> tuple[str, list[Piece]]:
             n = len(registry) - 1
             if p.kind == "void":
                 out.append(f'<img data-n="{n}">')
-            elif p.kind == "run":
-                out.append(f'<span data-n="{n}">{html.escape(p.text, quote=False)}</span>')
-            else:
-                out.append(f'<span data-n="{n}">{written(p.children)}</span>')
+                continue
+            inner = html.escape(p.text, quote=False) if p.kind == "run" else written(p.children)
+            body = inner.strip()
+            if not body:
+                out.append(f'<span data-n="{n}">{inner}</span>')
+                continue
+            # Spaces at a run's edges go outside its tag, where the layer keeps them between
+            # the words (inside, two neighbouring runs could lose the space between them).
+            at = inner.index(body)
+            out.append(f'{inner[:at]}<span data-n="{n}">{body}</span>{inner[at + len(body) :]}')
         return "".join(out)
 
     return written(pieces), registry
