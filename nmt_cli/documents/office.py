@@ -55,6 +55,7 @@ class Dialect:
     boxes: frozenset[str] = frozenset()
     first: frozenset[str] = frozenset()
     last: frozenset[str] = frozenset()
+    spacing: frozenset[str] = frozenset()  # voids that separate words: tabs, line breaks
     mixed: bool = False
 
 
@@ -66,6 +67,7 @@ DOCX = Dialect(
     run_properties=W + "rPr",
     boxes=frozenset(W + t for t in ("hyperlink", "ins", "smartTag", "fldSimple", "bdo", "dir")),
     first=frozenset({W + "pPr", W + "smartTagPr"}),
+    spacing=frozenset({W + "tab", W + "br", W + "cr"}),
 )
 PPTX = Dialect(
     parts=r"ppt/(slides/slide|notesSlides/notesSlide)\d+\.xml",
@@ -75,11 +77,13 @@ PPTX = Dialect(
     run_properties=A + "rPr",
     first=frozenset({A + "pPr"}),
     last=frozenset({A + "endParaRPr"}),
+    spacing=frozenset({A + "br"}),
 )
 ODT = Dialect(
     parts=r"(content|styles)\.xml",
     paragraphs=frozenset({T + "p", T + "h"}),
     boxes=frozenset(T + t for t in ("span", "a", "meta", "ruby-base")),
+    spacing=frozenset({T + "tab", T + "line-break", T + "s"}),
     mixed=True,
 )
 DIALECTS = {"docx": DOCX, "pptx": PPTX, "odt": ODT}
@@ -112,19 +116,44 @@ def translate_part(root, dialect: Dialect, translate: Translate) -> int:
     found = [el for el in root.iter() if el.tag in dialect.paragraphs]
     work = []
     for paragraph in found:
-        pieces = _pieces(paragraph, dialect)
+        pieces, base = _based(_pieces(paragraph, dialect), dialect)
         document, registry = carrier(pieces)
         if any(p.words().strip() for p in pieces):
-            work.append((paragraph, document, registry))
+            work.append((paragraph, document, registry, base))
     changed = 0
     for at in range(0, len(work), BATCH):
         batch = work[at : at + BATCH]
-        outputs = translate([document for _, document, _ in batch], "html")
-        for (paragraph, document, registry), output in zip(batch, outputs):
+        outputs = translate([document for _, document, _, _ in batch], "html")
+        for (paragraph, document, registry, base), output in zip(batch, outputs):
             if output != document:
-                _rebuild(paragraph, pieces_of(output, registry), dialect, _template(registry))
+                _rebuild(paragraph, pieces_of(output, registry), dialect, base)
                 changed += 1
     return changed
+
+
+def _based(pieces: list[Piece], dialect: Dialect) -> tuple[list[Piece], object]:
+    """(``pieces`` with the paragraph's base runs as bare text, a base run): the base is the
+    run properties most of its text has (OOXML writes them on every run); only runs formatted
+    otherwise are carried as tags, and words the translation puts outside them go into runs
+    with the base properties."""
+    if dialect.mixed:
+        return pieces, None
+    weight: dict[bytes, int] = {}
+    for p in pieces:
+        if p.kind == "run":
+            weight[_properties(p.node, dialect)] = weight.get(_properties(p.node, dialect), 0)
+            weight[_properties(p.node, dialect)] += len(p.text)
+    if not weight:
+        return pieces, None
+    base = max(weight, key=weight.get)
+    runs = [p for p in pieces if p.kind == "run" and _properties(p.node, dialect) == base]
+    out = [Piece("text", text=p.text) if p in runs else p for p in pieces]
+    return out, runs[0].node
+
+
+def _properties(run, dialect: Dialect) -> bytes:
+    found = run.find(dialect.run_properties)
+    return b"" if found is None else etree.tostring(found)
 
 
 def _pieces(parent, dialect: Dialect) -> list[Piece]:
@@ -139,8 +168,21 @@ def _pieces(parent, dialect: Dialect) -> list[Piece]:
         elif child.tag in dialect.boxes:
             out.append(_box(child, _pieces(child, dialect)))
         else:
-            out.append(Piece("void", child))
+            out.append(_void(child, dialect))
     return out
+
+
+def _void(node, dialect: Dialect) -> Piece:
+    """A void; one that separates words where it is a tab or a line break (or a run of them)."""
+    content = (
+        [c for c in node if c.tag != dialect.run_properties] if node.tag == dialect.run else []
+    )
+    space = (
+        node.tag in dialect.spacing
+        or bool(content)
+        and all(c.tag in dialect.spacing for c in content)
+    )
+    return Piece("void", node, space=space)
 
 
 def _box(node, children: list[Piece]) -> Piece:
@@ -158,7 +200,7 @@ def _mixed_pieces(parent, dialect: Dialect) -> list[Piece]:
         if child.tag in dialect.boxes:
             out.append(_box(child, _mixed_pieces(child, dialect)))
         else:
-            out.append(Piece("void", child))
+            out.append(_void(child, dialect))
         if child.tail:
             out.append(Piece("text", text=child.tail))
     return out
@@ -170,7 +212,7 @@ def _run_pieces(run, dialect: Dialect) -> list[Piece]:
     content = [c for c in run if c.tag != dialect.run_properties]
     texts = [c for c in content if c.tag == dialect.text]
     if not texts:
-        return [Piece("void", run)]
+        return [_void(run, dialect)]
     if len(content) == 1:
         return [Piece("run", run, text=texts[0].text or "")]
     properties = [c for c in run if c.tag == dialect.run_properties]
@@ -179,17 +221,14 @@ def _run_pieces(run, dialect: Dialect) -> list[Piece]:
         single = etree.Element(run.tag, attrib=dict(run.attrib))
         single.extend(copy.deepcopy(c) for c in properties + [part])
         text = part.text or "" if part.tag == dialect.text else None
-        out.append(Piece("void", single) if text is None else Piece("run", single, text=text))
+        out.append(_void(single, dialect) if text is None else Piece("run", single, text=text))
     return out
 
 
-def _template(registry: list[Piece]):
-    return next((p.node for p in registry if p.kind == "run"), None)
-
-
-def _rebuild(parent, pieces: list[Piece], dialect: Dialect, template) -> None:
+def _rebuild(parent, pieces: list[Piece], dialect: Dialect, base) -> None:
     """``parent``'s children made ``pieces`` in order (its first and last properties kept in
-    their place), each run given its words."""
+    their place), each run given its words, bare words in new runs like ``base`` (a run with
+    the paragraph's base properties; None: a run without properties)."""
     if dialect.mixed:
         _rebuild_mixed(parent, pieces, dialect)
         return
@@ -198,37 +237,37 @@ def _rebuild(parent, pieces: list[Piece], dialect: Dialect, template) -> None:
     for child in list(parent):
         parent.remove(child)
     parent.extend(first)
-    for piece in _bare_text_in_runs(pieces, dialect, template):
+    for piece in _bare_text_in_runs(pieces):
+        node = piece.node if piece.node is not None else _new_run(base, dialect)
         if piece.kind == "run":
-            _set_text(piece.node, piece.text, dialect)
+            _set_text(node, piece.text, dialect)
         elif piece.kind == "box":
-            _rebuild(piece.node, piece.children, dialect, template)
-        parent.append(piece.node)
+            _rebuild(node, piece.children, dialect, base)
+        parent.append(node)
     parent.extend(last)
 
 
-def _bare_text_in_runs(pieces: list[Piece], dialect: Dialect, template) -> list[Piece]:
-    """``pieces`` with bare words (aligned to no run) and spaces added to the run right before
-    them, else the next run, else the last, else a new run like the paragraph's first."""
+def _bare_text_in_runs(pieces: list[Piece]) -> list[Piece]:
+    """``pieces`` with each stretch of bare words (base text, or words aligned to no run) one
+    new run (node None)."""
     out: list[Piece] = []
-    pending = ""
     for piece in pieces:
-        if piece.kind == "text":
-            if out and out[-1].kind == "run":
-                out[-1].text += piece.text
-            else:
-                pending += piece.text
-            continue
-        if piece.kind == "run" and pending:
-            piece.text, pending = pending + piece.text, ""
-        out.append(piece)
-    if pending:
-        before = next((p for p in reversed(out) if p.kind == "run"), None)
-        if before is not None:
-            before.text += pending
-        elif pending.strip() and template is not None:
-            out.append(Piece("run", copy.deepcopy(template), text=pending))
+        if piece.kind != "text":
+            out.append(piece)
+        elif out and out[-1].kind == "run" and out[-1].node is None:
+            out[-1].text += piece.text
+        else:
+            out.append(Piece("run", None, text=piece.text))
     return out
+
+
+def _new_run(base, dialect: Dialect):
+    """A copy of ``base`` (its text to be set), or a run without properties."""
+    if base is not None:
+        return copy.deepcopy(base)
+    run = etree.Element(dialect.run)
+    etree.SubElement(run, dialect.text)
+    return run
 
 
 def _set_text(run, text: str, dialect: Dialect) -> None:

@@ -28,6 +28,7 @@ class Piece:
     node: object = None
     text: str = ""
     children: list[Piece] = field(default_factory=list)
+    space: bool = False  # a void that separates words (a tab, a line break)
 
     def words(self) -> str:
         """The text a reader sees in this piece (a run's, a box's children's)."""
@@ -49,7 +50,7 @@ def carrier(pieces: list[Piece]) -> tuple[str, list[Piece]]:
             registry.append(p)
             n = len(registry) - 1
             if p.kind == "void":
-                out.append(f'<img data-n="{n}">')
+                out.append(f'<{"br" if p.space else "img"} data-n="{n}">')
                 continue
             inner = html.escape(p.text, quote=False) if p.kind == "run" else written(p.children)
             body = inner.strip()
@@ -65,7 +66,7 @@ def carrier(pieces: list[Piece]) -> tuple[str, list[Piece]]:
     return written(pieces), registry
 
 
-_TOKEN = re.compile(r'<span data-n="(\d+)">|</span>|<img data-n="(\d+)"\s*/?>|[^<]+|<')
+_TOKEN = re.compile(r'<span data-n="(\d+)">|</span>|<(?:img|br) data-n="(\d+)"\s*/?>|[^<]+|<')
 
 
 def pieces_of(translated: str, registry: list[Piece]) -> list[Piece]:
