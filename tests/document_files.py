@@ -14,10 +14,11 @@ from nmt_cli.translation.results import Translation
 PICTURE = b"\x89PNG\r\n\x1a\n" + bytes(range(64))  # any bytes: copied, never read
 
 
-def reversed_upper(texts: Sequence[str], fmt: str) -> list[str]:
+def reversed_upper(texts: Sequence[str], fmt: str, patterns: Sequence[str] = ()) -> list[str]:
     """Each segment's words reversed and upper-cased, aligned word to word, through the plan
-    (a translation that reorders, so that tags must follow their words)."""
-    plan = plan_documents(list(texts), fmt=fmt, protector=Protector())
+    (a translation that reorders, so that tags must follow their words); ``patterns``: spans
+    kept verbatim besides the built-in ones."""
+    plan = plan_documents(list(texts), fmt=fmt, protector=Protector(list(patterns)))
     out = []
     for segment in plan.segments:
         words = segment.split()

@@ -24,8 +24,9 @@ from nmt_cli.documents.layer import DocumentOptions, translate_documents
 from nmt_cli.documents.markdown import translate_markdown
 from nmt_cli.documents.office import DIALECTS, Translate, translate_office
 from nmt_cli.documents.package import LimitError, PackageLimits
-from nmt_cli.documents.subtitles import subtitle_protect, translate_subtitles
+from nmt_cli.documents.subtitles import ENTITY, TIMESTAMP_TAG, translate_subtitles
 from nmt_cli.runtime.errors import UserError
+from nmt_cli.runtime.output_file import atomic_write
 from nmt_cli.translation.contract import TranslateOptions, Translating
 
 EXTENSIONS = {
@@ -154,6 +155,14 @@ def counted_characters(
     return total
 
 
+def format_patterns(fmt: str) -> tuple[str, ...]:
+    """The spans a format keeps verbatim besides the built-in ones: the entities a subtitle or
+    markdown file wrote, WebVTT's timestamp tags."""
+    if fmt in ("srt", "vtt"):
+        return (TIMESTAMP_TAG, ENTITY)
+    return (ENTITY,) if fmt == "md" else ()
+
+
 def layer_translate(
     translator: Translating,
     fmt: str,
@@ -161,11 +170,11 @@ def layer_translate(
     documents: DocumentOptions | None = None,
 ) -> Translate:
     """The :data:`Translate` of ``translator`` through the document layer for a file of format
-    ``fmt``: ``documents``' sentence splitting and protected spans (a subtitle file adds its
-    timestamp tags and entities), its format the one each text comes in."""
+    ``fmt``: ``documents``' sentence splitting and protected spans (and the format's own:
+    :func:`format_patterns`), its format the one each text comes in."""
     documents = documents or DocumentOptions()
-    if fmt in ("srt", "vtt") and documents.protect is not None:
-        documents = replace(documents, protect=[*documents.protect, *subtitle_protect()])
+    if documents.protect is not None:
+        documents = replace(documents, protect=[*documents.protect, *format_patterns(fmt)])
 
     def translate(texts: Sequence[str], kind: str) -> list[str]:
         chosen = replace(documents, fmt=kind)
@@ -185,8 +194,6 @@ def translate_path(
 ) -> None:
     """Translate the file ``source`` into ``target`` (written whole once complete), its format
     ``fmt`` or the one its extension names."""
-    from nmt_cli.runtime.output_file import atomic_write
-
     chosen = format_of(source, fmt)
     if chosen is None:
         raise UserError(f"{source}: unknown file format; give --format")

@@ -141,14 +141,14 @@ def _based(pieces: list[Piece], dialect: Dialect) -> tuple[list[Piece], object]:
     weight: dict[bytes, int] = {}
     for p in pieces:
         if p.kind == "run":
-            weight[_properties(p.node, dialect)] = weight.get(_properties(p.node, dialect), 0)
-            weight[_properties(p.node, dialect)] += len(p.text)
+            key = _properties(p.node, dialect)
+            weight[key] = weight.get(key, 0) + len(p.text)
     if not weight:
         return pieces, None
     base = max(weight, key=weight.get)
-    runs = [p for p in pieces if p.kind == "run" and _properties(p.node, dialect) == base]
-    out = [Piece("text", text=p.text) if p in runs else p for p in pieces]
-    return out, runs[0].node
+    plain = [p.kind == "run" and _properties(p.node, dialect) == base for p in pieces]
+    out = [Piece("text", text=p.text) if bare else p for p, bare in zip(pieces, plain)]
+    return out, pieces[plain.index(True)].node
 
 
 def _properties(run, dialect: Dialect) -> bytes:

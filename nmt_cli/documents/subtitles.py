@@ -115,8 +115,3 @@ def _translated(blocks: Sequence[list[str]], translate: Translate) -> Iterator[s
         if not _ending(block[-1]):  # the file ended without a line end
             shown[-1] = shown[-1][: -len(ending)]
         yield "".join(block[:k]) + "".join(shown)
-
-
-def subtitle_protect() -> list[str]:
-    """The do-not-translate patterns a subtitle file adds to the user's."""
-    return [TIMESTAMP_TAG, ENTITY]

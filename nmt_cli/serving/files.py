@@ -20,10 +20,14 @@ import anyio
 import anyio.from_thread
 import anyio.to_thread
 
-from nmt_cli.documents.files import FileLimits, counted_characters, translate_file
+from nmt_cli.documents.files import (
+    FileLimits,
+    counted_characters,
+    format_patterns,
+    translate_file,
+)
 from nmt_cli.documents.layer import Retry, segment_options
 from nmt_cli.documents.package import LimitError, PackageLimits
-from nmt_cli.documents.subtitles import subtitle_protect
 from nmt_cli.runtime.errors import UserError
 from nmt_cli.serving.documents import filled, plan_texts
 from nmt_cli.serving.request_body import RequestError
@@ -75,7 +79,7 @@ async def translate_upload(
         )
     route = route_of(["".join(sample)[:2000] or " "])
     charge(chars)
-    patterns = tuple(subtitle_protect()) if fmt in ("srt", "vtt") else ()
+    patterns = format_patterns(fmt)
     most = max(1, service.settings.max_queue // 2)
 
     async def decoded(texts: Sequence[str], kind: str) -> list[str]:

@@ -11,7 +11,13 @@ from conftest import multi30k_lines
 from document_files import PICTURE, docx, epub, markdown, odt, pptx, reversed_upper, srt, vtt
 from lxml import etree
 
-from nmt_cli.documents.files import FileLimits, counted_characters, format_of, translate_file
+from nmt_cli.documents.files import (
+    FileLimits,
+    counted_characters,
+    format_of,
+    format_patterns,
+    translate_file,
+)
 from nmt_cli.documents.package import LimitError, PackageLimits
 from nmt_cli.runtime.errors import UserError
 
@@ -219,3 +225,27 @@ def test_characters_are_counted_without_translating():
     assert source.tell() == 0 and title in sample[0]
     assert chars >= len(title + before + bold + after + link + cell)
     assert PICTURE not in b"".join(s.encode() for s in sample)
+
+
+def test_subtitles_stream_a_group_of_cues_at_a_time():
+    from nmt_cli.documents.subtitles import CUES_AT_ONCE, translate_subtitles
+
+    read = [0]
+
+    def lines():
+        for k in range(CUES_AT_ONCE * 5):
+            for line in (f"{k + 1}\n", "00:00:01,000 --> 00:00:02,000\n", "A dog runs.\n", "\n"):
+                read[0] += 1
+                yield line
+
+    out = translate_subtitles(lines(), lambda texts, fmt: [t.upper() for t in texts])
+    first = next(out)
+    assert "A DOG RUNS." in first and read[0] <= 4 * (CUES_AT_ONCE + 2)
+    assert sum(part.count("A DOG RUNS.") for part in out) + first.count("A DOG") == 5 * CUES_AT_ONCE
+
+
+def test_markdown_entities_and_escapes_come_back_as_written():
+    source = "Tom &amp; Jerry run \\*fast\\* to the <span>park</span>.\n"
+    kept = format_patterns("md")
+    out = translated(source.encode(), "md", lambda t, f: reversed_upper(t, f, kept)).decode()
+    assert "&amp;" in out and "\\*" in out and "<span>" in out and "</span>" in out
