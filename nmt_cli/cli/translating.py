@@ -181,6 +181,8 @@ def translate(
     )
     fmt = _input_format(input, fmt)
     documents = _document_options(fmt, split_sentences, protect, out_opts, prefix_tab)
+    if shard is not None and fmt != "text":
+        raise UserError(f"--shard: it splits lines of text, and a {fmt} file is translated whole")
     translator = load_translator(
         model, _decode_changes(ctx), device=device, quantize=quantize, name_of=_option_name
     )

@@ -79,3 +79,4 @@ def test_translate_takes_the_format_from_the_extension_or_format(run, tmp_path):
     one_line_error(
         nmt("translate", "-m", run, "-i", page, "-o", tmp_path / "y.docx", "--scores"), "--scores"
     )
+    one_line_error(nmt("translate", "-m", run, "-i", page, "--shard", "0/2"), "--shard")
