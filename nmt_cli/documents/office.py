@@ -65,8 +65,11 @@ DOCX = Dialect(
     run=W + "r",
     text=W + "t",
     run_properties=W + "rPr",
-    boxes=frozenset(W + t for t in ("hyperlink", "ins", "smartTag", "fldSimple", "bdo", "dir")),
-    first=frozenset({W + "pPr", W + "smartTagPr"}),
+    boxes=frozenset(
+        W + t
+        for t in ("hyperlink", "ins", "smartTag", "fldSimple", "bdo", "dir", "sdt", "sdtContent")
+    ),
+    first=frozenset({W + "pPr", W + "smartTagPr", W + "sdtPr", W + "sdtEndPr"}),
     spacing=frozenset({W + "tab", W + "br", W + "cr"}),
 )
 PPTX = Dialect(
