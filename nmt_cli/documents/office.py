@@ -123,14 +123,16 @@ def translate_part(root, dialect: Dialect, translate: Translate) -> int:
         document, registry = carrier(pieces)
         if any(p.words().strip() for p in pieces):
             work.append((paragraph, document, registry, base))
-    changed = 0
+    outputs: list[str] = []
     for at in range(0, len(work), BATCH):
-        batch = work[at : at + BATCH]
-        outputs = translate([document for _, document, _, _ in batch], "html")
-        for (paragraph, document, registry, base), output in zip(batch, outputs):
-            if output != document:
-                _rebuild(paragraph, pieces_of(output, registry), dialect, base)
-                changed += 1
+        outputs += translate([document for _, document, _, _ in work[at : at + BATCH]], "html")
+    changed = 0
+    # The last first: a paragraph in a text box or a note is written back before the one
+    # that holds it, so that a part copied out of a run carries it translated.
+    for (paragraph, document, registry, base), output in reversed(list(zip(work, outputs))):
+        if output != document:
+            _rebuild(paragraph, pieces_of(output, registry), dialect, base)
+            changed += 1
     return changed
 
 
@@ -142,16 +144,17 @@ def _based(pieces: list[Piece], dialect: Dialect) -> tuple[list[Piece], object]:
     if dialect.mixed:
         return pieces, None
     weight: dict[bytes, int] = {}
-    for p in pieces:
+    runs = [p.wrap if p.wrap is not None else p.node for p in pieces]
+    for p, run in zip(pieces, runs):
         if p.kind == "run":
-            key = _properties(p.node, dialect)
+            key = _properties(run, dialect)
             weight[key] = weight.get(key, 0) + len(p.text)
     if not weight:
         return pieces, None
     base = max(weight, key=weight.get)
-    plain = [p.kind == "run" and _properties(p.node, dialect) == base for p in pieces]
+    plain = [p.kind == "run" and _properties(r, dialect) == base for p, r in zip(pieces, runs)]
     out = [Piece("text", text=p.text) if bare else p for p, bare in zip(pieces, plain)]
-    return out, pieces[plain.index(True)].node
+    return out, runs[plain.index(True)]
 
 
 def _properties(run, dialect: Dialect) -> bytes:
@@ -210,21 +213,20 @@ def _mixed_pieces(parent, dialect: Dialect) -> list[Piece]:
 
 
 def _run_pieces(run, dialect: Dialect) -> list[Piece]:
-    """A run as one piece, or, where it holds text and something else, one piece per part in a
-    copy of the run with the same properties (the run itself stays as it was until rebuilt)."""
+    """A run as one piece, or, where it holds text and something else (a tab between two
+    words), one piece per part, each written back as a run of the same properties."""
     content = [c for c in run if c.tag != dialect.run_properties]
     texts = [c for c in content if c.tag == dialect.text]
     if not texts:
         return [_void(run, dialect)]
     if len(content) == 1:
         return [Piece("run", run, text=texts[0].text or "")]
-    properties = [c for c in run if c.tag == dialect.run_properties]
     out = []
     for part in content:
-        single = etree.Element(run.tag, attrib=dict(run.attrib))
-        single.extend(copy.deepcopy(c) for c in properties + [part])
-        text = part.text or "" if part.tag == dialect.text else None
-        out.append(_void(single, dialect) if text is None else Piece("run", single, text=text))
+        if part.tag == dialect.text:
+            out.append(Piece("run", part, text=part.text or "", wrap=run))
+        else:
+            out.append(Piece("void", part, space=part.tag in dialect.spacing, wrap=run))
     return out
 
 
@@ -241,7 +243,12 @@ def _rebuild(parent, pieces: list[Piece], dialect: Dialect, base) -> None:
         parent.remove(child)
     parent.extend(first)
     for piece in _bare_text_in_runs(pieces):
-        node = piece.node if piece.node is not None else _new_run(base, dialect)
+        if piece.node is None:
+            node = _new_run(base, dialect)
+        elif piece.wrap is not None:  # a part of a run, copied now: after what it holds
+            node = _new_run(piece.wrap, dialect, copy.deepcopy(piece.node))
+        else:
+            node = piece.node
         if piece.kind == "run":
             _set_text(node, piece.text, dialect)
         elif piece.kind == "box":
@@ -264,12 +271,14 @@ def _bare_text_in_runs(pieces: list[Piece]) -> list[Piece]:
     return out
 
 
-def _new_run(base, dialect: Dialect):
-    """A copy of ``base`` (its text to be set), or a run without properties."""
-    if base is not None:
-        return copy.deepcopy(base)
-    run = etree.Element(dialect.run)
-    etree.SubElement(run, dialect.text)
+def _new_run(like, dialect: Dialect, content=None):
+    """A run with the attributes and properties of the run ``like`` (None: none), holding
+    ``content`` (None: an empty text element)."""
+    run = etree.Element(dialect.run, attrib=dict(like.attrib) if like is not None else {})
+    properties = like.find(dialect.run_properties) if like is not None else None
+    if properties is not None:
+        run.append(copy.deepcopy(properties))
+    run.append(content if content is not None else etree.Element(dialect.text))
     return run
 
 

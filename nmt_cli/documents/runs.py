@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import html
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 
 @dataclass
@@ -29,6 +29,7 @@ class Piece:
     text: str = ""
     children: list[Piece] = field(default_factory=list)
     space: bool = False  # a void that separates words (a tab, a line break)
+    wrap: object = None  # the run a part of it came from: written back as a run of its own
 
     def words(self) -> str:
         """The text a reader sees in this piece (a run's, a box's children's)."""
@@ -84,7 +85,7 @@ def pieces_of(translated: str, registry: list[Piece]) -> list[Piece]:
         if m[1] is not None and int(m[1]) < len(registry):
             source = registry[int(m[1])]
             seen.add(int(m[1]))
-            piece = Piece(source.kind, source.node)
+            piece = replace(source, text="", children=[])
             add(piece)
             stack.append(piece)
         elif m[0] == "</span>":
@@ -92,14 +93,14 @@ def pieces_of(translated: str, registry: list[Piece]) -> list[Piece]:
                 stack.pop()
         elif m[2] is not None and int(m[2]) < len(registry):
             seen.add(int(m[2]))
-            add(Piece("void", registry[int(m[2])].node))
+            add(registry[int(m[2])])
         else:
             add(Piece("text", text=html.unescape(m[0])))
     whole: list[int] = []  # unseen pieces put at the end as they were, with what they hold
     for n, source in enumerate(registry):
         if n not in seen and not any(_holds(registry, m, n) for m in whole):
             whole.append(n)
-            top.append(Piece("void", source.node))
+            top.append(replace(source, kind="void", children=[]))
     for piece in _all(top):
         if piece.kind == "run":  # a run holds only its words
             piece.text = "".join(c.words() for c in piece.children)

@@ -249,3 +249,23 @@ def test_markdown_entities_and_escapes_come_back_as_written():
     kept = format_patterns("md")
     out = translated(source.encode(), "md", lambda t, f: reversed_upper(t, f, kept)).decode()
     assert "&amp;" in out and "\\*" in out and "<span>" in out and "</span>" in out
+
+
+def test_a_text_box_inside_a_run_with_words_is_translated_too():
+    box = (
+        "<w:drawing><wps:txbx><w:txbxContent><w:p><w:r><w:t>two dogs play</w:t></w:r></w:p>"
+        "</w:txbxContent></wps:txbx></w:drawing>"
+    )
+    document = (
+        f'<w:document xmlns:w="{W[1:-1]}" xmlns:wps="urn:wps"><w:body><w:p><w:r>'
+        f"<w:rPr><w:b/></w:rPr><w:t>a man runs</w:t>{box}</w:r></w:p></w:body></w:document>"
+    )
+    package = io.BytesIO()
+    with zipfile.ZipFile(package, "w") as z:
+        z.writestr("word/document.xml", document)
+    root = etree.fromstring(members(translated(package.getvalue(), "docx"))["word/document.xml"])
+    texts = [t.text for t in root.iter(W + "t")]
+    assert "PLAY DOGS TWO" in texts  # the box's own paragraph, inside the copied part
+    texts.remove("PLAY DOGS TWO")
+    assert sorted(" ".join(texts).split()) == ["A", "MAN", "RUNS"]
+    assert all(r.find(f"{W}rPr/{W}b") is not None for r in root.find(f"{W}body/{W}p"))
