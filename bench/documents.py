@@ -70,144 +70,164 @@ def _zip(members: list[tuple[str, str | bytes]]) -> bytes:
 
 
 def build(fmt: str, sentences: list[str], seed: int = 1) -> bytes:
+    """A file of format ``fmt``, one sentence a paragraph (a slide line, a cue), each cut into
+    plain, bold and link runs over random words."""
     rng = random.Random(seed)
     cut = [runs(s, rng) for s in sentences]
-    esc = lambda t: html.escape(t, quote=False)  # noqa: E731
-    if fmt == "docx":
-        w = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
-        r = 'xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships"'
-
-        def run(kind, text):
-            props = {"b": "<w:rPr><w:b/></w:rPr>", "a": "<w:rPr><w:i/></w:rPr>"}.get(kind, "")
-            body = f'<w:r>{props}<w:t xml:space="preserve">{esc(text)}</w:t></w:r>'
-            return f'<w:hyperlink r:id="rId1">{body}</w:hyperlink>' if kind == "a" else body
-
-        paragraphs = []
-        for k, parts in enumerate(cut):
-            style = '<w:pPr><w:pStyle w:val="Heading2"/></w:pPr>' if k % 10 == 0 else ""
-            p = f"<w:p>{style}{''.join(run(*x) for x in parts)}</w:p>"
-            if k % 10 == 5:
-                p = f"<w:tbl><w:tr><w:tc>{p}</w:tc></w:tr></w:tbl>"
-            paragraphs.append(p)
-        document = f"<?xml version='1.0'?><w:document {w} {r}><w:body>{''.join(paragraphs)}"
-        document += "<w:sectPr/></w:body></w:document>"
-        return _zip(
-            [
-                ("[Content_Types].xml", "<Types/>"),
-                ("word/document.xml", document),
-                ("word/media/image1.png", PICTURE),
-            ]
-        )
-    if fmt == "pptx":
-        a = 'xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main"'
-        p = 'xmlns:p="http://schemas.openxmlformats.org/presentationml/2006/main"'
-        slides = []
-        for at in range(0, len(cut), 5):
-            body = ""
-            for parts in cut[at : at + 5]:
-                marks = {"b": ' b="1"', "a": ' i="1"'}
-                rr = "".join(
-                    f'<a:r><a:rPr lang="en-US"{marks.get(k, "")}/><a:t>{esc(t)}</a:t></a:r>'
-                    for k, t in parts
-                )
-                body += f'<a:p>{rr}<a:endParaRPr lang="en-US"/></a:p>'
-            slides.append(
-                f"<?xml version='1.0'?><p:sld {a} {p}><p:cSld><p:spTree><p:sp><p:txBody>"
-                f"<a:bodyPr/>{body}</p:txBody></p:sp></p:spTree></p:cSld></p:sld>"
-            )
-        members = [(f"ppt/slides/slide{k + 1}.xml", s) for k, s in enumerate(slides)]
-        return _zip([("[Content_Types].xml", "<Types/>"), *members, ("ppt/m.png", PICTURE)])
-    if fmt == "odt":
-        ns = (
-            'xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
-            'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" '
-            'xmlns:xlink="http://www.w3.org/1999/xlink"'
-        )
-
-        def span(kind, text):
-            if kind == "b":
-                return f'<text:span text:style-name="Bold">{esc(text)}</text:span>'
-            if kind == "a":
-                return f'<text:a xlink:href="{URL}">{esc(text)}</text:a>'
-            return esc(text)
-
-        body = "".join(
-            (
-                f'<text:h text:outline-level="2">{"".join(span(*x) for x in parts)}</text:h>'
-                if k % 10 == 0
-                else f"<text:p>{''.join(span(*x) for x in parts)}</text:p>"
-            )
-            for k, parts in enumerate(cut)
-        )
-        content = (
-            f"<?xml version='1.0'?><office:document-content {ns}><office:body><office:text>"
-            f"{body}</office:text></office:body></office:document-content>"
-        )
-        return _zip(
-            [
-                ("mimetype", "application/vnd.oasis.opendocument.text"),
-                ("content.xml", content),
-                ("Pictures/a.png", PICTURE),
-            ]
-        )
-    if fmt == "epub":
-
-        def tag(kind, text):
-            if kind == "b":
-                return f"<b>{esc(text)}</b>"
-            if kind == "a":
-                return f'<a href="{URL}">{esc(text)}</a>'
-            return esc(text)
-
-        body = "\n".join(
-            f"<h2>{''.join(tag(*x) for x in parts)}</h2>"
-            if k % 10 == 0
-            else f"<p>{''.join(tag(*x) for x in parts)}</p>"
-            for k, parts in enumerate(cut)
-        )
-        chapter = (
-            '<?xml version="1.0" encoding="utf-8"?>\n<html xmlns="http://www.w3.org/1999/xhtml">'
-            f"<head><title>T</title></head><body>\n{body}\n</body></html>\n"
-        )
-        return _zip(
-            [
-                ("mimetype", "application/epub+zip"),
-                ("OEBPS/ch1.xhtml", chapter),
-                ("OEBPS/cover.png", PICTURE),
-            ]
-        )
+    builders = {"docx": _docx, "pptx": _pptx, "odt": _odt, "epub": _epub, "md": _markdown}
     if fmt in ("srt", "vtt"):
-        out = ["WEBVTT\n\n"] if fmt == "vtt" else []
-        for k, parts in enumerate(cut):
-            text = "".join(f"<i>{t}</i>" if kind else t for kind, t in parts)
-            words = text.split(" ")
-            half = len(words) // 2
-            lines = [" ".join(words[:half]), " ".join(words[half:])] if half else [text]
-            start, sep = k * 3, "," if fmt == "srt" else "."
-            timing = f"00:{start // 60:02d}:{start % 60:02d}{sep}000 --> "
-            timing += f"00:{(start + 2) // 60:02d}:{(start + 2) % 60:02d}{sep}500"
-            number = f"{k + 1}\n" if fmt == "srt" else ""
-            out.append(f"{number}{timing}\n" + "\n".join(lines) + "\n\n")
-        return "".join(out).encode()
-    if fmt == "md":
+        return _subtitles(cut, fmt)
+    return builders[fmt](cut)
 
-        def mark(kind, text):
-            lead = text[: len(text) - len(text.lstrip())]
-            core = text.strip()
-            if kind == "b":
-                return f"{lead}**{core}**"
-            if kind == "a":
-                return f"{lead}[{core}]({URL})"
-            return text
 
-        blocks = []
-        for k, parts in enumerate(cut):
-            text = "".join(mark(*x) for x in parts)
-            blocks.append(f"## {text}" if k % 10 == 0 else f"- {text}" if k % 10 == 7 else text)
-            if k % 10 == 3:
-                blocks.append("```\ncode stays\n```")
-        return ("\n\n".join(blocks) + "\n").encode()
-    raise ValueError(fmt)
+def _esc(text: str) -> str:
+    return html.escape(text, quote=False)
+
+
+def _docx(cut: list) -> bytes:
+    w = 'xmlns:w="http://schemas.openxmlformats.org/wordprocessingml/2006/main"'
+    r = 'xmlns:r="http://schemas.openxmlformats.org/officeDocument/2006/relationships"'
+
+    def run(kind, text):
+        props = {"b": "<w:rPr><w:b/></w:rPr>", "a": "<w:rPr><w:i/></w:rPr>"}.get(kind, "")
+        body = f'<w:r>{props}<w:t xml:space="preserve">{_esc(text)}</w:t></w:r>'
+        return f'<w:hyperlink r:id="rId1">{body}</w:hyperlink>' if kind == "a" else body
+
+    paragraphs = []
+    for k, parts in enumerate(cut):
+        style = '<w:pPr><w:pStyle w:val="Heading2"/></w:pPr>' if k % 10 == 0 else ""
+        p = f"<w:p>{style}{''.join(run(*x) for x in parts)}</w:p>"
+        if k % 10 == 5:
+            p = f"<w:tbl><w:tr><w:tc>{p}</w:tc></w:tr></w:tbl>"
+        paragraphs.append(p)
+    document = f"<?xml version='1.0'?><w:document {w} {r}><w:body>{''.join(paragraphs)}"
+    document += "<w:sectPr/></w:body></w:document>"
+    return _zip(
+        [
+            ("[Content_Types].xml", "<Types/>"),
+            ("word/document.xml", document),
+            ("word/media/image1.png", PICTURE),
+        ]
+    )
+
+
+def _pptx(cut: list) -> bytes:
+    a = 'xmlns:a="http://schemas.openxmlformats.org/drawingml/2006/main"'
+    p = 'xmlns:p="http://schemas.openxmlformats.org/presentationml/2006/main"'
+    slides = []
+    for at in range(0, len(cut), 5):
+        body = ""
+        for parts in cut[at : at + 5]:
+            marks = {"b": ' b="1"', "a": ' i="1"'}
+            rr = "".join(
+                f'<a:r><a:rPr lang="en-US"{marks.get(k, "")}/><a:t>{_esc(t)}</a:t></a:r>'
+                for k, t in parts
+            )
+            body += f'<a:p>{rr}<a:endParaRPr lang="en-US"/></a:p>'
+        slides.append(
+            f"<?xml version='1.0'?><p:sld {a} {p}><p:cSld><p:spTree><p:sp><p:txBody>"
+            f"<a:bodyPr/>{body}</p:txBody></p:sp></p:spTree></p:cSld></p:sld>"
+        )
+    members = [(f"ppt/slides/slide{k + 1}.xml", s) for k, s in enumerate(slides)]
+    return _zip([("[Content_Types].xml", "<Types/>"), *members, ("ppt/m.png", PICTURE)])
+
+
+def _odt(cut: list) -> bytes:
+    ns = (
+        'xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+        'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" '
+        'xmlns:xlink="http://www.w3.org/1999/xlink"'
+    )
+
+    def span(kind, text):
+        if kind == "b":
+            return f'<text:span text:style-name="Bold">{_esc(text)}</text:span>'
+        if kind == "a":
+            return f'<text:a xlink:href="{URL}">{_esc(text)}</text:a>'
+        return _esc(text)
+
+    body = "".join(
+        (
+            f'<text:h text:outline-level="2">{"".join(span(*x) for x in parts)}</text:h>'
+            if k % 10 == 0
+            else f"<text:p>{''.join(span(*x) for x in parts)}</text:p>"
+        )
+        for k, parts in enumerate(cut)
+    )
+    content = (
+        f"<?xml version='1.0'?><office:document-content {ns}><office:body><office:text>"
+        f"{body}</office:text></office:body></office:document-content>"
+    )
+    return _zip(
+        [
+            ("mimetype", "application/vnd.oasis.opendocument.text"),
+            ("content.xml", content),
+            ("Pictures/a.png", PICTURE),
+        ]
+    )
+
+
+def _epub(cut: list) -> bytes:
+
+    def tag(kind, text):
+        if kind == "b":
+            return f"<b>{_esc(text)}</b>"
+        if kind == "a":
+            return f'<a href="{URL}">{_esc(text)}</a>'
+        return _esc(text)
+
+    body = "\n".join(
+        f"<h2>{''.join(tag(*x) for x in parts)}</h2>"
+        if k % 10 == 0
+        else f"<p>{''.join(tag(*x) for x in parts)}</p>"
+        for k, parts in enumerate(cut)
+    )
+    chapter = (
+        '<?xml version="1.0" encoding="utf-8"?>\n<html xmlns="http://www.w3.org/1999/xhtml">'
+        f"<head><title>T</title></head><body>\n{body}\n</body></html>\n"
+    )
+    return _zip(
+        [
+            ("mimetype", "application/epub+zip"),
+            ("OEBPS/ch1.xhtml", chapter),
+            ("OEBPS/cover.png", PICTURE),
+        ]
+    )
+
+
+def _subtitles(cut: list, fmt: str) -> bytes:
+    out = ["WEBVTT\n\n"] if fmt == "vtt" else []
+    for k, parts in enumerate(cut):
+        text = "".join(f"<i>{t}</i>" if kind else t for kind, t in parts)
+        words = text.split(" ")
+        half = len(words) // 2
+        lines = [" ".join(words[:half]), " ".join(words[half:])] if half else [text]
+        start, sep = k * 3, "," if fmt == "srt" else "."
+        timing = f"00:{start // 60:02d}:{start % 60:02d}{sep}000 --> "
+        timing += f"00:{(start + 2) // 60:02d}:{(start + 2) % 60:02d}{sep}500"
+        number = f"{k + 1}\n" if fmt == "srt" else ""
+        out.append(f"{number}{timing}\n" + "\n".join(lines) + "\n\n")
+    return "".join(out).encode()
+
+
+def _markdown(cut: list) -> bytes:
+
+    def mark(kind, text):
+        lead = text[: len(text) - len(text.lstrip())]
+        core = text.strip()
+        if kind == "b":
+            return f"{lead}**{core}**"
+        if kind == "a":
+            return f"{lead}[{core}]({URL})"
+        return text
+
+    blocks = []
+    for k, parts in enumerate(cut):
+        text = "".join(mark(*x) for x in parts)
+        blocks.append(f"## {text}" if k % 10 == 0 else f"- {text}" if k % 10 == 7 else text)
+        if k % 10 == 3:
+            blocks.append("```\ncode stays\n```")
+    return ("\n\n".join(blocks) + "\n").encode()
 
 
 def paragraph_texts(fmt: str, data: bytes) -> list[str]:
