@@ -1,10 +1,12 @@
 """nmt: attentional RNN encoder-decoder translation from the command line.
 
-The Python API: ``from nmt_cli import Translator``; ``Translator.load(run_dir).translate(lines)``.
+The Python API: ``from nmt_cli import Translator``; ``Translator.load(run_dir).translate(lines)``;
+``translate_texts(translator, texts)`` for whole texts and ``translate_file(translator, "a.docx",
+"a.fr.docx")`` for files.
 """
 
 __version__ = "0.1.0"
-__all__ = ["Translator", "Translation", "translate_texts", "__version__"]
+__all__ = ["Translator", "Translation", "translate_texts", "translate_file", "__version__"]
 
 
 def __getattr__(name: str):
@@ -17,4 +19,8 @@ def __getattr__(name: str):
         from nmt_cli.documents.layer import translate_texts
 
         return translate_texts
+    if name == "translate_file":  # a .docx, .pptx, .odt, .epub, .srt, .vtt, .md, .txt, .html file
+        from nmt_cli.documents.files import translate_path
+
+        return translate_path
     raise AttributeError(f"module 'nmt_cli' has no attribute {name!r}")

@@ -9,7 +9,7 @@ import typer
 from nmt_cli.cli.app import DeviceOption, app
 from nmt_cli.runtime import startup
 from nmt_cli.runtime.errors import UserError
-from nmt_cli.serving.settings import ServeSettings
+from nmt_cli.serving.settings import FileSettings, ServeSettings
 
 DEFAULTS = ServeSettings()
 SERVE_EXTRA = ("fastapi", "uvicorn", "starlette", "pydantic", "multipart", "python_multipart")
@@ -67,6 +67,24 @@ def serve(
         int,
         typer.Option(min=1, help="Characters of all texts of one request at most (more: 413)."),
     ] = DEFAULTS.max_request_chars,
+    max_file_bytes: Annotated[
+        int,
+        typer.Option(min=1, help="Bytes of a file sent to /translate_file at most (more: 413)."),
+    ] = DEFAULTS.files.max_bytes,
+    max_file_chars: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Characters a file sent to /translate_file has to translate at most (more: 413).",
+        ),
+    ] = DEFAULTS.files.max_chars,
+    kept_files_bytes: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Bytes of translated files kept for /download_file at most; the oldest go first.",
+        ),
+    ] = DEFAULTS.files.kept_bytes,
     max_queue: Annotated[
         int,
         typer.Option(
@@ -189,6 +207,9 @@ def serve(
             log_texts=log_texts,
             glossaries=tuple(glossary or ()),
             min_confidence=min_confidence,
+            files=FileSettings(
+                max_bytes=max_file_bytes, max_chars=max_file_chars, kept_bytes=kept_files_bytes
+            ),
         ),
         device=device,
     )

@@ -105,13 +105,15 @@ def translate(
     threads: ThreadsOption = None,
     device: DeviceOption = "auto",
     fmt: Annotated[
-        str,
+        str | None,
         typer.Option(
             "--format",
             help="text: each line a paragraph, cut into sentences; html: the whole input is one "
-            "HTML document (read whole, at most 16 MiB), its markup kept.",
+            "HTML document (read whole, at most 16 MiB), its markup kept; docx, pptx, odt, epub, "
+            "srt, vtt, md: a file of that kind, its formatting kept (docs/translate.md#files). "
+            "Default: the one -i's extension names, else text.",
         ),
-    ] = "text",
+    ] = None,
     split_sentences: Annotated[
         bool | None,
         typer.Option(
@@ -149,7 +151,8 @@ def translate(
 ) -> None:
     """Translate lines from stdin (or -i) to stdout (or -o): one output line per input line, in
     order; each line is a paragraph, cut into sentences that are translated and put back with
-    its spacing. With --format html the input is one HTML document.
+    its spacing. With --format html the input is one HTML document; a .docx, .pptx, .odt, .epub,
+    .srt, .vtt or .md file (-i FILE, or --format) is translated with its formatting kept.
 
     With -o the translation goes to a temporary file renamed to FILE once complete. On a terminal,
     progress (lines, lines/s, and with -i the total and time left) is shown on stderr.
@@ -176,7 +179,10 @@ def translate(
         attention_plot=str(attention_plot) if attention_plot else None,
         show_attention=show_attention,
     )
+    fmt = _input_format(input, fmt)
     documents = _document_options(fmt, split_sentences, protect, out_opts, prefix_tab)
+    if shard is not None and fmt != "text":
+        raise UserError(f"--shard: it splits lines of text, and a {fmt} file is translated whole")
     translator = load_translator(
         model, _decode_changes(ctx), device=device, quantize=quantize, name_of=_option_name
     )
@@ -204,6 +210,9 @@ def translate(
         raise UserError(f"{input}: cannot read ({exc.strerror})") from None
     if fmt == "html":
         _translate_html(translator, in_stream, input, output, options, documents)
+        return
+    if fmt not in ("text", "html"):
+        _translate_file(translator, in_stream, input, output, fmt, options, documents)
         return
     if shard is not None:
         if input is None:
@@ -266,11 +275,12 @@ def _document_options(fmt, split_sentences, protect, out, prefix_tab: bool):
     """The document layer's options (nmt_cli/documents/layer.py's DocumentOptions) from
     translate's, ``out`` its OutputOptions; an option that cannot apply with another is a
     one-line error."""
+    from nmt_cli.documents.files import FILE_FORMATS
     from nmt_cli.documents.layer import DocumentOptions  # as translate's: no torch yet
     from nmt_cli.documents.plan import FORMATS
 
-    if fmt not in FORMATS:
-        raise UserError(f"--format: '{fmt}' is not one of {', '.join(FORMATS)}")
+    if fmt not in FORMATS + FILE_FORMATS:
+        raise UserError(f"--format: '{fmt}' is not one of {', '.join(FORMATS + FILE_FORMATS)}")
     per_line = [
         name
         for name, given in (
@@ -283,9 +293,9 @@ def _document_options(fmt, split_sentences, protect, out, prefix_tab: bool):
         )
         if given
     ]
-    if fmt == "html" and per_line:
+    if fmt != "text" and per_line:
         raise UserError(
-            f"--format html: {per_line[0]} describes input lines, and an HTML document is "
+            f"--format {fmt}: {per_line[0]} describes input lines, and a document is "
             "translated whole; use --format text"
         )
     if prefix_tab and split_sentences:
@@ -311,6 +321,51 @@ def _translate_html(
             translate_html_stream(
                 translator, in_stream, out or sys.stdout, options, documents, str(input or "stdin")
             )
+    finally:
+        if input is not None:
+            in_stream.close()
+
+
+def _input_format(input: Path | None, fmt: str | None) -> str:
+    """--format, else the format -i's extension names (.txt, .html, .docx, ...), else text."""
+    from nmt_cli.documents.files import format_of  # as translate's: no torch yet
+
+    return format_of(input, fmt) or "text"
+
+
+def _translate_file(
+    translator, in_stream, input: Path | None, output: Path | None, fmt, options, documents
+):
+    """One document of a file format (nmt_cli/documents/files.py) from -i to -o (or stdout),
+    written once complete."""
+    import io
+
+    from nmt_cli.documents.files import PACKAGES, layer_translate, translate_file
+    from nmt_cli.runtime.interrupts import task
+    from nmt_cli.runtime.output_file import atomic_write
+
+    if input is None and fmt in PACKAGES:
+        raise UserError(f"--format {fmt}: give the file with -i (a zip package is read by parts)")
+    if output is None and fmt in PACKAGES and sys.stdout.isatty():
+        raise UserError(f"--format {fmt}: give -o FILE (the translation is a zip package)")
+    if output is not None and output.is_dir():
+        raise UserError(f"{output}: is a folder; give a file name to write")
+    translate = layer_translate(translator, fmt, options, documents)
+    where = f"{output} was not written" if output is not None else "stdout has a part of it"
+    try:
+        with task(lambda: f"translation stopped; {where}"):
+            if output is None:
+                target = io.BytesIO() if fmt in PACKAGES else sys.stdout.buffer
+                translate_file(in_stream, target, fmt, translate, str(input or "stdin"))
+                if fmt in PACKAGES:
+                    sys.stdout.buffer.write(target.getvalue())
+                sys.stdout.buffer.flush()
+                return
+            try:
+                with atomic_write(output, "wb", durable=False) as out:
+                    translate_file(in_stream, out, fmt, translate, str(input))
+            except OSError as exc:
+                raise UserError(f"{output}: cannot write ({exc.strerror or exc})") from None
     finally:
         if input is not None:
             in_stream.close()

@@ -68,6 +68,7 @@ class Service:
         self.limits = RateLimits(settings.requests_per_minute, settings.chars_per_minute)
         self.max_body = 64 * 1024 + 8 * settings.max_request_chars
         self.files: dict[str, tuple[str, bytes]] = {}  # translated files, for their download
+        self.file_settings = settings.files
 
     def _decoded(self, jobs: list[Job]) -> None:
         self.metrics.batch(sum(len(job.sentences) for job in jobs))
@@ -75,10 +76,16 @@ class Service:
             chars = sum(len(s) for s in job.sentences)
             self.metrics.decoded(job.model, len(job.sentences), chars)
 
-    async def fields(self, request, allow_form: bool = True) -> tuple[dict, dict]:
+    async def fields(
+        self, request, allow_form: bool = True, file: bool = False
+    ) -> tuple[dict, dict]:
         """(fields, uploaded files) of a request: its body (JSON, or with ``allow_form`` an
-        urlencoded or multipart form) and its query string, size-checked."""
-        return await read_fields(request, self.max_body, allow_form, self.settings.max_queue + 16)
+        urlencoded or multipart form) and its query string, size-checked (``file``: a body
+        that carries a file, up to the file limit)."""
+        most = max(self.max_body, self.file_settings.max_bytes + (64 << 10)) if file else None
+        return await read_fields(
+            request, most or self.max_body, allow_form, self.settings.max_queue + 16
+        )
 
     def check_key(self, body: dict, headers) -> str | None:
         """The api_key a request gave (body, query string, X-API-Key or a bearer token), checked

@@ -42,20 +42,24 @@ def plan_texts(
     *,
     split_sentences: bool = True,
     protect: bool = True,
+    patterns: tuple[str, ...] = (),
 ) -> DocumentPlan:
     """The DocumentPlan of a request's texts for ``route``'s source language and first model:
     sentences cut as `nmt translate` cuts them, placeholders and URLs kept verbatim (``protect``
     False: nothing kept, for a pivot's translations, whose protected spans the first leg left
     out); ``split_sentences`` False: each line one segment, never cut (a forced prefix's
-    sentence)."""
+    sentence); ``patterns``: more spans to keep (a subtitle file's timestamp tags)."""
     translator = route.first.translator
+    protector = _protector(translator) if protect else None
+    if protect and patterns:
+        protector = build_protector(patterns, translator.tokenizer, translator.lowercase)
     limit = translator.config.max_segment_tokens if split_sentences else 0
     return plan_documents(
         texts,
         fmt=fmt,
         language=route.source,
         split_sentences=split_sentences,
-        protector=_protector(translator) if protect else None,
+        protector=protector,
         max_tokens=limit,
         count_tokens=long_only(_counter(translator), limit),
     )

@@ -19,8 +19,10 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 
+from nmt_cli.documents.files import EXTENSIONS, MEDIA_TYPES
 from nmt_cli.serving import pivot
 from nmt_cli.serving.documents import plan_texts, translate_plan
+from nmt_cli.serving.files import keep, translate_upload
 from nmt_cli.serving.language_id import LanguageIdentifier
 from nmt_cli.serving.request_body import RequestError
 from nmt_cli.serving.request_options import hold_back, text_confidences
@@ -45,8 +47,7 @@ LANGUAGE_NAMES = {
     "uk": "Ukrainian",
     "zh": "Chinese",
 }
-FILE_FORMATS = {".txt": "text", ".html": "html", ".htm": "html"}
-KEPT_FILES = 64  # translated files kept for their download, newest first
+FILE_FORMATS = EXTENSIONS  # .txt, .html, .docx, .pptx, .odt, .epub, .srt, .vtt, .md
 FRONTEND_TIMEOUT_MS = 500  # how long LibreTranslate's page waits after typing before it asks
 
 
@@ -68,7 +69,10 @@ class DetectRequest(BaseModel):
 
 
 class FileRequest(BaseModel):
-    file: bytes = Field(description="A .txt or .html file", json_schema_extra={"format": "binary"})
+    file: bytes = Field(
+        description="A .txt, .html, .docx, .pptx, .odt, .epub, .srt, .vtt or .md file",
+        json_schema_extra={"format": "binary"},
+    )
     source: str
     target: str
     api_key: str | None = None
@@ -308,16 +312,17 @@ def add_routes(app, service, read) -> None:
 
 
 def _add_file_routes(app, service, lt: LibreTranslate) -> None:
-    """``POST /translate_file`` and ``GET /download_file/{name}``: a .txt or .html file
-    translated whole, kept for its download."""
+    """``POST /translate_file`` and ``GET /download_file/{name}``: a file translated whole
+    (nmt_cli/serving/files.py), kept for its download."""
 
     @app.post(
         "/translate_file",
-        summary="Translate a .txt or .html file (LibreTranslate)",
+        summary="Translate a .txt, .html, .docx, .pptx, .odt, .epub, .srt, .vtt or .md file "
+        "(LibreTranslate)",
         openapi_extra=body_schema(FileRequest, multipart_only=True),
     )
     async def translate_file(request: Request):
-        body, files = await service.fields(request, allow_form=True)
+        body, files = await service.fields(request, allow_form=True, file=True)
         key = service.check_key(body, request.headers)
         upload = files.get("file")
         if upload is None:
@@ -329,21 +334,16 @@ def _add_file_routes(app, service, lt: LibreTranslate) -> None:
         extension = ("." + filename.rsplit(".", 1)[-1].lower()) if "." in filename else ""
         if extension not in FILE_FORMATS:
             raise RequestError(400, "Invalid request: file format not supported")
-        try:
-            text = (await upload.read()).decode("utf-8")
-        except UnicodeDecodeError:
-            raise RequestError(400, "Invalid request: the file is not UTF-8 text") from None
-        service.check_length([text])
-        route, _detected = lt.route(source, target, [text])
-        service.charge(request, key, len(text))
-        texts, _alts, _cut, _confidences = await lt.translate(
-            route, [text], 0, FILE_FORMATS[extension]
+        translated = await translate_upload(
+            service,
+            await upload.read(),
+            FILE_FORMATS[extension],
+            filename,
+            lambda sample: lt.route(source, target, sample)[0],
+            lambda chars: service.charge(request, key, chars),
         )
-        translated = texts[0]
         stored = f"{uuid.uuid4()}.{filename}"
-        service.files[stored] = (filename, translated.encode("utf-8"))
-        while len(service.files) > KEPT_FILES:
-            service.files.pop(next(iter(service.files)))
+        keep(service, stored, filename, translated)
         url = str(request.url_for("download_file", filename=stored))
         return {"translatedFileUrl": url}
 
@@ -352,10 +352,9 @@ def _add_file_routes(app, service, lt: LibreTranslate) -> None:
         if filename not in service.files:  # only files this process translated; never a path
             return JSONResponse({"error": "Invalid filename"}, status_code=404)
         original, content = service.files[filename]
-        kind = "text/html" if FILE_FORMATS[_extension(original)] == "html" else "text/plain"
         return Response(
             content,
-            media_type=f"{kind}; charset=utf-8",
+            media_type=MEDIA_TYPES[FILE_FORMATS[_extension(original)]],
             headers={"Content-Disposition": f"attachment; filename*=UTF-8''{quote(original)}"},
         )
 

@@ -6,7 +6,19 @@ here without loading the service (FastAPI, torch) for `nmt --help`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class FileSettings:
+    """``/translate_file``'s limits: ``max_bytes`` an uploaded file's size, ``max_chars`` the
+    characters it has to translate; ``kept`` translated files wait for their download,
+    ``kept_bytes`` their total size at most (the oldest given up first)."""
+
+    max_bytes: int = 20 << 20
+    max_chars: int = 200_000
+    kept: int = 64
+    kept_bytes: int = 256 << 20
 
 
 @dataclass
@@ -30,3 +42,4 @@ class ServeSettings:
     log_texts: bool = False  # the access log shows the texts too
     glossaries: tuple[str, ...] = ()  # --glossary [ID=]FILE (nmt_cli/translation/controlled.py)
     min_confidence: float = 0.0  # the LibreTranslate route holds back translations below it
+    files: FileSettings = field(default_factory=FileSettings)  # /translate_file's limits

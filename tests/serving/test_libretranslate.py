@@ -50,7 +50,10 @@ def test_libretranslate_page_loads_its_settings_and_languages_and_translates_aut
     assert settings["charLimit"] == 5000 and settings["apiKeys"] and settings["keyRequired"]
     assert settings["language"]["source"]["code"] == "en"  # one source served: no auto menu
     assert settings["language"]["target"]["code"] == "fr"
-    assert settings["supportedFilesFormat"] == [".htm", ".html", ".txt"]
+    assert settings["supportedFilesFormat"] == sorted(
+        [".txt", ".html", ".htm", ".docx", ".pptx", ".odt", ".epub", ".srt", ".vtt", ".md"]
+        + [".markdown"]
+    )
     langs = requests.get(server.url + "/languages", timeout=30).json()
     codes = {entry["code"] for entry in langs}
     assert all(t in codes for entry in langs for t in entry["targets"])
@@ -286,3 +289,48 @@ def test_html_on_translate_and_translate_file(server):
     got = requests.get(answer["translatedFileUrl"], timeout=30)
     assert got.headers["content-type"].startswith("text/html")
     assert got.text == f"<html><body>{native}</body></html>\n"
+
+
+def test_documents_and_subtitles_on_translate_file(server):
+    """A .docx comes back a .docx with its formatting and other parts, a .srt with its cue
+    numbers and timings; a zip bomb and a file past the character limit are refused (413)."""
+    import io
+    import zipfile
+
+    from document_files import PICTURE, docx, srt
+
+    lines = [x.rstrip(" .") for x in multi30k_lines("test_2016_flickr", "en", 6)]
+
+    def send(name: str, data: bytes):
+        return requests.post(
+            server.url + "/translate_file",
+            files={
+                "file": (name, data, "application/octet-stream"),
+                "source": (None, "en"),
+                "target": (None, "fr"),
+                "api_key": (None, KEY),
+            },
+            timeout=120,
+        )
+
+    answer = send("report.docx", docx(*lines))
+    assert answer.status_code == 200, answer.text
+    got = requests.get(answer.json()["translatedFileUrl"], timeout=30)
+    assert got.headers["content-type"].startswith("application/vnd.openxmlformats")
+    with zipfile.ZipFile(io.BytesIO(got.content)) as z:
+        assert z.read("word/media/image1.png") == PICTURE
+        document = z.read("word/document.xml").decode()
+    assert "<w:b/>" in document and "<w:hyperlink" in document and lines[0] not in document
+    subtitles = srt(*lines[:3])
+    answer = send("film.srt", subtitles.encode())
+    got = requests.get(answer.json()["translatedFileUrl"], timeout=30).text
+    timings = [x for x in subtitles.split("\r\n") if "-->" in x or x.isdigit()]
+    assert [x for x in got.split("\r\n") if "-->" in x or x.isdigit()] == timings
+    bomb = io.BytesIO()
+    with zipfile.ZipFile(bomb, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("word/document.xml", b" " * (4 << 20))
+    refused = send("bomb.docx", bomb.getvalue())
+    assert refused.status_code == 413 and "expands" in refused.json()["error"]
+    long = (" ".join(lines) + "\n") * (250_000 // len(" ".join(lines)))
+    refused = send("long.md", long.encode())
+    assert refused.status_code == 413 and "characters to translate" in refused.json()["error"]
