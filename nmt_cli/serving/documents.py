@@ -19,15 +19,16 @@ from nmt_cli.documents.layer import (
     segment_counter,
     segment_options,
 )
+from nmt_cli.documents.numbers import number_writer
 from nmt_cli.translation.contract import TranslateOptions, Translating
 from nmt_cli.translation.results import Translation, empty_translation
 
 
 @lru_cache(maxsize=64)
-def _protector(translator: Translating):
-    """The built-in protected spans and the characters ``translator``'s vocabulary lacks: made
-    once per served model, not per request."""
-    return build_protector((), translator.tokenizer, translator.lowercase)
+def _protector(translator: Translating, numbers: str):
+    """The built-in protected spans (numbers as ``numbers`` says) and the characters
+    ``translator``'s vocabulary lacks: made once per served model, not per request."""
+    return build_protector((), translator.tokenizer, translator.lowercase, numbers)
 
 
 @lru_cache(maxsize=64)
@@ -42,12 +43,13 @@ def plan_texts(
     *,
     split_sentences: bool = True,
     protect: bool = True,
+    numbers: str = "keep",
 ) -> DocumentPlan:
     """The DocumentPlan of a request's texts for ``route``'s source language and first model:
     sentences cut as `nmt translate` cuts them, placeholders and URLs kept verbatim (``protect``
     False: nothing kept, for a pivot's translations, whose protected spans the first leg left
     out); ``split_sentences`` False: each line one segment, never cut (a forced prefix's
-    sentence)."""
+    sentence); ``numbers``: how numbers are carried (TranslateOptions.numbers)."""
     translator = route.first.translator
     limit = translator.config.max_segment_tokens if split_sentences else 0
     return plan_documents(
@@ -55,9 +57,10 @@ def plan_texts(
         fmt=fmt,
         language=route.source,
         split_sentences=split_sentences,
-        protector=_protector(translator) if protect else None,
+        protector=_protector(translator, numbers) if protect else None,
         max_tokens=limit,
         count_tokens=long_only(_counter(translator), limit),
+        write_number=number_writer(numbers, route.source, route.target) if protect else None,
     )
 
 

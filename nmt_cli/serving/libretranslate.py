@@ -84,6 +84,10 @@ class NativeRequest(BaseModel):
     alignments: bool = False
     attention: bool = False
     format: str = Field("text", description='"text" or "html"')
+    restore_case: bool = Field(
+        True, description="Translate ALL CAPS and Title Case in sentence case, then recase"
+    )
+    numbers: str = Field("keep", description='"keep", "target" (its convention) or "model"')
     api_key: str | None = None
 
 
