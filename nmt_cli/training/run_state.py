@@ -200,11 +200,13 @@ class TrainingBatches:
             text = None
         if text is None or not len(text[0]) == len(text[1]) == len(self.train_split):
             raise DataError(
-                f"{self.run_dir / 'data'}: train.subword_alpha and data.augment_case need "
-                "the training text "
+                f"{self.run_dir / 'data'}: {self._redrawn_by()} needs the training text "
                 "(train.src.txt, train.tgt.txt) that nmt preprocess now stores; re-run it"
             )
         return text
+
+    def _redrawn_by(self) -> str:
+        return "train.subword_alpha" if self.cfg.subword_alpha else "data.augment_case"
 
     def _epoch_split(self, epoch: int) -> EncodedSplit:
         if self.train_text is None:
