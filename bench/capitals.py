@@ -1,9 +1,10 @@
 """ALL CAPS and Title Case against normal case: Multi30k test sets (test_2016_flickr and
 test_2017_flickr by default) written in capitals and in title case on both sides (source and
 reference alike, nmt_cli/data/casing.py), translated by each model with the translation-time
-remedy on and off (``TranslateOptions.restore_case``), scored with cased sacreBLEU. Prints a
+remedy on and off (``TranslateOptions.restore_case``), scored with cased sacreBLEU (the case
+must come back too) and, in brackets, case-insensitive sacreBLEU (the words alone). Prints a
 Markdown table: per model and remedy, BLEU in normal case, upper case and title case and the
-largest loss against normal case.
+largest cased loss against normal case.
 
     python bench/capitals.py -m /tmp/runs/enfr -m runs/ft-case --threads 1 [--lines 500]
 
@@ -48,7 +49,7 @@ def main() -> None:
     splits = args.splits.split(",")
     sources = sum((test_lines(s, args.src, args.lines) for s in splits), [])
     refs = sum((test_lines(s, args.tgt, args.lines) for s in splits), [])
-    print(f"{len(sources)} sentences of {', '.join(splits)}; cased sacreBLEU\n")
+    print(f"{len(sources)} sentences of {', '.join(splits)}; cased (case-insensitive) BLEU\n")
     print("| model | restore_case | normal | UPPER | Title | largest loss |")
     print("|---|---|---|---|---|---|")
     for model in args.model:
@@ -57,13 +58,14 @@ def main() -> None:
             scores = {}
             for name, change in CASES.items():
                 out = translator.translate([change(s) for s in sources], restore_case=restore)
-                hyps = [t.text for t in out]
-                scores[name] = sacrebleu.corpus_bleu(hyps, [[change(r) for r in refs]]).score
-            normal = scores["normal"]
-            loss = normal - min(scores["upper"], scores["title"])
+                hyps, wanted = [t.text for t in out], [[change(r) for r in refs]]
+                cased = sacrebleu.corpus_bleu(hyps, wanted).score
+                words = sacrebleu.corpus_bleu(hyps, wanted, lowercase=True).score
+                scores[name] = (cased, words)
+            loss = scores["normal"][0] - min(scores["upper"][0], scores["title"][0])
+            shown = " | ".join(f"{c:.1f} ({w:.1f})" for c, w in scores.values())
             print(
-                f"| {Path(model).name} | {'on' if restore else 'off'} | {normal:.1f} | "
-                f"{scores['upper']:.1f} | {scores['title']:.1f} | {loss:.1f} |",
+                f"| {Path(model).name} | {'on' if restore else 'off'} | {shown} | {loss:.1f} |",
                 flush=True,
             )
 

@@ -286,8 +286,14 @@ class _Cutter:
         if self.too_long is None:
             return [(a, b, False) for a, b in spans]
         parts: list[tuple[int, int, bool]] = []
+        # The length that counts is the model's: protected spans (numbers, placeholders) are
+        # left out of what it reads, so they are blanked before measuring.
+        read = list(text)
+        for x, y in kept:
+            read[x:y] = " " * (y - x)
+        read = "".join(read)
         for a, b in spans:
-            clauses = clause_spans(text, a, b, self.too_long, kept)
+            clauses = clause_spans(read, a, b, self.too_long, kept)
             parts += [(x, y, k > 0) for k, (x, y) in enumerate(clauses)]
         return parts
 

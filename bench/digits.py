@@ -8,7 +8,7 @@ have digits taken out of the translations (how much the numbers disturb the word
 same sentences without numbers give the baseline). Then lines with nothing to translate (digits,
 symbols, emoticons, code fences, rules): the share that comes back exactly as it was.
 
-    python bench/numbers.py -m /tmp/runs/enfr --split test_2017_flickr --threads 1
+    python bench/digits.py -m /tmp/runs/enfr --split test_2017_flickr --threads 1
 
 docs/results.md#numbers-and-lines-without-words records the figures.
 """
@@ -120,7 +120,10 @@ def main() -> None:
             want, got = digit_runs(source), digit_runs(text)
             kept += sum(min(n, got[d]) for d, n in want.items())
             whole += all(got[d] >= n for d, n in want.items())
-        bare = [" ".join(w for w in text.split() if not re.search(r"\d", w)) for text in out]
+        bare = [
+            " ".join(w for w in text.replace("\u00a0%", "%").split() if not re.search(r"\d", w))
+            for text in out
+        ]
         bleu = sacrebleu.corpus_bleu(bare, [refs]).score
         print(
             f"| {style} | {100 * whole / len(cases):.1f}% | {100 * kept / runs:.1f}% | "
