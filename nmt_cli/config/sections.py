@@ -125,6 +125,11 @@ class DataConfig(Section):
     denoise_tag: bool = _opt(
         False, help="data.denoise: the noised sources also carry the token <denoise>"
     )
+    filter_numbers: bool = _opt(
+        False,
+        help="drop training pairs whose runs of digits differ between the sides (1,234 and "
+        "1 234 agree; 2 and deux do not), so that the model learns to carry numbers",
+    )
     augment_case: float = _opt(
         0.0,
         lo=0.0,
