@@ -9,7 +9,7 @@ largest cased loss against normal case.
     python bench/capitals.py -m /tmp/runs/enfr -m runs/ft-case --threads 1 [--lines 500]
 
 Two models trained alike but for ``data.augment_case`` measure the training-time remedy;
-docs/results.md#capitals records the figures.
+docs/results.md#numbers-and-capitals records the figures.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ symbols, emoticons, code fences, rules): the share that comes back exactly as it
 
     python bench/digits.py -m /tmp/runs/enfr --split test_2017_flickr --threads 1
 
-docs/results.md#numbers-and-lines-without-words records the figures.
+docs/results.md#numbers-and-capitals records the figures.
 """
 
 from __future__ import annotations
