@@ -37,9 +37,17 @@ def test_lines(split: str, lang: str, n: int) -> list[str]:
     return lines[:n] if n else lines
 
 
+def label(model: str) -> str:
+    """A run dir's name, or a checkpoint's with its run dir's."""
+    path = Path(model)
+    return path.name if path.is_dir() else f"{path.parent.parent.name}/{path.name}"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("-m", "--model", action="append", required=True, help="run dir (repeatable)")
+    ap.add_argument(
+        "-m", "--model", action="append", required=True, help="run dir or checkpoint (repeatable)"
+    )
     ap.add_argument("--splits", default="test_2016_flickr,test_2017_flickr")
     ap.add_argument("--src", default="en")
     ap.add_argument("--tgt", default="fr")
@@ -65,7 +73,7 @@ def main() -> None:
             loss = scores["normal"][0] - min(scores["upper"][0], scores["title"][0])
             shown = " | ".join(f"{c:.1f} ({w:.1f})" for c, w in scores.values())
             print(
-                f"| {Path(model).name} | {'on' if restore else 'off'} | {shown} | {loss:.1f} |",
+                f"| {label(model)} | {'on' if restore else 'off'} | {shown} | {loss:.1f} |",
                 flush=True,
             )
 
