@@ -28,6 +28,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from nmt_cli.data.casing import case_of, sentence_cased
 from nmt_cli.data.tokenizer import normalize
 from nmt_cli.documents.numbers import check_style, number_writer
 from nmt_cli.documents.plan import DocumentPlan, plan_documents
@@ -83,10 +84,13 @@ def build_protector(
     )
 
 
-def segment_counter(translator: Translating) -> Callable[[str], int]:
-    """The subword count of a text as ``translator``'s model reads it."""
+def segment_counter(translator: Translating, restore_case: bool = True) -> Callable[[str], int]:
+    """The subword count of a text as ``translator``'s model reads it: with ``restore_case``
+    (TranslateOptions.restore_case), an ALL CAPS or Title Case text in sentence case."""
 
     def count(text: str) -> int:
+        if restore_case:
+            text = sentence_cased(text, case_of(text))
         cleaned = normalize(text, translator.lowercase)
         return len(translator.tokenizer.src.encode(cleaned))
 
@@ -119,7 +123,7 @@ def document_plan(
             documents.protect, translator.tokenizer, translator.lowercase, options.numbers
         ),
         max_tokens=limit,
-        count_tokens=long_only(segment_counter(translator), limit),
+        count_tokens=long_only(segment_counter(translator, options.restore_case), limit),
         write_number=number_writer(options.numbers, source, target),
     )
 

@@ -413,7 +413,14 @@ async def native_translate(service: Service, request, body: dict) -> dict:
         TranslateOptions(beam_size=beam, nbest=nbest, alignments=alignments, attention=attention),
     )
     # A prefix belongs to its sentence as sent: those are translated whole, one segment each.
-    plan = plan_texts(route, sentences, fmt, split_sentences=not prefixed, numbers=asked.numbers)
+    plan = plan_texts(
+        route,
+        sentences,
+        fmt,
+        split_sentences=not prefixed,
+        numbers=asked.numbers,
+        restore_case=asked.restore_case,
+    )
     if prefixed and len(plan.segments) != len(sentences):
         raise RequestError(400, "prefix: give it for non-empty sentences of one line each")
     options = request_forcing(route.first, body, sentences, asked)

@@ -32,8 +32,8 @@ def _protector(translator: Translating, numbers: str):
 
 
 @lru_cache(maxsize=64)
-def _counter(translator: Translating):
-    return segment_counter(translator)
+def _counter(translator: Translating, restore_case: bool):
+    return segment_counter(translator, restore_case)
 
 
 def plan_texts(
@@ -44,12 +44,14 @@ def plan_texts(
     split_sentences: bool = True,
     protect: bool = True,
     numbers: str = "keep",
+    restore_case: bool = True,
 ) -> DocumentPlan:
     """The DocumentPlan of a request's texts for ``route``'s source language and first model:
     sentences cut as `nmt translate` cuts them, placeholders and URLs kept verbatim (``protect``
     False: nothing kept, for a pivot's translations, whose protected spans the first leg left
     out); ``split_sentences`` False: each line one segment, never cut (a forced prefix's
-    sentence); ``numbers``: how numbers are carried (TranslateOptions.numbers)."""
+    sentence); ``numbers``, ``restore_case``: as TranslateOptions has them (how numbers are
+    carried; whether a segment's length is counted in sentence case)."""
     translator = route.first.translator
     limit = translator.config.max_segment_tokens if split_sentences else 0
     return plan_documents(
@@ -59,7 +61,7 @@ def plan_texts(
         split_sentences=split_sentences,
         protector=_protector(translator, numbers) if protect else None,
         max_tokens=limit,
-        count_tokens=long_only(_counter(translator), limit),
+        count_tokens=long_only(_counter(translator, restore_case), limit),
         write_number=number_writer(numbers, route.source, route.target) if protect else None,
     )
 
