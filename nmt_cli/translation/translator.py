@@ -190,14 +190,15 @@ class Translator:
         )
         return self._results(lines, encoded, route, dict(zip(todo, hyps)), options, cases)
 
-    @staticmethod
-    def _cases(lines: Sequence[str], options: TranslateOptions) -> list[str | None]:
+    def _cases(self, lines: Sequence[str], options: TranslateOptions) -> list[str | None]:
         """Per line, the case its translation is given back (``options.restore_case``): ALL
         CAPS, Title Case or None; None for a line with a forced prefix, which is the
-        translation's own start."""
+        translation's own start, and for a data.lowercase model, which sees no case and writes
+        lowercase."""
         prefixes = options.prefixes or [None] * len(lines)
+        restore = options.restore_case and not self.lowercase
         return [
-            case_of(line) if options.restore_case and not prefix else None
+            case_of(line) if restore and not prefix else None
             for line, prefix in zip(lines, prefixes)
         ]
 
