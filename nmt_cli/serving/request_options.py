@@ -35,10 +35,13 @@ def attach_glossaries(models: Sequence[ServedModel], specs: Sequence[str]) -> No
 
 
 def text_options(body: dict, options: TranslateOptions) -> TranslateOptions:
-    """``options`` with a request's ``restore_case`` (true or false; default true: ALL CAPS and
-    Title Case translated in sentence case and given their case back) and ``numbers`` (keep,
-    target or model: nmt_cli/documents/numbers.py; default keep); a bad value is a 400."""
+    """``options`` with a request's ``restore_case`` (true or false, in a form "true" or "false";
+    default true: ALL CAPS and Title Case translated in sentence case and given their case back)
+    and ``numbers`` (keep, target or model: nmt_cli/documents/numbers.py; default keep); a bad
+    value is a 400."""
     restore = body.get("restore_case", options.restore_case)
+    if isinstance(restore, str) and restore.lower() in ("true", "false"):  # a form's field
+        restore = restore.lower() == "true"
     if not isinstance(restore, bool):
         raise RequestError(400, f"restore_case: expected true or false, got {str(restore)[:40]}")
     numbers = body.get("numbers", options.numbers)
