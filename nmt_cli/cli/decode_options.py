@@ -104,6 +104,24 @@ PrefixTabOption = Annotated[
         "prefix, the rest decoded by the beam.",
     ),
 ]
+RestoreCaseOption = Annotated[
+    bool,
+    typer.Option(
+        "--restore-case/--no-restore-case",
+        help="Translate a sentence in ALL CAPS or Title Case in sentence case and give its "
+        "translation that case again (the default).",
+    ),
+]
+NumbersOption = Annotated[
+    str,
+    typer.Option(
+        "--numbers",
+        metavar="keep|target|model",
+        help="Words with digits: keep them verbatim (the default), write them in the target "
+        "language's convention where certain (target: 1,234 -> 1 234, 3.5 -> 3,5 in French), "
+        "or leave them to the model.",
+    ),
+]
 SampleOption = Annotated[
     bool,
     typer.Option("--sample", help="Sample each translation from the model (back-translation)."),

@@ -17,8 +17,10 @@ from nmt_cli.cli.decode_options import (
     GlossaryOption,
     LanguageVocabularyOption,
     LengthPenaltyOption,
+    NumbersOption,
     PrecisionOption,
     PrefixTabOption,
+    RestoreCaseOption,
     SampleOption,
     SamplingTopkOption,
     SeedOption,
@@ -32,6 +34,7 @@ from nmt_cli.cli.decode_options import (
     _decode_changes,
     _option_name,
 )
+from nmt_cli.documents.numbers import check_style
 from nmt_cli.documents.protect import Protector
 from nmt_cli.runtime import startup
 from nmt_cli.runtime.errors import UserError
@@ -144,6 +147,8 @@ def translate(
     ] = None,
     glossary: GlossaryOption = None,
     prefix_tab: PrefixTabOption = False,
+    restore_case: RestoreCaseOption = True,
+    numbers: NumbersOption = "keep",
     sample: SampleOption = False,
     sampling_topk: SamplingTopkOption = 0,
     temperature: TemperatureOption = 1.0,
@@ -183,6 +188,7 @@ def translate(
     documents = _document_options(fmt, split_sentences, protect, out_opts, prefix_tab)
     if shard is not None and fmt != "text":
         raise UserError(f"--shard: it splits lines of text, and a {fmt} file is translated whole")
+    check_style(numbers, "--numbers")
     translator = load_translator(
         model, _decode_changes(ctx), device=device, quantize=quantize, name_of=_option_name
     )
@@ -203,6 +209,8 @@ def translate(
             nbest=nbest,
             forcing=bool(glossary) or prefix_tab,
         ),
+        restore_case=restore_case,
+        numbers=numbers,
     )
     try:
         in_stream = open(input, "rb") if input is not None else sys.stdin.buffer

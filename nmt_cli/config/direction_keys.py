@@ -85,6 +85,15 @@ def check_directions(recipe: Recipe, origin: str) -> None:
             f"{origin}: train.subword_alpha: re-segmenting tagged sources is not supported; "
             "set it to 0 with data.directions or data.back_translated"
         )
+    if (names or data.back_translated) and data.augment_case:
+        raise ConfigError(
+            f"{origin}: data.augment_case: re-casing tagged sources is not supported; "
+            "set it to 0 with data.directions or data.back_translated"
+        )
+    if data.lowercase and data.augment_case:
+        raise ConfigError(
+            f"{origin}: data.augment_case: a data.lowercase model sees no case; set one of them off"
+        )
 
 
 def check_denoise(recipe: Recipe, origin: str) -> None:

@@ -125,6 +125,18 @@ class DataConfig(Section):
     denoise_tag: bool = _opt(
         False, help="data.denoise: the noised sources also carry the token <denoise>"
     )
+    filter_numbers: bool = _opt(
+        False,
+        help="drop training pairs whose runs of digits differ between the sides (1,234 and "
+        "1 234 agree; 2 and deux do not), so that the model learns to carry numbers",
+    )
+    augment_case: float = _opt(
+        0.0,
+        lo=0.0,
+        hi=1.0,
+        help="share of the training pairs written in one case on both sides, drawn anew each "
+        "epoch: half ALL CAPS, half Title Case (0 = none), so that the model reads capitals",
+    )
     back_translated: dict[str, str] = _opt(
         {},
         help="direction -> a path with {lang} of a back-translated corpus (its source side "
@@ -501,6 +513,7 @@ RESUMABLE_KEYS = frozenset(
         "train.max_nan_batches",
         "train.ema_decay",
         "train.subword_alpha",
+        "data.augment_case",
     }
 ) | {f"decode.{f.name}" for f in dataclasses.fields(DecodeConfig)}
 

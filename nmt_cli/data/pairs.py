@@ -171,7 +171,24 @@ def chunks(pairs: Iterator, size: int) -> Iterator[list]:
         yield chunk
 
 
-FILTER_REASONS = ("empty side", "longer than {max_len} words", "length ratio over {max_ratio:g}")
+FILTER_REASONS = (
+    "empty side",
+    "longer than {max_len} words",
+    "length ratio over {max_ratio:g}",
+    "numbers differ",
+)
+_DIGITS = re.compile(r"\d+")
+
+
+def numbers_differ(src: Sequence[str], tgt: Sequence[str]) -> np.ndarray:
+    """``data.filter_numbers``: whether each pair's runs of digits differ between its sides, as
+    multisets, so that 1,234 and 1 234, 3.5 and 3,5, 10:30 and 10 h 30 agree and 2 and deux do
+    not."""
+    return np.fromiter(
+        (sorted(_DIGITS.findall(a)) != sorted(_DIGITS.findall(b)) for a, b in zip(src, tgt)),
+        dtype=bool,
+        count=len(src),
+    )
 
 
 def reason_text(code: int, max_len: int, max_ratio: float) -> str:
@@ -379,9 +396,10 @@ class Cleaning:
     max_len: int
     max_ratio: float
     tsv: bool = False
+    numbers: bool = False  # data.filter_numbers: drop pairs whose digits differ
 
     def __call__(self, block: tuple[bytes, ...]) -> CleanChunk:
-        if not self.tsv and not self.lowercase:
+        if not self.tsv and not self.lowercase and not self.numbers:
             sides = [_normal_side(raw) for raw in block]
             if None not in sides:
                 return self._filtered(*sides)
@@ -398,6 +416,8 @@ class Cleaning:
             read = len(src)
         src, tgt = normalize_lines(src, self.lowercase), normalize_lines(tgt, self.lowercase)
         codes = filter_codes(src, tgt, self.max_len, self.max_ratio)
+        if self.numbers:
+            codes[(codes == 0) & numbers_differ(src, tgt)] = 4
         counts = np.bincount(codes, minlength=len(FILTER_REASONS) + 1)
         dropped.update(self._reasons(counts))
         if counts[0] < len(src):

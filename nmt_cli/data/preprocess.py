@@ -145,7 +145,9 @@ def _stream_train(
                     tokenizer.src_proto, dtype, tuple(tokenizer.symbol_ids(source.tags))
                 )
             work = CleanAndEncode(
-                Cleaning(d.lowercase, d.max_len, d.max_ratio, tsv=source.tsv),
+                Cleaning(
+                    d.lowercase, d.max_len, d.max_ratio, tsv=source.tsv, numbers=d.filter_numbers
+                ),
                 src_encoder,
                 encoders[1],
             )

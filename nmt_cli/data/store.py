@@ -219,6 +219,14 @@ def sampled_split(
     return EncodedSplit(Side(*src), Side(*tgt))
 
 
+def encoded_split(src_lines: Sequence[str], tgt_lines: Sequence[str], tokenizer) -> EncodedSplit:
+    """The training pairs encoded as preprocessing encodes them (one segmentation per line),
+    for an epoch whose text differs from the stored one (``data.augment_case``)."""
+    src = encode_flat(tokenizer.encode_src, src_lines)
+    tgt = encode_flat(tokenizer.encode_tgt, tgt_lines)
+    return EncodedSplit(Side(*src), Side(*tgt))
+
+
 SHORTLIST_PAIRS = 300_000  # a split up to this size is counted whole, as learn_shortlist does
 SHORTLIST_SAMPLE = 100_000  # pairs sampled from a larger one
 

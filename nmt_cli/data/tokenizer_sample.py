@@ -49,7 +49,8 @@ def _draw_sample(recipe: Recipe, sources: list[PairSource]) -> tuple[list[str], 
                 sample.offer(block)
             else:
                 sample.pass_over(len(block))
-    pairs = clean_raw_pairs(sample.items, Cleaning(d.lowercase, d.max_len, d.max_ratio)).pairs()
+    cleaning = Cleaning(d.lowercase, d.max_len, d.max_ratio, numbers=d.filter_numbers)
+    pairs = clean_raw_pairs(sample.items, cleaning).pairs()
     if d.dedup:
         pairs = list(compress(pairs, Deduplicator().fresh(pairs)))
     if not pairs:

@@ -28,7 +28,9 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 
+from nmt_cli.data.casing import case_of, sentence_cased
 from nmt_cli.data.tokenizer import normalize
+from nmt_cli.documents.numbers import check_style, number_writer
 from nmt_cli.documents.plan import DocumentPlan, plan_documents
 from nmt_cli.documents.protect import Protector
 from nmt_cli.documents.segment import DEFAULT_LANGUAGE, clause_spans
@@ -63,20 +65,32 @@ class DocumentTranslation:
 
 
 def build_protector(
-    patterns: Sequence[str] | None, vocabulary=None, lowercase: bool = False
+    patterns: Sequence[str] | None,
+    vocabulary=None,
+    lowercase: bool = False,
+    numbers: str = "keep",
 ) -> Protector | None:
-    """The Protector of the built-in patterns (placeholders, URLs, e-mail addresses), the
-    user's ``patterns`` and the characters ``vocabulary`` (the model's Tokenizer) lacks, read
-    lowercased for a ``lowercase`` model; None when ``patterns`` is None (protection off)."""
+    """The Protector of the built-in patterns (placeholders, URLs, e-mail addresses, numbers
+    unless ``numbers`` is "model"), the user's ``patterns`` and the characters ``vocabulary``
+    (the model's Tokenizer) lacks, read lowercased for a ``lowercase`` model; None when
+    ``patterns`` is None (protection off)."""
     if patterns is None:
         return None
-    return Protector(list(patterns), vocabulary=vocabulary, lowercase=lowercase)
+    return Protector(
+        list(patterns),
+        vocabulary=vocabulary,
+        lowercase=lowercase,
+        numbers=check_style(numbers) != "model",
+    )
 
 
-def segment_counter(translator: Translating) -> Callable[[str], int]:
-    """The subword count of a text as ``translator``'s model reads it."""
+def segment_counter(translator: Translating, restore_case: bool = True) -> Callable[[str], int]:
+    """The subword count of a text as ``translator``'s model reads it: with ``restore_case``
+    (TranslateOptions.restore_case), an ALL CAPS or Title Case text in sentence case."""
 
     def count(text: str) -> int:
+        if restore_case:
+            text = sentence_cased(text, case_of(text))
         cleaned = normalize(text, translator.lowercase)
         return len(translator.tokenizer.src.encode(cleaned))
 
@@ -84,22 +98,33 @@ def segment_counter(translator: Translating) -> Callable[[str], int]:
 
 
 def document_plan(
-    translator: Translating, texts: Sequence[str], documents: DocumentOptions, whole: bool = False
+    translator: Translating,
+    texts: Sequence[str],
+    documents: DocumentOptions,
+    whole: bool = False,
+    options: TranslateOptions | None = None,
 ) -> DocumentPlan:
     """The plan `nmt translate` makes of ``texts`` for ``translator``: sentences in the source
     language (the recipe's unless ``documents`` names one), the built-in and the user's
-    protected spans, segments longer than ``decode.max_segment_tokens`` subwords cut at clause
-    boundaries; ``whole``: each line one segment, never cut (a line with a forced prefix)."""
+    protected spans, numbers carried as ``options.numbers`` says, segments longer than
+    ``decode.max_segment_tokens`` subwords cut at clause boundaries; ``whole``: each line one
+    segment, never cut (a line with a forced prefix)."""
     recipe = translator.recipe
+    options = options or TranslateOptions()
     limit = 0 if whole else translator.config.max_segment_tokens
+    source = documents.language or (recipe.src if recipe is not None else DEFAULT_LANGUAGE)
+    target = options.target or (recipe.tgt if recipe is not None else None)
     return plan_documents(
         texts,
         fmt=documents.fmt,
-        language=documents.language or (recipe.src if recipe is not None else DEFAULT_LANGUAGE),
+        language=source,
         split_sentences=documents.split_sentences and not whole,
-        protector=build_protector(documents.protect, translator.tokenizer, translator.lowercase),
+        protector=build_protector(
+            documents.protect, translator.tokenizer, translator.lowercase, options.numbers
+        ),
         max_tokens=limit,
-        count_tokens=long_only(segment_counter(translator), limit),
+        count_tokens=long_only(segment_counter(translator, options.restore_case), limit),
+        write_number=number_writer(options.numbers, source, target),
     )
 
 
@@ -119,7 +144,7 @@ def translate_documents(
     prefixes = options.prefixes
     if prefixes is not None and documents.fmt == "html":
         raise UserError("prefixes: give them for lines of text, not for an HTML document")
-    plan = document_plan(translator, texts, documents, whole=prefixes is not None)
+    plan = document_plan(translator, texts, documents, prefixes is not None, options)
     translations = translate_plan(translator, plan, options)
     if prefixes is None:
         retry = Retry(plan, translations)

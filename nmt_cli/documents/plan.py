@@ -9,10 +9,12 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
-from nmt_cli.documents.inline import Inline, plain_inline
+from nmt_cli.documents.inline import Atom, Inline, plain_inline
 from nmt_cli.documents.markup import parse_html
+from nmt_cli.documents.numbers import NUMBER
 from nmt_cli.documents.protect import Protector
 from nmt_cli.documents.segment import DEFAULT_LANGUAGE, clause_spans, sentence_spans
+from nmt_cli.documents.wordless import has_words
 from nmt_cli.runtime.errors import UserError
 from nmt_cli.translation.results import Translation, combined, empty_translation, kth
 from nmt_cli.translation.words import remapped, word_map
@@ -223,13 +225,16 @@ def plan_documents(
     protector: Protector | None = None,
     max_tokens: int = 0,
     count_tokens: Callable[[str], int] | None = None,
+    write_number: Callable[[str], str] | None = None,
 ) -> DocumentPlan:
     """The segments of ``texts`` (plain text or HTML documents, as ``fmt`` says) and how to put
     their translations back. ``language``: the source language, for the sentence boundaries;
     ``split_sentences`` False keeps each paragraph (line) one segment, for sentence-per-line
     input; ``protector``: the spans to carry verbatim (placeholders, URLs, user patterns), None
     for none; ``max_tokens`` > 0 with ``count_tokens`` (subwords of a text): a segment longer
-    than that is cut at clause boundaries (:func:`nmt_cli.documents.segment.clause_spans`)."""
+    than that is cut at clause boundaries (:func:`nmt_cli.documents.segment.clause_spans`);
+    ``write_number``: how a protected number is written back (nmt_cli/documents/numbers.py's
+    number_writer; None: as it is). A segment without words (wordless.py) is kept as it was."""
     if fmt not in FORMATS:
         raise UserError(f"format: '{fmt}' is not one of {', '.join(FORMATS)}")
     plan = DocumentPlan(len(texts))
@@ -239,10 +244,26 @@ def plan_documents(
     cutter = _Cutter(language, split_sentences, too_long)
     for i, text in enumerate(texts):
         if fmt == "html":
-            _plan_html(plan, i, text, cutter, protector)
+            _plan_html(plan, i, text, cutter, protector, write_number)
         else:
-            _plan_text(plan, i, text, cutter, protector)
+            _plan_text(plan, i, text, cutter, protector, write_number)
     return plan
+
+
+_NUMBER = re.compile(NUMBER)
+
+
+def _numbers_written(inline: Inline, write_number: Callable[[str], str] | None) -> Inline:
+    """``inline`` with each protected number to be written back as ``write_number`` says."""
+    if write_number is None:
+        return inline
+    atoms = []
+    for atom in inline.protected:
+        text = inline.text[atom.start : atom.end]
+        if atom.raw is None and _NUMBER.fullmatch(text) and write_number(text) != text:
+            atom = Atom(atom.start, atom.end, inline.escape(write_number(text)))
+        atoms.append(atom)
+    return replace(inline, protected=atoms)
 
 
 class _Cutter:
@@ -265,8 +286,14 @@ class _Cutter:
         if self.too_long is None:
             return [(a, b, False) for a, b in spans]
         parts: list[tuple[int, int, bool]] = []
+        # The length that counts is the model's: protected spans (numbers, placeholders) are
+        # left out of what it reads, so they are blanked before measuring.
+        read = list(text)
+        for x, y in kept:
+            read[x:y] = " " * (y - x)
+        read = "".join(read)
         for a, b in spans:
-            clauses = clause_spans(text, a, b, self.too_long, kept)
+            clauses = clause_spans(read, a, b, self.too_long, kept)
             parts += [(x, y, k > 0) for k, (x, y) in enumerate(clauses)]
         return parts
 
@@ -282,7 +309,9 @@ def _joined_across(spans, kept):
     return out
 
 
-def _plan_text(plan: DocumentPlan, i: int, text: str, cutter: _Cutter, protector) -> None:
+def _plan_text(
+    plan: DocumentPlan, i: int, text: str, cutter: _Cutter, protector, write_number
+) -> None:
     pieces = _LINE_BREAK.split(text)
     for k, piece in enumerate(pieces):
         if k % 2:  # a line break, kept as it was
@@ -290,7 +319,7 @@ def _plan_text(plan: DocumentPlan, i: int, text: str, cutter: _Cutter, protector
             continue
         inline = None
         if protector is not None:
-            inline = plain_inline(piece, protector)
+            inline = _numbers_written(plain_inline(piece, protector), write_number)
             piece = inline.text
             if not inline.protected:  # nothing to put back: the text is the model input
                 inline = None
@@ -299,20 +328,29 @@ def _plan_text(plan: DocumentPlan, i: int, text: str, cutter: _Cutter, protector
         for a, b, continues in cutter.spans(piece, kept):
             plan._literal(i, piece[at:a])
             if inline is None:
-                plan._segment(i, piece[a:b], None, continues)
+                if has_words(piece[a:b]):
+                    plan._segment(i, piece[a:b], None, continues)
+                else:
+                    plan._literal(i, piece[a:b])
             else:
                 part = inline.slice(a, b)
-                inner = part if part.needs_alignment else None
-                plan._segment(i, part.model_input(), inner, continues)
+                if not has_words(part.model_input()):
+                    plan._literal(i, part.markup())
+                else:
+                    inner = part if part.needs_alignment else None
+                    plan._segment(i, part.model_input(), inner, continues)
             at = b
         plan._literal(i, piece[at:])
 
 
-def _plan_html(plan: DocumentPlan, i: int, document: str, cutter: _Cutter, protector) -> None:
+def _plan_html(
+    plan: DocumentPlan, i: int, document: str, cutter: _Cutter, protector, write_number
+) -> None:
     for part in parse_html(document, protector):
         if isinstance(part, str):
             plan._literal(i, part)
             continue
+        part = _numbers_written(part, write_number)
         text = part.text
         spans = cutter.spans(text, [(x.start, x.end) for x in part.protected])
         if not spans:  # only whitespace and markup: nothing to translate, all to keep
@@ -323,4 +361,7 @@ def _plan_html(plan: DocumentPlan, i: int, document: str, cutter: _Cutter, prote
         bounds = [0] + [a for a, _, _ in spans[1:]] + [len(text)]
         for (x, y), (_, _, continues) in zip(zip(bounds, bounds[1:]), spans):
             sliced = part.slice(x, y)
-            plan._segment(i, sliced.model_input(), sliced, continues)
+            if has_words(sliced.model_input()):
+                plan._segment(i, sliced.model_input(), sliced, continues)
+            else:
+                plan._literal(i, sliced.markup())

@@ -1,10 +1,11 @@
 """Spans of a text that must come out of a translation exactly as they went in.
 
 A :class:`Protector` finds them: placeholders of the common message formats, URLs, e-mail
-addresses, patterns the user gives, and, when it knows the model's vocabulary, runs of characters
-the vocabulary lacks (emoji, a script the model never saw). Every rule is listed in
-docs/markup.md#protected-spans. The spans are kept out of what the model reads and put back into
-its translation by the word alignment (nmt_cli/documents/inline.py).
+addresses, numbers (nmt_cli/documents/numbers.py), patterns the user gives, and, when it knows
+the model's vocabulary, runs of characters the vocabulary lacks (emoji, a script the model never
+saw). Every rule is listed in docs/markup.md#protected-spans. The spans are kept out of what the
+model reads and put back into its translation by the word alignment
+(nmt_cli/documents/inline.py).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from nmt_cli.documents.numbers import NUMBER
 from nmt_cli.runtime.errors import UserError
 
 # The built-in rules, in the order docs/markup.md lists them. Where two matches overlap, the one
@@ -33,6 +35,8 @@ BUILT_IN: dict[str, str] = {
     "weblate": r"\[X\d+X\]",
     # shell and template variables: $HOME, ${user_name}
     "variable": r"\$\{[^{}\s]+\}|\$[A-Za-z_][A-Za-z0-9_]*",
+    # a word with a digit: 3, 1,234.50, 12/05/2024, 10:30, v2.1, $5, 50%, 1st (numbers.py)
+    "number": NUMBER,
 }
 
 
@@ -49,7 +53,8 @@ class Protector:
     ``vocabulary`` (a SentencePiece processor or an nmt Tokenizer, whose source side is used),
     every run of characters that vocabulary encodes only as unknown (``lowercase``: as the model
     reads them, lowercased, for a model trained with data.lowercase). ``builtin=False`` keeps
-    only the user's patterns and the vocabulary's gaps."""
+    only the user's patterns and the vocabulary's gaps; ``numbers=False`` every rule but
+    ``number`` (numbers left to the model)."""
 
     def __init__(
         self,
@@ -58,10 +63,15 @@ class Protector:
         vocabulary=None,
         builtin: bool = True,
         lowercase: bool = False,
+        numbers: bool = True,
     ) -> None:
         if isinstance(patterns, str):
             patterns = [patterns]
-        rules = [_compile(p, f"built-in rule {name}") for name, p in BUILT_IN.items()]
+        rules = [
+            _compile(p, f"built-in rule {name}")
+            for name, p in BUILT_IN.items()
+            if numbers or name != "number"
+        ]
         self.rules = (rules if builtin else []) + [_compile(p, "protect pattern") for p in patterns]
         self.patterns = list(patterns)
         self.vocabulary = getattr(vocabulary, "src", vocabulary)

@@ -43,7 +43,7 @@ from nmt_cli.serving.request_body import (
     read_int,
     read_texts,
 )
-from nmt_cli.serving.request_options import request_forcing
+from nmt_cli.serving.request_options import request_forcing, text_options
 from nmt_cli.serving.settings import ServeSettings
 from nmt_cli.translation.contract import TranslateOptions
 
@@ -415,13 +415,21 @@ async def native_translate(service: Service, request, body: dict) -> dict:
         raise RequestError(
             400, f"glossary, prefix: not given for a pair pivoted through {route.pivot}"
         )
+    asked = text_options(
+        body,
+        TranslateOptions(beam_size=beam, nbest=nbest, alignments=alignments, attention=attention),
+    )
     # A prefix belongs to its sentence as sent: those are translated whole, one segment each.
-    plan = plan_texts(route, sentences, fmt, split_sentences=not prefixed)
+    plan = plan_texts(
+        route,
+        sentences,
+        fmt,
+        split_sentences=not prefixed,
+        numbers=asked.numbers,
+        restore_case=asked.restore_case,
+    )
     if prefixed and len(plan.segments) != len(sentences):
         raise RequestError(400, "prefix: give it for non-empty sentences of one line each")
-    asked = TranslateOptions(
-        beam_size=beam, nbest=nbest, alignments=alignments, attention=attention
-    )
     options = request_forcing(route.first, body, sentences, asked)
     results = await translate_plan(service, route, plan, options)
     out = {

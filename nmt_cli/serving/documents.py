@@ -19,20 +19,21 @@ from nmt_cli.documents.layer import (
     segment_counter,
     segment_options,
 )
+from nmt_cli.documents.numbers import number_writer
 from nmt_cli.translation.contract import TranslateOptions, Translating
 from nmt_cli.translation.results import Translation, empty_translation
 
 
 @lru_cache(maxsize=64)
-def _protector(translator: Translating):
-    """The built-in protected spans and the characters ``translator``'s vocabulary lacks: made
-    once per served model, not per request."""
-    return build_protector((), translator.tokenizer, translator.lowercase)
+def _protector(translator: Translating, numbers: str):
+    """The built-in protected spans (numbers as ``numbers`` says) and the characters
+    ``translator``'s vocabulary lacks: made once per served model, not per request."""
+    return build_protector((), translator.tokenizer, translator.lowercase, numbers)
 
 
 @lru_cache(maxsize=64)
-def _counter(translator: Translating):
-    return segment_counter(translator)
+def _counter(translator: Translating, restore_case: bool):
+    return segment_counter(translator, restore_case)
 
 
 def plan_texts(
@@ -43,16 +44,20 @@ def plan_texts(
     split_sentences: bool = True,
     protect: bool = True,
     patterns: tuple[str, ...] = (),
+    numbers: str = "keep",
+    restore_case: bool = True,
 ) -> DocumentPlan:
     """The DocumentPlan of a request's texts for ``route``'s source language and first model:
     sentences cut as `nmt translate` cuts them, placeholders and URLs kept verbatim (``protect``
     False: nothing kept, for a pivot's translations, whose protected spans the first leg left
     out); ``split_sentences`` False: each line one segment, never cut (a forced prefix's
-    sentence); ``patterns``: more spans to keep (a subtitle file's timestamp tags)."""
+    sentence); ``patterns``: more spans to keep (a subtitle file's timestamp tags);
+    ``numbers``, ``restore_case``: as TranslateOptions has them (how numbers are carried; whether
+    a segment's length is counted in sentence case)."""
     translator = route.first.translator
-    protector = _protector(translator) if protect else None
+    protector = _protector(translator, numbers) if protect else None
     if protect and patterns:
-        protector = build_protector(patterns, translator.tokenizer, translator.lowercase)
+        protector = build_protector(patterns, translator.tokenizer, translator.lowercase, numbers)
     limit = translator.config.max_segment_tokens if split_sentences else 0
     return plan_documents(
         texts,
@@ -61,7 +66,8 @@ def plan_texts(
         split_sentences=split_sentences,
         protector=protector,
         max_tokens=limit,
-        count_tokens=long_only(_counter(translator), limit),
+        count_tokens=long_only(_counter(translator, restore_case), limit),
+        write_number=number_writer(numbers, route.source, route.target) if protect else None,
     )
 
 

@@ -73,7 +73,10 @@ class Job:
 
 
 def _batch_key(options: TranslateOptions) -> TranslateOptions:
-    return replace(options, nbest=1, alignments=False, attention=False, weights=False)
+    """What must be alike to decode together (numbers are the document layer's, not decoding's)."""
+    return replace(
+        options, nbest=1, alignments=False, attention=False, weights=False, numbers="keep"
+    )
 
 
 def batch_options(jobs: list[Job]) -> TranslateOptions:

@@ -12,6 +12,7 @@ each sends and the tests that replay it).
 # (Request) as objects.
 
 import uuid
+from dataclasses import replace
 from typing import Any
 from urllib.parse import quote
 
@@ -25,7 +26,7 @@ from nmt_cli.serving.documents import plan_texts, translate_plan
 from nmt_cli.serving.files import keep, translate_upload
 from nmt_cli.serving.language_id import LanguageIdentifier
 from nmt_cli.serving.request_body import RequestError
-from nmt_cli.serving.request_options import hold_back, text_confidences
+from nmt_cli.serving.request_options import hold_back, text_confidences, text_options
 from nmt_cli.translation.contract import TranslateOptions
 
 LANGUAGE_NAMES = {
@@ -60,6 +61,10 @@ class TranslateRequest(BaseModel):
     target: str = Field(description="Target language code")
     format: str = Field("text", description='"text" or "html"')
     alternatives: int = Field(0, ge=0, description="Alternative translations wanted per text")
+    restore_case: bool = Field(
+        True, description="Translate ALL CAPS and Title Case in sentence case, then recase"
+    )
+    numbers: str = Field("keep", description='"keep", "target" (its convention) or "model"')
     api_key: str | None = Field(None, description="The server's API key, where it needs one")
 
 
@@ -88,6 +93,10 @@ class NativeRequest(BaseModel):
     alignments: bool = False
     attention: bool = False
     format: str = Field("text", description='"text" or "html"')
+    restore_case: bool = Field(
+        True, description="Translate ALL CAPS and Title Case in sentence case, then recase"
+    )
+    numbers: str = Field("keep", description='"keep", "target" (its convention) or "model"')
     api_key: str | None = None
 
 
@@ -201,13 +210,22 @@ class LibreTranslate:
             )
         return routes[source, target], detected
 
-    async def translate(self, route, texts: list[str], alternatives: int, fmt: str):
+    async def translate(
+        self,
+        route,
+        texts: list[str],
+        alternatives: int,
+        fmt: str,
+        asked: TranslateOptions | None = None,
+    ):
         """(translations, alternatives per text, which texts had a sentence cut, each text's
         confidence) of LibreTranslate's texts: plain text or HTML through the document layer,
-        the segments of all texts decoded together; a whitespace-only text gives ""."""
+        the segments of all texts decoded together; a whitespace-only text gives "".
+        ``asked``: the request's ``restore_case`` and ``numbers`` (request_options.py)."""
+        asked = asked or TranslateOptions()
         beam = max(route.last.translator.config.beam_size, alternatives + 1)
-        plan = plan_texts(route, texts, fmt)
-        options = TranslateOptions(beam_size=beam, nbest=alternatives + 1)
+        plan = plan_texts(route, texts, fmt, numbers=asked.numbers, restore_case=asked.restore_case)
+        options = replace(asked, beam_size=beam, nbest=alternatives + 1)
         results = await translate_plan(self.service, route, plan, options)
         versions = [plan.assemble(results, alternative=k) for k in range(alternatives + 1)]
         translated = [t if t.strip() else "" for t in versions[0]]
@@ -243,7 +261,10 @@ def add_routes(app, service, read) -> None:
         route, detected = lt.route(source, target, texts)
         service.charge(request, body["api_key"], sum(len(t) for t in texts))
         request.state.log_texts = texts
-        translated, alts, _cut, confidences = await lt.translate(route, texts, alternatives, fmt)
+        asked = text_options(body, TranslateOptions())
+        translated, alts, _cut, confidences = await lt.translate(
+            route, texts, alternatives, fmt, asked
+        )
         threshold = service.settings.min_confidence
         if threshold > 0:
             translated, low = hold_back(texts, translated, confidences, threshold)

@@ -1,6 +1,7 @@
 """What a request asks of a served model besides its texts: the model's own glossary (`nmt serve
 --glossary`), a request's glossary and prefixes, checked before decoding so that a bad one is a
-400, and the confidence rule of the LibreTranslate route (`--min-confidence`)."""
+400, how its capitals and numbers are carried (``restore_case``, ``numbers``), and the
+confidence rule of the LibreTranslate route (`--min-confidence`)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Sequence
 from dataclasses import replace
 
 from nmt_cli.data.tokenizer import normalize
+from nmt_cli.documents.numbers import check_style
 from nmt_cli.documents.plan import DocumentPlan
 from nmt_cli.runtime.errors import UserError
 from nmt_cli.serving.models import ServedModel
@@ -30,6 +32,24 @@ def attach_glossaries(models: Sequence[ServedModel], specs: Sequence[str]) -> No
             if target is None or m.id == target:
                 term_tokens(glossary, m.translator.tokenizer, m.translator.lowercase)
                 m.glossary = merged(m.glossary, glossary)
+
+
+def text_options(body: dict, options: TranslateOptions) -> TranslateOptions:
+    """``options`` with a request's ``restore_case`` (true or false, in a form "true" or "false";
+    default true: ALL CAPS and Title Case translated in sentence case and given their case back)
+    and ``numbers`` (keep, target or model: nmt_cli/documents/numbers.py; default keep); a bad
+    value is a 400."""
+    restore = body.get("restore_case", options.restore_case)
+    if isinstance(restore, str) and restore.lower() in ("true", "false"):  # a form's field
+        restore = restore.lower() == "true"
+    if not isinstance(restore, bool):
+        raise RequestError(400, f"restore_case: expected true or false, got {str(restore)[:40]}")
+    numbers = body.get("numbers", options.numbers)
+    try:
+        check_style(numbers if isinstance(numbers, str) else str(numbers)[:40])
+    except UserError as exc:
+        raise RequestError(400, str(exc)) from None
+    return replace(options, restore_case=restore, numbers=numbers)
 
 
 def request_forcing(

@@ -99,6 +99,7 @@ class Trainer:
             self.rank,
             self.world,
             self.mix,
+            recipe.data.augment_case,
         )
         self.validator = Validator(
             load_split(self.run_dir, "valid"),

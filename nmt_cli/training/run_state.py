@@ -19,7 +19,8 @@ import torch
 from nmt_cli.config.recipes import recipe_differences
 from nmt_cli.config.sections import Recipe, TrainConfig
 from nmt_cli.data.batches import iterate_epoch
-from nmt_cli.data.store import EncodedSplit, load_text, sampled_split
+from nmt_cli.data.casing import case_augmented
+from nmt_cli.data.store import EncodedSplit, encoded_split, load_text, sampled_split
 from nmt_cli.data.tokenizer import Tokenizer
 from nmt_cli.decoding.language_vocabulary import LanguageVocabularies
 from nmt_cli.decoding.shortlist import Shortlist
@@ -181,31 +182,39 @@ class TrainingBatches:
         rank: int = 0,
         world: int = 1,
         mix=None,
+        augment_case: float = 0.0,
     ):
         self.run_dir, self.train_split, self.tokenizer = run_dir, train_split, tokenizer
         self.cfg, self.rank, self.world = cfg, rank, world
         self.mix = mix  # directions.EpochMix: which pairs each epoch draws (None: all, once)
-        self.train_text = self._train_text() if cfg.subword_alpha else None
+        self.augment_case = augment_case  # data.augment_case: a share re-cased each epoch
+        redrawn = cfg.subword_alpha or augment_case
+        self.train_text = self._train_text() if redrawn else None
 
     def _train_text(self) -> tuple[list[str], list[str]]:
-        """The stored training sentences, which subword regularisation re-segments each epoch."""
+        """The stored training sentences, which subword regularisation re-segments and case
+        augmentation re-cases each epoch."""
         try:
             text = load_text(self.run_dir, "train", "src"), load_text(self.run_dir, "train", "tgt")
         except DataError:
             text = None
         if text is None or not len(text[0]) == len(text[1]) == len(self.train_split):
             raise DataError(
-                f"{self.run_dir / 'data'}: train.subword_alpha needs the training text "
+                f"{self.run_dir / 'data'}: {self._redrawn_by()} needs the training text "
                 "(train.src.txt, train.tgt.txt) that nmt preprocess now stores; re-run it"
             )
         return text
 
+    def _redrawn_by(self) -> str:
+        return "train.subword_alpha" if self.cfg.subword_alpha else "data.augment_case"
+
     def _epoch_split(self, epoch: int) -> EncodedSplit:
         if self.train_text is None:
             return self.train_split
-        return sampled_split(
-            *self.train_text, self.tokenizer, self.cfg.subword_alpha, self.cfg.seed, epoch
-        )
+        text = case_augmented(*self.train_text, self.augment_case, self.cfg.seed, epoch)
+        if not self.cfg.subword_alpha:
+            return encoded_split(*text, self.tokenizer)
+        return sampled_split(*text, self.tokenizer, self.cfg.subword_alpha, self.cfg.seed, epoch)
 
     def stream(self, progress: Progress):
         """(position, batch) across epochs from the saved position, until max_epochs; moves

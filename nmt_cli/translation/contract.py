@@ -29,7 +29,10 @@ class TranslateOptions:
     attention weights (implied by the two); ``beam_size`` and ``decode`` (recipe ``decode`` keys):
     this call's decoding settings laid over the translator's by
     :func:`nmt_cli.config.sections.override`; ``warn_cut``: warn (once per translator) about a
-    line cut at the model's source limit, as callers that name such lines themselves do not want.
+    line cut at the model's source limit, as callers that name such lines themselves do not want;
+    ``restore_case``: a line in ALL CAPS or Title Case is translated in sentence case and its
+    translation given that case again (nmt_cli/data/casing.py); ``numbers``: how the document
+    layer carries runs of digits (nmt_cli/documents/numbers.py: keep, target or model).
     """
 
     target: str | None = None
@@ -44,6 +47,8 @@ class TranslateOptions:
     beam_size: int | None = None
     decode: Mapping[str, Any] = field(default_factory=dict)
     warn_cut: bool = True
+    restore_case: bool = True
+    numbers: str = "keep"
 
     @property
     def keeps_weights(self) -> bool:

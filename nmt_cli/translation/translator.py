@@ -23,6 +23,7 @@ import torch
 
 from nmt_cli.config.sections import DecodeConfig, Recipe, override
 from nmt_cli.data.batches import collate
+from nmt_cli.data.casing import case_of, recased, sentence_cased
 from nmt_cli.data.tokenizer import Tokenizer, normalize
 from nmt_cli.decoding.decode import decode_ids
 from nmt_cli.decoding.language_vocabulary import LanguageVocabularies
@@ -162,7 +163,12 @@ class Translator:
                 f"nbest {options.nbest} must be between 1 and the beam size {config.beam_size}"
             )
         route = self.routing.route(options.target, options.source)
-        encoded = self._encode(lines, route, options.warn_cut)
+        cases = self._cases(lines, options)
+        encoded = self._encode(
+            [sentence_cased(line, case) for line, case in zip(lines, cases)],
+            route,
+            options.warn_cut,
+        )
         todo = [i for i, x in enumerate(encoded.ids) if x]
         forced = self._forced(encoded, config, options)
         hyps = (
@@ -182,7 +188,19 @@ class Translator:
             if todo
             else []
         )
-        return self._results(lines, encoded, route, dict(zip(todo, hyps)), options)
+        return self._results(lines, encoded, route, dict(zip(todo, hyps)), options, cases)
+
+    def _cases(self, lines: Sequence[str], options: TranslateOptions) -> list[str | None]:
+        """Per line, the case its translation is given back (``options.restore_case``): ALL
+        CAPS, Title Case or None; None for a line with a forced prefix, which is the
+        translation's own start, and for a data.lowercase model, which sees no case and writes
+        lowercase."""
+        prefixes = options.prefixes or [None] * len(lines)
+        restore = options.restore_case and not self.lowercase
+        return [
+            case_of(line) if restore and not prefix else None
+            for line, prefix in zip(lines, prefixes)
+        ]
 
     def _encode(self, lines: Sequence[str], route: Route | None, warn_cut: bool) -> _Encoded:
         tags = self.tokenizer.symbol_ids(route.tags) if route is not None else []
@@ -222,8 +240,10 @@ class Translator:
         route: Route | None,
         hyps: Mapping[int, list[Hypothesis]],
         options: TranslateOptions,
+        cases: Sequence[str | None],
     ) -> list[Translation]:
-        """The Translations of ``lines`` from the hypotheses of the non-empty ones."""
+        """The Translations of ``lines`` from the hypotheses of the non-empty ones, each text
+        given its line's case (:meth:`_cases`)."""
         tags = encoded.tags
         out = []
         for i, line in enumerate(lines):
@@ -243,7 +263,7 @@ class Translator:
             tr.hypotheses = sentence
             tr.alternatives = [
                 Alternative(
-                    next(texts),
+                    recased(next(texts), cases[i]),
                     h.score,
                     h.norm_score,
                     confidence=confidence_of([h], len(tr.src_ids)),

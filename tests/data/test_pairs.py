@@ -1,6 +1,7 @@
 import bz2
 import gzip
 import lzma
+import re
 from collections import Counter
 
 import numpy as np
@@ -315,3 +316,20 @@ def test_raw_pairs_are_cut_out_of_their_block_alone_or_together():
     tsv = RawPairs((b"a\tx\nno tab\nb\ty\tmore\n",))
     assert tsv.take(np.array([1, 2, 0])) == [None, (b"b", b"y"), (b"a", b"x")]
     assert tsv[:] == [(b"a", b"x"), None, (b"b", b"y")]
+
+
+def test_filter_numbers_drops_pairs_whose_digits_differ_and_keeps_the_others():
+    src = multi30k_lines("train", "en", 200)
+    tgt = multi30k_lines("train", "fr", 200)
+    src[:4] = ["3 dogs play.", "At 10:30, 1,234 people.", "Two dogs.", "Page 12."]
+    tgt[:4] = ["3 chiens jouent.", "À 10 h 30, 1 234 personnes.", "2 chiens.", "Page 21."]
+    block = ("\n".join(src) + "\n").encode(), ("\n".join(tgt) + "\n").encode()
+    plain = Cleaning(False, 80, 3.0)(block)
+    chunk = Cleaning(False, 80, 3.0, numbers=True)(block)
+    kept = chunk.pairs()
+    assert ("Two dogs.", "2 chiens.") not in kept and ("Page 12.", "Page 21.") not in kept
+    assert ("3 dogs play.", "3 chiens jouent.") in kept
+    assert ("At 10:30, 1,234 people.", "À 10 h 30, 1 234 personnes.") in kept
+    dropped = plain.kept - chunk.kept
+    assert dropped >= 2 and chunk.dropped["numbers differ"] == dropped
+    assert all(sorted(re.findall(r"\d+", s)) == sorted(re.findall(r"\d+", t)) for s, t in kept)

@@ -32,7 +32,14 @@ def words(n: int) -> list[str]:
     return [" ".join(line.rstrip(" .").split()[:5]) for line in lines][:n]
 
 
-def translated(data: bytes, fmt: str, translate=reversed_upper, limits=None) -> bytes:
+def translated(data: bytes, fmt: str, translate=None, limits=None) -> bytes:
+    """``data`` in format ``fmt`` through ``translate`` (by default reversed_upper, keeping the
+    spans the format keeps, as translate_path gives them to the translator)."""
+    if translate is None:
+
+        def translate(texts, text_fmt):
+            return reversed_upper(texts, text_fmt, format_patterns(fmt))
+
     out = io.BytesIO()
     translate_file(io.BytesIO(data), out, fmt, translate, f"test.{fmt}", limits)
     return out.getvalue()

@@ -39,10 +39,12 @@ def test_each_rule_finds_its_span_inside_a_real_sentence(span):
         assert found(protector, text) == [span], text
 
 
-def test_a_real_sentence_without_placeholders_has_nothing_protected():
+def test_a_real_sentence_without_placeholders_has_only_its_numbers_protected():
     protector = Protector()
     lines = multi30k_lines("test_2016_flickr", "en", 300)
-    assert [line for line in lines if protector.find(line)] == []
+    spans = [span for line in lines for span in found(protector, line)]
+    assert spans and all(span.isdigit() for span in spans)  # "2 blond girls are sitting ..."
+    assert [line for line in lines if Protector(numbers=False).find(line)] == []
 
 
 def test_trailing_punctuation_is_not_part_of_an_address_and_percent_signs_stay_text():
@@ -52,7 +54,8 @@ def test_trailing_punctuation_is_not_part_of_an_address_and_percent_signs_stay_t
         "www.example.org",
     ]
     assert found(protector, "Write to a.b@example.org.") == ["a.b@example.org"]
-    assert found(protector, "A 50% discount on 100 %s") == ["%s"]
+    assert found(protector, "A 50% discount on 100 %s") == ["50%", "100", "%s"]
+    assert found(Protector(numbers=False), "A 50% discount on 100 %s") == ["%s"]
 
 
 def test_user_patterns_add_spans_and_a_bad_one_names_itself():

@@ -1,12 +1,12 @@
 import pytest
 import torch
-from test_search import model as tiny_model
-from test_search import sources
 from torch import nn
 
 from nmt_cli.data.tokenizer import BOS
 from nmt_cli.decoding.search import beam_search, greedy
 from nmt_cli.model.quantize import quantize_int8
+from tests.decoding.test_search import model as tiny_model
+from tests.decoding.test_search import sources
 
 ORDERS = [
     ("luong", False),

@@ -429,10 +429,44 @@ BAD = [
         400,
         "no model",
     ),
+    (
+        "/v1/translate",
+        b'{"src": ["A dog."], "restore_case": "yes"}',
+        "application/json",
+        400,
+        "restore_case: expected true or false",
+    ),
+    (
+        "/v1/translate",
+        b'{"src": ["A dog."], "numbers": "roman"}',
+        "application/json",
+        400,
+        "numbers: 'roman' is not one of keep, target, model",
+    ),
+    (
+        "/translate",
+        b'{"q": "A dog.", "source": "en", "target": "fr", "numbers": 3}',
+        "application/json",
+        400,
+        "numbers: '3' is not one of keep, target, model",
+    ),
     ("/v1/translate", b"\xff\xfe", "application/json", 400, "UTF-8"),
     ("/static/serve.py", None, "application/json", 404, "no such file"),
     ("/static/..%2F..%2Fpyproject.toml", None, "application/json", 404, "Not Found"),
 ]
+
+
+def test_capitals_and_numbers_options_reach_the_native_route_as_the_cli_takes_them(server, run_dir):
+    line = "TWO DOGS PLAY WITH 1,234 BALLS AT 10:30 IN THE SNOW."
+    asked = {"restore_case": False, "numbers": "target"}
+    for body, args in (({}, []), (asked, ["--no-restore-case", "--numbers", "target"])):
+        status, answer = server.json("POST", "/v1/translate", {"src": [line], **body})
+        assert status == 200
+        assert answer["translations"][0]["text"] == cli_translate(run_dir, [line], *args)[0]
+    assert "1,234" in cli_translate(run_dir, [line])[0]
+    libre = {"q": line, "source": "en", "target": "fr", **asked}
+    status, answer = server.json("POST", "/translate", libre)
+    assert status == 200 and answer["translatedText"] == cli_translate(run_dir, [line], *args)[0]
 
 
 @pytest.mark.parametrize("route,body,content_type,status,words", BAD, ids=[b[4] for b in BAD])

@@ -2,6 +2,7 @@ import json
 import os
 import shutil
 
+import numpy as np
 import pytest
 import torch
 
@@ -399,3 +400,34 @@ def test_accumulated_batches_weigh_every_target_token_the_same(tiny_run, tmp_pat
     for name, value in trainer.model.state_dict().items():
         assert torch.allclose(accumulated[name], value, atol=1e-6), name
     assert any(not torch.equal(start[k], accumulated[k]) for k in start)
+
+
+def test_case_augmentation_recases_each_epoch_alike_on_resume_and_changes_training(
+    tiny_run, tmp_path
+):
+    from nmt_cli.data.store import load_split
+    from nmt_cli.data.tokenizer import Tokenizer
+    from nmt_cli.training.run_state import TrainingBatches
+
+    recipe, run_dir = tiny_run
+    tokenizer = Tokenizer.load(run_dir)
+    split = load_split(run_dir, "train")
+    batches = TrainingBatches(run_dir, split, tokenizer, recipe.train, augment_case=0.5)
+    first, again, second = (batches._epoch_split(e) for e in (0, 0, 1))
+    assert len(first) == len(split)
+    rows = range(len(split))
+    texts = tokenizer.decode_tgt([first.tgt.get(i).tolist() for i in rows])
+    upper = sum(t == t.upper() and t != t.lower() for t in texts)
+    assert 0.15 * len(split) < upper < 0.4 * len(split)  # half of the half drawn
+    assert all(np.array_equal(first.src.get(i), again.src.get(i)) for i in rows)
+    assert any(not np.array_equal(first.src.get(i), second.src.get(i)) for i in rows)
+    runs = []
+    for share in (0.5, 0.0):
+        raw = recipe.to_dict()
+        raw["train"].update(max_steps=4, checkpoint_every=4)
+        raw["data"]["augment_case"] = share
+        copy = tmp_path / f"run-{share}"
+        shutil.copytree(run_dir, copy)
+        train(recipe_from_dict(raw), copy, device="cpu")
+        runs.append(params(copy / "checkpoints" / "last.pt"))
+    assert not all(torch.equal(runs[0][k], runs[1][k]) for k in runs[0])
