@@ -19,6 +19,8 @@ from nmt_cli.documents.layer import (
     segment_counter,
     segment_options,
 )
+from nmt_cli.documents.markup import MarkupTooDeep
+from nmt_cli.serving.request_body import RequestError
 from nmt_cli.translation.contract import TranslateOptions, Translating
 from nmt_cli.translation.results import Translation, empty_translation
 
@@ -50,15 +52,18 @@ def plan_texts(
     sentence)."""
     translator = route.first.translator
     limit = translator.config.max_segment_tokens if split_sentences else 0
-    return plan_documents(
-        texts,
-        fmt=fmt,
-        language=route.source,
-        split_sentences=split_sentences,
-        protector=_protector(translator) if protect else None,
-        max_tokens=limit,
-        count_tokens=long_only(_counter(translator), limit),
-    )
+    try:
+        return plan_documents(
+            texts,
+            fmt=fmt,
+            language=route.source,
+            split_sentences=split_sentences,
+            protector=_protector(translator) if protect else None,
+            max_tokens=limit,
+            count_tokens=long_only(_counter(translator), limit),
+        )
+    except MarkupTooDeep as exc:
+        raise RequestError(400, f"Invalid request: {exc}") from None
 
 
 def filled(results: list) -> list[Translation]:

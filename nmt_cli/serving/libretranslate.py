@@ -11,7 +11,6 @@ each sends and the tests that replay it).
 # No `from __future__ import annotations`: FastAPI reads the route functions' annotations
 # (Request) as objects.
 
-import uuid
 from typing import Any
 from urllib.parse import quote
 
@@ -21,6 +20,7 @@ from pydantic import BaseModel, Field
 
 from nmt_cli.serving import pivot
 from nmt_cli.serving.documents import plan_texts, translate_plan
+from nmt_cli.serving.kept_files import clean_name, url_path
 from nmt_cli.serving.language_id import LanguageIdentifier
 from nmt_cli.serving.request_body import RequestError
 from nmt_cli.serving.request_options import hold_back, text_confidences
@@ -46,7 +46,6 @@ LANGUAGE_NAMES = {
     "zh": "Chinese",
 }
 FILE_FORMATS = {".txt": "text", ".html": "html", ".htm": "html"}
-KEPT_FILES = 64  # translated files kept for their download, newest first
 FRONTEND_TIMEOUT_MS = 500  # how long LibreTranslate's page waits after typing before it asks
 
 
@@ -323,7 +322,7 @@ def _add_file_routes(app, service, lt: LibreTranslate) -> None:
         if upload is None:
             raise RequestError(400, "Invalid request: missing file parameter")
         source, target = text_field(body, "source"), text_field(body, "target")
-        filename = (upload.filename or "").replace("\\", "/").rsplit("/", 1)[-1]
+        filename = clean_name(upload.filename or "")
         if not filename:
             raise RequestError(400, "Invalid request: empty file")
         extension = ("." + filename.rsplit(".", 1)[-1].lower()) if "." in filename else ""
@@ -339,22 +338,20 @@ def _add_file_routes(app, service, lt: LibreTranslate) -> None:
         texts, _alts, _cut, _confidences = await lt.translate(
             route, [text], 0, FILE_FORMATS[extension]
         )
-        translated = texts[0]
-        stored = f"{uuid.uuid4()}.{filename}"
-        service.files[stored] = (filename, translated.encode("utf-8"))
-        while len(service.files) > KEPT_FILES:
-            service.files.pop(next(iter(service.files)))
-        url = str(request.url_for("download_file", filename=stored))
-        return {"translatedFileUrl": url}
+        client = service.client(request, key)
+        stored = service.files.keep(client, filename, texts[0].encode("utf-8"))
+        url = request.url_for("download_file", filename=url_path(stored, filename))
+        return {"translatedFileUrl": str(url)}
 
     @app.get("/download_file/{filename}", summary="A translated file (LibreTranslate)")
     async def download_file(filename: str):
-        if filename not in service.files:  # only files this process translated; never a path
+        kept = service.files.get(filename)  # only files this process translated; never a path
+        if kept is None:
             return JSONResponse({"error": "Invalid filename"}, status_code=404)
-        original, content = service.files[filename]
+        original = kept.name
         kind = "text/html" if FILE_FORMATS[_extension(original)] == "html" else "text/plain"
         return Response(
-            content,
+            kept.content,
             media_type=f"{kind}; charset=utf-8",
             headers={"Content-Disposition": f"attachment; filename*=UTF-8''{quote(original)}"},
         )
