@@ -132,6 +132,21 @@ def serve(
     log_texts: Annotated[
         bool, typer.Option("--log-texts", help="The access log shows the texts too.")
     ] = DEFAULTS.log_texts,
+    limit_concurrency: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            metavar="N",
+            help="Open connections and requests at once, at most; past it a request gets 503 at "
+            "once (docs/serve.md#slow-and-many-clients). 0: no limit.",
+        ),
+    ] = DEFAULTS.limit_concurrency,
+    keep_alive: Annotated[
+        float,
+        typer.Option(
+            min=0.1, metavar="SECONDS", help="An idle kept-alive connection is closed after this."
+        ),
+    ] = DEFAULTS.keep_alive_s,
     device: DeviceOption = "auto",
     glossary: Annotated[
         list[str] | None,
@@ -189,6 +204,8 @@ def serve(
             log_texts=log_texts,
             glossaries=tuple(glossary or ()),
             min_confidence=min_confidence,
+            limit_concurrency=limit_concurrency,
+            keep_alive_s=keep_alive,
         ),
         device=device,
     )

@@ -30,3 +30,5 @@ class ServeSettings:
     log_texts: bool = False  # the access log shows the texts too
     glossaries: tuple[str, ...] = ()  # --glossary [ID=]FILE (nmt_cli/translation/controlled.py)
     min_confidence: float = 0.0  # the LibreTranslate route holds back translations below it
+    limit_concurrency: int = 512  # connections and requests at once; past it uvicorn's 503; 0: none
+    keep_alive_s: float = 5.0  # an idle kept-alive connection is closed after this
