@@ -35,36 +35,57 @@ def loads_checked(text: str) -> Any:
 
 def check_value(value: Any, where: str = "") -> None:
     """Refuse (FieldError) a value nested deeper than MAX_JSON_DEPTH, or any string in it, key or
-    value, that is not valid Unicode; ``where`` names the value in the message."""
-    stack: list[tuple[Any, str, int]] = [(value, where, 0)]
+    value, that is not valid Unicode; ``where`` names the value in the message. A value's place
+    is kept as (parent's place, key) and spelt out only for the message."""
+    stack: list[tuple[Any, tuple | None, int]] = [(value, None, 0)]
     while stack:
-        item, path, depth = stack.pop()
+        item, place, depth = stack.pop()
         if isinstance(item, str):
-            check_text(item, path)
+            _check(item, where, place)
             continue
         if not isinstance(item, (dict, list)):
             continue
         if depth >= MAX_JSON_DEPTH:
-            raise FieldError(
-                f"{path or 'the request body'}: nested deeper than {MAX_JSON_DEPTH} levels"
-            )
-        if isinstance(item, dict):
-            for key, child in item.items():
-                check_text(key, f"{path}.{_shown(key)}" if path else "a field name")
-                stack.append((child, f"{path}.{key}" if path else key, depth + 1))
-        else:
-            stack.extend((child, f"{path}[{i}]", depth + 1) for i, child in enumerate(item))
+            name = _spelt(where, place) or "the request body"
+            raise FieldError(f"{name}: nested deeper than {MAX_JSON_DEPTH} levels")
+        pairs = item.items() if isinstance(item, dict) else enumerate(item)
+        for key, child in pairs:
+            if isinstance(key, str):
+                _check(key, where, place, field_name=True)
+            if isinstance(child, str):
+                _check(child, where, (place, key))
+            elif isinstance(child, (dict, list)):
+                stack.append((child, (place, key), depth + 1))
+
+
+def _check(text: str, where: str, place: tuple | None, field_name: bool = False) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        name = _spelt(where, place)
+        if field_name:
+            name = f"{name}.{_shown(text)}" if name else "a field name"
+        raise FieldError(
+            f"{_shown(name) or 'a field'}: not valid Unicode (a lone surrogate at character "
+            f"{exc.start})"
+        ) from None
+
+
+def _spelt(where: str, place: tuple | None) -> str:
+    """A place (parent's place, key) spelt as a field path: ``src[1]``, ``glossary.term``."""
+    keys = []
+    while place is not None:
+        place, key = place
+        keys.append(key)
+    out = where
+    for key in reversed(keys):
+        out += f"[{key}]" if isinstance(key, int) else (f".{key}" if out else str(key))
+    return out
 
 
 def check_text(text: str, where: str) -> None:
     """Refuse (FieldError) a string UTF-8 cannot encode (a lone surrogate), naming where it is."""
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        raise FieldError(
-            f"{_shown(where) or 'a field'}: not valid Unicode (a lone surrogate at character "
-            f"{exc.start})"
-        ) from None
+    _check(text, where, None)
 
 
 def _shown(name: Any) -> str:
