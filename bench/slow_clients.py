@@ -6,6 +6,8 @@ Starts `nmt serve -m RUN --port 0` (with --extra's options) and measures, in tur
 
 - slow header senders: --slow connections each sending its request's headers one byte a
   second; after --seconds, how many are still open, and a normal client's latency meanwhile;
+- slow body senders: --slow connections each sending whole headers, then its body one byte a
+  second; after --seconds, how many are still open and what they were answered;
 - past --limit-concurrency: as many idle connections as the server's limit, then a normal
   request: its status;
 - idle kept-alive connections: one request each, then idle; how many are open after the
@@ -45,17 +47,26 @@ def normal_request(port: int, text: str = "A dog runs.") -> tuple[int | str, flo
     return status, time.perf_counter() - start
 
 
-def still_open(sock: socket.socket) -> bool:
-    """Whether the server has not closed ``sock`` (no EOF or reset waiting on it)."""
+def read_what_came(sock: socket.socket) -> tuple[bool, bytes]:
+    """(whether the server still holds ``sock`` open, what it sent on it so far)."""
     sock.setblocking(False)
+    data = b""
     try:
-        return sock.recv(1, socket.MSG_PEEK) != b""
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return False, data
+            data += chunk
     except BlockingIOError:
-        return True
+        return True, data
     except OSError:
-        return False
+        return False, data
     finally:
         sock.setblocking(True)
+
+
+def still_open(sock: socket.socket) -> bool:
+    return read_what_came(sock)[0]
 
 
 def slow_headers(port: int, count: int, seconds: float) -> None:
@@ -82,6 +93,29 @@ def slow_headers(port: int, count: int, seconds: float) -> None:
     )
     for s in socks:
         s.close()
+
+
+def slow_bodies(port: int, count: int, seconds: float) -> None:
+    socks = [socket.create_connection(("127.0.0.1", port)) for _ in range(count)]
+    for s in socks:
+        s.sendall(HEAD + b"1\r\nContent-Length: 1000\r\n\r\n{")
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        for s in socks:
+            try:
+                s.sendall(b" ")
+            except OSError:
+                pass
+        time.sleep(1)
+    seen = [read_what_came(s) for s in socks]
+    open_now = sum(held for held, _ in seen)
+    answers = {data.split(b"\r\n")[0].decode() for _, data in seen}
+    for s in socks:
+        s.close()
+    print(
+        f"slow body senders: {count} sending a byte a second; after {seconds:g} s {open_now} "
+        f"still open; answered: {', '.join(sorted(a for a in answers if a)) or 'nothing'}"
+    )
 
 
 def past_the_limit(port: int, limit: int) -> None:
@@ -174,6 +208,7 @@ def main() -> None:
         shown = " ".join(extra) or "(defaults)"
         print(f"nmt serve {shown}: limit {limit}, keep-alive {keep_alive:g} s")
         slow_headers(port, args.slow, args.seconds)
+        slow_bodies(port, args.slow, args.seconds)
         past_the_limit(port, limit)
         idle_keep_alive(port, 50, keep_alive)
     finally:

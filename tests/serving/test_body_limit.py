@@ -1,9 +1,10 @@
 import json
+from functools import partial
 
 import pytest
 from asgi_driver import answer, call, http_scope
 
-from nmt_cli.serving.body_limit import BodyLimit
+from nmt_cli.serving.body_limit import BodyLimit, Pace
 from nmt_cli.serving.request_body import RequestError
 
 
@@ -61,3 +62,22 @@ def test_a_chunked_body_is_counted_as_it_is_read():
         call(limit, http_scope(), [b"x" * 60] * 50)
     assert refused.value.headers == {"Connection": "close"}
     assert "more than" in str(refused.value)
+
+
+def test_a_body_that_falls_behind_its_pace_is_answered_408_and_its_connection_closed():
+    import asyncio
+
+    async def a_byte_at_a_time():
+        await asyncio.sleep(0.02)
+        return {"type": "http.request", "body": b"x", "more_body": True}
+
+    async def run():
+        pace = partial(Pace, grace_s=0.1, min_rate=1000)  # a byte every 20 ms is 50 a second
+        limit = BodyLimit(echo, 100, pace=pace)
+        await limit(http_scope(headers={"content-length": "90"}), a_byte_at_a_time, None)
+
+    with pytest.raises(RequestError) as refused:
+        asyncio.run(run())
+    assert refused.value.status == 408 and refused.value.headers == {"Connection": "close"}
+    assert str(refused.value).startswith("the request body arrives too slowly (")
+    assert "at least 1000 a second past the first 0.1 s" in str(refused.value)
