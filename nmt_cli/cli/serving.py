@@ -82,7 +82,8 @@ def serve(
         int,
         typer.Option(
             min=1,
-            help="Bytes of translated files kept for /download_file at most; the oldest go first.",
+            help="Bytes of translated files kept for /download_file at most, all clients "
+            "together; past it the client holding most gives way first.",
         ),
     ] = DEFAULTS.files.kept_bytes,
     max_queue: Annotated[
@@ -150,6 +151,21 @@ def serve(
     log_texts: Annotated[
         bool, typer.Option("--log-texts", help="The access log shows the texts too.")
     ] = DEFAULTS.log_texts,
+    limit_concurrency: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            metavar="N",
+            help="Open connections and requests at once, at most; past it a request gets 503 at "
+            "once (docs/serve.md#slow-and-many-clients). 0: no limit.",
+        ),
+    ] = DEFAULTS.limit_concurrency,
+    keep_alive: Annotated[
+        float,
+        typer.Option(
+            min=0.1, metavar="SECONDS", help="An idle kept-alive connection is closed after this."
+        ),
+    ] = DEFAULTS.keep_alive_s,
     device: DeviceOption = "auto",
     glossary: Annotated[
         list[str] | None,
@@ -210,6 +226,8 @@ def serve(
             files=FileSettings(
                 max_bytes=max_file_bytes, max_chars=max_file_chars, kept_bytes=kept_files_bytes
             ),
+            limit_concurrency=limit_concurrency,
+            keep_alive_s=keep_alive,
         ),
         device=device,
     )

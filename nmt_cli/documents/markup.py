@@ -20,7 +20,10 @@ for the document layer to cut into sentences). The rules, in docs/markup.md#html
 - a run with nothing to translate (whitespace, only protected spans) is copied verbatim;
 - malformed markup gets what the parser makes of it: every character of the document is either
   copied or in a run, stray end tags are dropped, unclosed inline elements are closed at the end
-  of their run.
+  of their run;
+- inline elements nest at most :data:`MAX_INLINE_DEPTH` deep in a run (the tags are put back
+  by walking the nesting); a document nested deeper is refused with one line
+  (:class:`MarkupTooDeep`), never cut.
 """
 
 from __future__ import annotations
@@ -30,6 +33,14 @@ from html.parser import HTMLParser
 
 from nmt_cli.documents.inline import Atom, Element, Inline
 from nmt_cli.documents.protect import Protector
+from nmt_cli.runtime.errors import UserError
+
+MAX_INLINE_DEPTH = 100  # far past what pages nest (b, i, a, span: a handful), far below recursion
+
+
+class MarkupTooDeep(UserError):
+    """An HTML document whose inline elements nest deeper than MAX_INLINE_DEPTH."""
+
 
 INLINE = frozenset(
     [
@@ -171,6 +182,11 @@ class _Run:
         self.breaks.append(self.length)
         self.elements.append(Element(self.length, self.length, open_markup, close, self.parent()))
         if not void:
+            if len(self.open) >= MAX_INLINE_DEPTH:
+                raise MarkupTooDeep(
+                    f"the HTML nests inline elements more than {MAX_INLINE_DEPTH} deep "
+                    f"(a <{tag[:20]}> inside {len(self.open)} others)"
+                )
             self.open.append((tag, len(self.elements) - 1))
 
     def close(self, tag: str) -> None:

@@ -7,9 +7,11 @@ description at ``GET /spec`` and the web page at ``/``. Every request's sentence
 :class:`~nmt_cli.serving.job_queue.Batcher`, so concurrent requests are decoded together; a pair no
 model translates may be served through a shared language (nmt_cli/serving/pivot.py).
 
-Bad input never reaches the model: the request is checked (size, UTF-8, JSON or form, types,
-text length, pair) and refused with a one-line JSON error, ``{"error": "..."}``. Nothing a request
-says is used as a path: models are chosen by id among those loaded at start.
+Bad input never reaches the model: the request is checked (size, UTF-8, JSON or form, nesting,
+valid Unicode, types, text length, markup depth, pair) and refused with a one-line JSON error,
+``{"error": "..."}``; a failure of the service itself is a 500 with a request id
+(nmt_cli/serving/http_guard.py). Nothing a request says is used as a path: models are chosen by
+id among those loaded at start.
 """
 
 # No `from __future__ import annotations`: FastAPI reads the route functions' annotations
@@ -29,8 +31,11 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.middleware.cors import CORSMiddleware
 
 from nmt_cli.serving import libretranslate, pivot
+from nmt_cli.serving.body_limit import BodyLimit
 from nmt_cli.serving.documents import filled, plan_texts, texts_json, translate_plan
+from nmt_cli.serving.http_guard import HttpGuard
 from nmt_cli.serving.job_queue import Batcher, Job, QueueFull
+from nmt_cli.serving.kept_files import KeptFiles
 from nmt_cli.serving.metrics import Metrics, RequestObserver
 from nmt_cli.serving.models import ServedModel
 from nmt_cli.serving.pivot import Route
@@ -67,8 +72,11 @@ class Service:
         )
         self.limits = RateLimits(settings.requests_per_minute, settings.chars_per_minute)
         self.max_body = 64 * 1024 + 8 * settings.max_request_chars
-        self.files: dict[str, tuple[str, bytes]] = {}  # translated files, for their download
+        self.files = KeptFiles(
+            most_bytes=settings.files.kept_bytes
+        )  # translated files, for their download
         self.file_settings = settings.files
+        self.max_file_body = max(self.max_body, settings.files.max_bytes + (64 << 10))
 
     def _decoded(self, jobs: list[Job]) -> None:
         self.metrics.batch(sum(len(job.sentences) for job in jobs))
@@ -82,7 +90,7 @@ class Service:
         """(fields, uploaded files) of a request: its body (JSON, or with ``allow_form`` an
         urlencoded or multipart form) and its query string, size-checked (``file``: a body
         that carries a file, up to the file limit)."""
-        most = max(self.max_body, self.file_settings.max_bytes + (64 << 10)) if file else None
+        most = self.max_file_body if file else None
         return await read_fields(
             request, most or self.max_body, allow_form, self.settings.max_queue + 16
         )
@@ -106,8 +114,12 @@ class Service:
         the access log."""
         request.state.log_chars = chars
         if self.limits.active:
-            client = key or (request.client.host if request.client else "-")
-            self.limits.charge(client, chars)
+            self.limits.charge(self.client(request, key), chars)
+
+    @staticmethod
+    def client(request, key: str | None) -> str:
+        """Who a request counts against: its api key, else its address."""
+        return key or (request.client.host if request.client else "-")
 
     def pick(self, model_id: Any, source: Any, target: Any) -> Route:
         if model_id is not None:
@@ -288,8 +300,8 @@ def build_app(service: Service):
     return app
 
 
-def _error(status: int, message: str) -> JSONResponse:
-    return JSONResponse({"error": message}, status_code=status)
+def _error(status: int, message: str, headers: dict | None = None) -> JSONResponse:
+    return JSONResponse({"error": message}, status_code=status, headers=headers)
 
 
 def _add_error_handlers(app) -> None:
@@ -297,7 +309,7 @@ def _add_error_handlers(app) -> None:
 
     @app.exception_handler(RequestError)
     async def refused(_request, exc: RequestError):
-        return _error(exc.status, str(exc))
+        return _error(exc.status, str(exc), exc.headers)
 
     @app.exception_handler(StarletteHTTPException)
     async def http_error(_request, exc):
@@ -310,13 +322,17 @@ def _add_error_handlers(app) -> None:
         return _error(400, f"Invalid request: {where}: {first.get('msg', 'invalid')}"[:300])
 
     @app.exception_handler(Exception)
-    async def failed(_request, exc):
-        first = str(exc).splitlines()[0][:200] if str(exc) else ""
-        return _error(500, f"internal error: {type(exc).__name__}: {first}")
+    async def failed(_request, exc):  # past HttpGuard: the middleware around it failed
+        return _error(500, "internal error")
 
 
 def _add_middleware(app, service: Service) -> None:
-    """CORS for --cors origins; the metrics and the access log."""
+    """Outermost first: the metrics and the access log, CORS for --cors origins, security
+    headers and internal errors (nmt_cli/serving/http_guard.py), the body limit."""
+    app.add_middleware(
+        BodyLimit, limit=service.max_body, by_path={"/translate_file": service.max_file_body}
+    )
+    app.add_middleware(HttpGuard)
     if service.settings.cors:
         app.add_middleware(
             CORSMiddleware,

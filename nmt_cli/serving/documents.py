@@ -19,7 +19,9 @@ from nmt_cli.documents.layer import (
     segment_counter,
     segment_options,
 )
+from nmt_cli.documents.markup import MarkupTooDeep
 from nmt_cli.documents.numbers import number_writer
+from nmt_cli.serving.request_body import RequestError
 from nmt_cli.translation.contract import TranslateOptions, Translating
 from nmt_cli.translation.results import Translation, empty_translation
 
@@ -59,16 +61,19 @@ def plan_texts(
     if protect and patterns:
         protector = build_protector(patterns, translator.tokenizer, translator.lowercase, numbers)
     limit = translator.config.max_segment_tokens if split_sentences else 0
-    return plan_documents(
-        texts,
-        fmt=fmt,
-        language=route.source,
-        split_sentences=split_sentences,
-        protector=protector,
-        max_tokens=limit,
-        count_tokens=long_only(_counter(translator, restore_case), limit),
-        write_number=number_writer(numbers, route.source, route.target) if protect else None,
-    )
+    try:
+        return plan_documents(
+            texts,
+            fmt=fmt,
+            language=route.source,
+            split_sentences=split_sentences,
+            protector=protector,
+            max_tokens=limit,
+            count_tokens=long_only(_counter(translator, restore_case), limit),
+            write_number=number_writer(numbers, route.source, route.target) if protect else None,
+        )
+    except MarkupTooDeep as exc:
+        raise RequestError(400, f"Invalid request: {exc}") from None
 
 
 def filled(results: list) -> list[Translation]:

@@ -114,15 +114,3 @@ async def _decoded_in_parts(service, route, plan, most: int) -> list:
         part = retry.segments[at : at + most]
         again.extend(filled(await service.translate(route, part, replace(options, warn_cut=False))))
     return retry.replaced(again) if retry.segments else results
-
-
-def keep(service, stored: str, filename: str, content: bytes) -> None:
-    """Keep a translated file for its download, giving up the oldest past the count or the
-    total size of :class:`FileSettings`."""
-    files: FileSettings = service.file_settings
-    service.files[stored] = (filename, content)
-    while len(service.files) > 1 and (
-        len(service.files) > files.kept
-        or sum(len(c) for _, c in service.files.values()) > files.kept_bytes
-    ):
-        service.files.pop(next(iter(service.files)))

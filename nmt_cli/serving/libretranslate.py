@@ -11,7 +11,6 @@ each sends and the tests that replay it).
 # No `from __future__ import annotations`: FastAPI reads the route functions' annotations
 # (Request) as objects.
 
-import uuid
 from dataclasses import replace
 from typing import Any
 from urllib.parse import quote
@@ -23,7 +22,8 @@ from pydantic import BaseModel, Field
 from nmt_cli.documents.files import EXTENSIONS, MEDIA_TYPES
 from nmt_cli.serving import pivot
 from nmt_cli.serving.documents import plan_texts, translate_plan
-from nmt_cli.serving.files import keep, translate_upload
+from nmt_cli.serving.files import translate_upload
+from nmt_cli.serving.kept_files import clean_name, url_path
 from nmt_cli.serving.language_id import LanguageIdentifier
 from nmt_cli.serving.request_body import RequestError
 from nmt_cli.serving.request_options import hold_back, text_confidences, text_options
@@ -349,7 +349,7 @@ def _add_file_routes(app, service, lt: LibreTranslate) -> None:
         if upload is None:
             raise RequestError(400, "Invalid request: missing file parameter")
         source, target = text_field(body, "source"), text_field(body, "target")
-        filename = (upload.filename or "").replace("\\", "/").rsplit("/", 1)[-1]
+        filename = clean_name(upload.filename or "")
         if not filename:
             raise RequestError(400, "Invalid request: empty file")
         extension = ("." + filename.rsplit(".", 1)[-1].lower()) if "." in filename else ""
@@ -363,18 +363,19 @@ def _add_file_routes(app, service, lt: LibreTranslate) -> None:
             lambda sample: lt.route(source, target, sample)[0],
             lambda chars: service.charge(request, key, chars),
         )
-        stored = f"{uuid.uuid4()}.{filename}"
-        keep(service, stored, filename, translated)
-        url = str(request.url_for("download_file", filename=stored))
-        return {"translatedFileUrl": url}
+        client = service.client(request, key)
+        stored = service.files.keep(client, filename, translated)
+        url = request.url_for("download_file", filename=url_path(stored, filename))
+        return {"translatedFileUrl": str(url)}
 
     @app.get("/download_file/{filename}", summary="A translated file (LibreTranslate)")
     async def download_file(filename: str):
-        if filename not in service.files:  # only files this process translated; never a path
+        kept = service.files.get(filename)  # only files this process translated; never a path
+        if kept is None:
             return JSONResponse({"error": "Invalid filename"}, status_code=404)
-        original, content = service.files[filename]
+        original = kept.name
         return Response(
-            content,
+            kept.content,
             media_type=MEDIA_TYPES[FILE_FORMATS[_extension(original)]],
             headers={"Content-Disposition": f"attachment; filename*=UTF-8''{quote(original)}"},
         )

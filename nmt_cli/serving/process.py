@@ -52,6 +52,12 @@ def serve(model_paths: Sequence[str], settings: ServeSettings, *, device: str = 
         access_log=False,
         lifespan="on",
         timeout_graceful_shutdown=settings.timeout_s + 5,
+        # Many and slow clients (docs/serve.md#slow-and-many-clients): past limit_concurrency
+        # open connections and requests uvicorn answers 503 at once; an idle kept-alive
+        # connection is closed after keep_alive_s. Uvicorn has no timeout for a request's
+        # headers: facing the internet, a reverse proxy in front sets one.
+        limit_concurrency=settings.limit_concurrency or None,
+        timeout_keep_alive=settings.keep_alive_s,
         # A query string as long as the largest body (deep-translator sends the texts there)
         # reaches the application, which answers it in JSON.
         h11_max_incomplete_event_size=service.max_body + 16 * 1024,

@@ -6,15 +6,18 @@ import json
 from typing import Any
 from urllib.parse import parse_qs
 
+from nmt_cli.serving.field_checks import FieldError, check_text, check_value, loads_checked
+
 UNREADABLE_FORM = "Invalid request: the multipart form cannot be read"
 
 
 class RequestError(Exception):
-    """A refused request: its HTTP status and one line of explanation."""
+    """A refused request: its HTTP status, one line of explanation and, where the answer needs
+    them, headers (``Connection: close`` after a body left unread)."""
 
-    def __init__(self, status: int, message: str):
+    def __init__(self, status: int, message: str, headers: dict[str, str] | None = None):
         super().__init__(message)
-        self.status = status
+        self.status, self.headers = status, headers
 
 
 def parse_body(raw: bytes, content_type: str, allow_form: bool) -> dict:
@@ -33,7 +36,9 @@ def parse_body(raw: bytes, content_type: str, allow_form: bool) -> dict:
     if allow_form and not text.strip():
         return {}  # every field in the query string (deep-translator sends them so)
     try:
-        body = json.loads(text)
+        body = loads_checked(text)
+    except FieldError as exc:
+        raise RequestError(400, f"Invalid request: {exc}") from None
     except ValueError as exc:
         raise RequestError(
             400, f"the request body is not valid JSON ({exc.msg} at character {exc.pos})"
@@ -79,18 +84,14 @@ async def read_multipart(request, max_fields: int) -> tuple[dict, dict]:
 
 async def read_fields(request, max_body: int, allow_form: bool, max_fields: int):
     """(fields, uploaded files) of a Starlette request: its body (JSON, or with ``allow_form``
-    an urlencoded or multipart form) and its query string, each at most ``max_body`` bytes."""
+    an urlencoded or multipart form; its size bounded by the service's BodyLimit) and its query
+    string, at most ``max_body`` bytes."""
     query = request.scope.get("query_string", b"")
     if len(query) > max_body:
         raise RequestError(
             414, f"the query string is too long ({len(query)} bytes, at most {max_body})"
         )
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > max_body:
-        raise RequestError(
-            413, f"the request body is too large ({declared} bytes, at most {max_body})"
-        )
-    raw = await request.body()
+    raw = await request.body()  # read through the service's BodyLimit: 413 past max_body
     if len(raw) > max_body:
         raise RequestError(
             413, f"the request body is too large ({len(raw)} bytes, at most {max_body})"
@@ -105,6 +106,13 @@ async def read_fields(request, max_body: int, allow_form: bool, max_fields: int)
         params = parse_form(query.decode("latin-1")) if query else {}
     except RequestError:
         raise RequestError(400, "the query string is not valid UTF-8") from None
+    try:  # a form's charset may spell what UTF-8 cannot (UTF-7 spells lone surrogates)
+        check_value(body)
+        for key, upload in files.items():
+            check_text(key, "a file field's name")
+            check_text(upload.filename or "", f"{key}: its file name")
+    except FieldError as exc:
+        raise RequestError(400, f"Invalid request: {exc}") from None
     return merge_query(body, params), files
 
 
@@ -139,8 +147,11 @@ def merge_query(body: dict, query: dict) -> dict:
 
 def read_int(body: dict, key: str, default: int, lo: int, hi: int) -> int:
     value = body.get(key, default)
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():  # form fields are strings
-        value = int(value)
+    if isinstance(value, str):  # form fields are strings
+        try:
+            value = int(value)
+        except ValueError:  # not a number, or past int()'s 4,300 digits
+            pass
     if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
         raise RequestError(
             400, f"{key}: expected an integer from {lo} to {hi}, got {json.dumps(value)[:40]}"

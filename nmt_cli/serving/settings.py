@@ -12,12 +12,11 @@ from dataclasses import dataclass, field
 @dataclass(frozen=True)
 class FileSettings:
     """``/translate_file``'s limits: ``max_bytes`` an uploaded file's size, ``max_chars`` the
-    characters it has to translate; ``kept`` translated files wait for their download,
-    ``kept_bytes`` their total size at most (the oldest given up first)."""
+    characters it has to translate; ``kept_bytes`` the total size of the translated files waiting
+    for their download (nmt_cli/serving/kept_files.py: per client, expiring by time)."""
 
     max_bytes: int = 20 << 20
     max_chars: int = 200_000
-    kept: int = 64
     kept_bytes: int = 256 << 20
 
 
@@ -43,3 +42,5 @@ class ServeSettings:
     glossaries: tuple[str, ...] = ()  # --glossary [ID=]FILE (nmt_cli/translation/controlled.py)
     min_confidence: float = 0.0  # the LibreTranslate route holds back translations below it
     files: FileSettings = field(default_factory=FileSettings)  # /translate_file's limits
+    limit_concurrency: int = 512  # connections and requests at once; past it uvicorn's 503; 0: none
+    keep_alive_s: float = 5.0  # an idle kept-alive connection is closed after this

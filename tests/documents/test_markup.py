@@ -115,3 +115,20 @@ def test_malformed_html_loses_no_text_and_raises_nothing(broken):
     assert visible(joined(parts)) == visible(document)
     for run in inlines(parts):  # restoring any translation cannot fail either
         run.restore(run.model_input(), None)
+
+
+def test_inline_nesting_up_to_the_limit_is_restored_and_past_it_refused_in_one_line():
+    from nmt_cli.documents.markup import MAX_INLINE_DEPTH, MarkupTooDeep
+
+    line = multi30k_lines("val", "en", 1)[0]
+    deepest = "".join(f'<span class="s{k}">' for k in range(MAX_INLINE_DEPTH))
+    document = f"<p>{deepest}{line}{'</span>' * MAX_INLINE_DEPTH}</p>"
+    parts = parse_html(document, Protector())
+    assert joined(parts) == document
+    (run,) = inlines(parts)
+    restored = run.restore(run.model_input(), None)  # walks all 100 levels
+    assert restored.count("<span") == restored.count("</span>") == MAX_INLINE_DEPTH
+    # 1,600 deep in 4,812 characters, under the service's 5,000: refused, not a RecursionError
+    with pytest.raises(MarkupTooDeep, match=f"more than {MAX_INLINE_DEPTH} deep") as refused:
+        parse_html("<b>" * 1600 + "x" * 12, Protector())
+    assert "\n" not in str(refused.value)

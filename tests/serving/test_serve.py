@@ -593,6 +593,7 @@ def chromium_driver():
         )
     options = webdriver.ChromeOptions()
     options.binary_location = binary
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})  # CSP violations show there
     for flag in (
         "--headless=new",
         "--no-sandbox",
@@ -648,8 +649,29 @@ def test_page_translates_and_hovering_a_word_highlights_what_it_attended_to(serv
         )  # the tiny recipe's beam
         driver.save_screenshot(str(tmp_path / "page.png"))
         assert (tmp_path / "page.png").stat().st_size > 10_000
+        assert_page_keeps_its_security_policy(server, driver)
     finally:
         driver.quit()
+
+
+def assert_page_keeps_its_security_policy(server, driver) -> None:
+    """The page came with its Content-Security-Policy and worked without breaking it; the
+    browser does enforce it (an inline style added now is refused and reported)."""
+    with urllib.request.urlopen(server.url + "/", timeout=30) as page:
+        assert "script-src 'self'" in page.headers["Content-Security-Policy"]
+        assert page.headers["X-Content-Type-Options"] == "nosniff"
+
+    def violations() -> list[str]:
+        logged = driver.get_log("browser")
+        return [e["message"] for e in logged if "Security Policy" in e["message"]]
+
+    assert violations() == []
+    driver.execute_script(
+        "const s = document.createElement('style'); s.textContent = 'body { color: red; }';"
+        "document.head.appendChild(s);"
+    )
+    time.sleep(0.5)
+    assert any("inline style" in v for v in violations())
 
 
 @pytest.mark.slow

@@ -98,6 +98,7 @@ def test_serve_option_defaults_are_the_settings_defaults():
         "timeout": "timeout_s",
         "rate_limit": "requests_per_minute",
         "char_rate_limit": "chars_per_minute",
+        "keep_alive": "keep_alive_s",
     }
     settings = {f.name: f.default for f in dataclasses.fields(ServeSettings)}
     compared = 0
