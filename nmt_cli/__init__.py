@@ -3,7 +3,8 @@
 The Python API: ``from nmt_cli import Translator``; ``Translator.load(run_dir).translate(lines)``.
 """
 
-__version__ = "0.1.0"
+from nmt_cli.runtime.version import __version__
+
 __all__ = ["Translator", "Translation", "translate_texts", "__version__"]
 
 

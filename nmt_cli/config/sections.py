@@ -136,6 +136,11 @@ class DataConfig(Section):
         help="back-translated pairs drawn each epoch per real pair of the direction (0 = every "
         "back-translated pair once an epoch)",
     )
+    licence: dict[str, str] = _opt(
+        {},
+        help="corpus name or path -> its licence and source, shown on the card of a package made "
+        "with nmt export (a registered corpus brings its own)",
+    )
 
 
 @dataclass
@@ -476,6 +481,7 @@ RESUMABLE_KEYS = frozenset(
     {
         "name",
         "data.test",
+        "data.licence",
         "train.max_steps",
         "train.max_epochs",
         "train.max_minutes",
