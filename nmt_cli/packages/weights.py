@@ -23,7 +23,7 @@ from safetensors.torch import save as save_tensors
 from nmt_cli.runtime.errors import CheckpointError
 
 FORMAT = "nmt-weights-1"
-INT8_MIN_ELEMENTS = 4096
+INT8_MIN_ELEMENTS = 1024
 QUANTIZE_CHOICES = ("none", "int8")
 
 
