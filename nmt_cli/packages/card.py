@@ -117,6 +117,11 @@ def _mb(size: int) -> str:
     return f"{size / 1e6:.1f} MB"
 
 
+def _cell(text: str) -> str:
+    """``text`` in a Markdown table cell: its pipes (a sacreBLEU signature's) escaped."""
+    return str(text).replace("|", "\\|")
+
+
 def readable_card(card: dict) -> str:
     """CARD.md: the card for people, in Markdown."""
     lines = [
@@ -137,16 +142,21 @@ def readable_card(card: dict) -> str:
         "",
     ]
     if card["test_scores"]:
+        if card["quantized"] == "int8":
+            lines += ["Measured with the weights as trained, before they were rounded to int8.", ""]
         lines += ["| test set | direction | metric | score | signature |", "|---|---|---|---|---|"]
         lines += [
             f"| {s['test_set']} | {s['direction']} | {s['metric']} | {s['score']:.2f} | "
-            f"`{s['signature']}` |"
+            f"`{_cell(s['signature'])}` |"
             for s in card["test_scores"]
         ]
     else:
         lines.append("None recorded (nmt eval -m RUN --record TESTSET records them).")
     lines += ["", "## Training corpora", "", "| corpus | source | licence |", "|---|---|---|"]
-    lines += [f"| {c['name']} | {c['source']} | {c['licence']} |" for c in card["corpora"]]
+    lines += [
+        f"| {_cell(c['name'])} | {_cell(c['source'])} | {_cell(c['licence'])} |"
+        for c in card["corpora"]
+    ]
     lines += ["", "## Files", "", "| file | bytes | sha256 |", "|---|---|---|"]
     lines += [f"| {n} | {m['size']} | `{m['sha256']}` |" for n, m in card["members"].items()]
     return "\n".join(lines) + "\n"

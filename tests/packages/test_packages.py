@@ -115,8 +115,13 @@ def test_recorded_scores_travel_with_their_checkpoint_only(run_dir, tmp_path):
         ("flickr2016", "chrf"),
     ]
     assert recorded[0]["signature"].startswith("nrefs:1|") and recorded[0]["direction"] == "en-fr"
-    card = read_package(export_package(run, tmp_path / "m.nmt", ExportOptions())).card
+    files = read_package(export_package(run, tmp_path / "m.nmt", ExportOptions()))
+    card = files.card
     assert [s["metric"] for s in card["test_scores"]] == ["bleu", "chrf"]
+    signature = recorded[0]["signature"].replace("|", "\\|")  # a Markdown table cell's
+    assert f"| flickr2016 | en-fr | bleu | {recorded[0]['score']:.2f} | `{signature}` |" in (
+        files.members["CARD.md"].decode()
+    )
     assert card["test_scores"][0]["score"] == recorded[0]["score"]
     # the same test set recorded again replaces its scores; another checkpoint's are not taken
     record_model_scores(str(run), "flickr2016", "en-fr", [{**recorded[0], "score": 1.0}])
