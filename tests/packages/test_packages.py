@@ -71,6 +71,20 @@ def test_nmt_translate_writes_the_same_bytes_from_a_package(run_dir, package, tm
     assert runs[0].stdout == runs[1].stdout and runs[0].stdout.count("\n") == 30
 
 
+def test_eval_and_score_take_a_package_as_they_take_its_run_dir(run_dir, package, tmp_path):
+    src, ref = tmp_path / "src.en", tmp_path / "ref.fr"
+    src.write_text("\n".join(multi30k_lines("test_2016_flickr", "en", 15)) + "\n")
+    ref.write_text("\n".join(multi30k_lines("test_2016_flickr", "fr", 15)) + "\n")
+    both = ("-m", str(run_dir), "-m", str(package), "--src", str(src), "--ref", str(ref))
+    done = nmt("eval", *both, "--json", "--threads", "1")
+    assert done.returncode == 0, done.stderr
+    first, second = json.loads(done.stdout).values()
+    assert first["scores"] == second["scores"]
+    scores = [nmt("score", "-m", str(m), "--src", str(src), "--tgt", str(ref)) for m in both[1:4:2]]
+    assert scores[0].returncode == 0 and scores[0].stdout == scores[1].stdout
+    assert len(scores[0].stdout.split()) == 15
+
+
 def test_the_card_says_what_the_model_is(run_dir, package):
     files = read_package(package)
     card = files.card
