@@ -142,8 +142,13 @@ def evaluate(
     sources = _read(src) if src is not None else None
     systems: dict[str, list[str]] = {}
     directions: dict[str, str] = {}  # each -m's direction, for --record
-    if record is not None and not model:
-        raise UserError("--record: give -m RUN (the run dir whose scores to keep)")
+    if record is not None:
+        from nmt_cli.packages.scores_record import recorded_checkpoint
+
+        if not model:
+            raise UserError("--record: give -m RUN (the run dir whose scores to keep)")
+        for m in model:  # before translating: a model whose scores cannot be kept
+            recorded_checkpoint(m)
     if model:
         if sources is None:
             raise UserError("--src: give the source file to translate with -m")

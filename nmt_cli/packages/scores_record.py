@@ -83,13 +83,20 @@ def run_dir_of(checkpoint: Path) -> Path | None:
     return checkpoint.parent.parent if checkpoint.parent.name == CHECKPOINT_DIR else None
 
 
-def record_model_scores(model: str, test_set: str, direction: str, scores: list[dict]) -> Path:
-    """Record ``scores`` of ``model`` (a run dir, or a checkpoint file in one) on ``test_set``
-    in its run dir; the record's path."""
+def recorded_checkpoint(model: str) -> tuple[Path, Path]:
+    """(run dir, checkpoint) whose scores ``nmt eval -m MODEL --record`` keeps; a one-line
+    error where ``model`` is not a run dir or a checkpoint file in one."""
     if is_package(model) or not Path(model).exists():
         raise UserError(f"--record: {model} is not a run dir; scores are recorded in run dirs")
     checkpoint = resolve(model)
     run_dir = run_dir_of(checkpoint)
     if run_dir is None:
         raise UserError(f"--record: {checkpoint} does not lie in a run dir's checkpoints folder")
+    return run_dir, checkpoint
+
+
+def record_model_scores(model: str, test_set: str, direction: str, scores: list[dict]) -> Path:
+    """Record ``scores`` of ``model`` (a run dir, or a checkpoint file in one) on ``test_set``
+    in its run dir; the record's path."""
+    run_dir, checkpoint = recorded_checkpoint(model)
     return record_scores(run_dir, test_set, direction, scores, checkpoint, file_sha256(checkpoint))

@@ -123,11 +123,3 @@ def read_weights(data: bytes, what: str) -> dict:
         payload["shortlist"]["ranked"] = header.get("shortlist_ranked") == "true"
     payload["model"] = model
     return payload
-
-
-def weights_quantization(data: bytes) -> str:
-    """none or int8: how a package's weights are stored."""
-    try:
-        return _header(data).get("quantized", "none")
-    except (ValueError, UnicodeDecodeError):
-        return "none"
