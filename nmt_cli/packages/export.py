@@ -57,6 +57,8 @@ def _json(card: dict) -> bytes:
 def export_package(model: str | Path, output: Path | None, options: ExportOptions) -> Path:
     """Write the package of ``model`` (a run dir or checkpoint file) to ``output`` (default:
     NAME.nmt here); the package's path."""
+    if output is not None and Path(output).suffix != SUFFIX:
+        raise UserError(f"-o/--output {output}: a package's name ends in {SUFFIX}")
     checkpoint = resolve(model)
     payload = load(checkpoint)
     loaded = model_from_payload(payload, checkpoint)
@@ -64,8 +66,6 @@ def export_package(model: str | Path, output: Path | None, options: ExportOption
     name = check_name(options.name if options.name is not None else recipe.name)
     version = check_version(options.version)
     output = Path(output) if output is not None else Path(f"{name}{SUFFIX}")
-    if output.suffix != SUFFIX:
-        raise UserError(f"-o/--output {output}: a package's name ends in {SUFFIX}")
     tokenizer = loaded.tokenizer
     members = {
         RECIPE: yaml.safe_dump(payload["recipe"], sort_keys=False, allow_unicode=True).encode(),

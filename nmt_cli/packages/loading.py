@@ -83,6 +83,10 @@ def load_package(path: str | os.PathLike, device: torch.device | str = "cpu") ->
 def load_any(model: str | os.PathLike, device: torch.device | str = "cpu") -> LoadedModel:
     """The model of a run dir, checkpoint file, package or installed model's name."""
     path = locate(model)
+    if not path.exists():
+        raise CheckpointError(
+            f"{model}: no such run dir, checkpoint, package or installed model (nmt models list)"
+        )
     return load_package(path, device) if is_package(path) else load_model(path, device)
 
 
