@@ -12,6 +12,7 @@ while a batch of it is still decoding is freed once that batch ends.
 from __future__ import annotations
 
 import os
+import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -103,7 +104,7 @@ class PooledTranslator:
         self.lowercase = self.recipe.data.lowercase
         self.max_source_tokens = MAX_SOURCE_TOKENS
         self.routing = Routing(self.recipe)
-        self.warn = lambda msg: None  # the loaded translator warns as `nmt serve` does
+        self.warn = lambda msg: print(msg, file=sys.stderr)  # as a Translator's default
 
     @property
     def loaded(self) -> bool:
