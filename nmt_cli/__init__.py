@@ -5,7 +5,8 @@ The Python API: ``from nmt_cli import Translator``; ``Translator.load(run_dir).t
 "a.fr.docx")`` for files.
 """
 
-__version__ = "0.1.0"
+from nmt_cli.runtime.version import __version__
+
 __all__ = ["Translator", "Translation", "translate_texts", "translate_file", "__version__"]
 
 

@@ -41,7 +41,8 @@ ModelOption = Annotated[
         "-m",
         "--model",
         metavar="RUN",
-        help="Run dir or checkpoint file; repeat to ensemble several models.",
+        help="Run dir, checkpoint file, package (NAME.nmt) or installed model's name; repeat to "
+        "ensemble several models.",
     ),
 ]
 # How nmt_cli.runtime.device.resolve_threads decides, spelled out so that --help does not import

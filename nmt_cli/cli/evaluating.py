@@ -43,7 +43,7 @@ def evaluate(
             "-m",
             "--model",
             metavar="RUN",
-            help="Run dir or checkpoint file; repeat to score several models side by side "
+            help="Run dir, checkpoint file or package; repeat to score several models side by side "
             "(to ensemble them, translate with nmt translate -m A -m B and score with --hyp).",
         ),
     ] = None,
@@ -112,6 +112,14 @@ def evaluate(
     ] = False,
     target: TargetOption = None,
     source: SourceOption = None,
+    record: Annotated[
+        str | None,
+        typer.Option(
+            metavar="TESTSET",
+            help="With -m RUN: keep the scores in RUN/scores.json under this test set's name, "
+            "for the card of a package nmt export makes from the same checkpoint.",
+        ),
+    ] = None,
 ) -> None:
     """Score hypotheses against references with sacreBLEU (BLEU, chrF, TER, with signatures).
 
@@ -133,6 +141,14 @@ def evaluate(
         raise UserError(f"--plot {plot}: the folder {plot.parent} does not exist")
     sources = _read(src) if src is not None else None
     systems: dict[str, list[str]] = {}
+    directions: dict[str, str] = {}  # each -m's direction, for --record
+    if record is not None:
+        from nmt_cli.packages.scores_record import recorded_checkpoint
+
+        if not model:
+            raise UserError("--record: give -m RUN (the run dir whose scores to keep)")
+        for m in model:  # before translating: a model whose scores cannot be kept
+            recorded_checkpoint(m)
     if model:
         if sources is None:
             raise UserError("--src: give the source file to translate with -m")
@@ -148,7 +164,9 @@ def evaluate(
         changes = _decode_changes(ctx)
         for m in model:
             translator = load_translator([m], changes, device=device, name_of=_option_name)
-            translator.routing.route(target, source)  # a language it lacks: before translating
+            route = translator.routing.route(target, source)  # a language it lacks: now
+            pair = (route.source or "any", route.target) if route else None
+            directions[m] = "-".join(pair or (translator.recipe.src, translator.recipe.tgt))
             direction = TranslateOptions(target=target, source=source)
             if translator.lowercase and not lc_tok:
                 typer.echo(
@@ -184,6 +202,12 @@ def evaluate(
         from nmt_cli.translation.plots import bleu_by_length_chart  # matplotlib, the plot extra
 
         bleu_by_length_chart(report, plot)
+    if record is not None:
+        from nmt_cli.packages.scores_record import record_model_scores
+
+        for m, name in zip(model, report):
+            kept = record_model_scores(m, record, directions[m], report[name]["scores"])
+            typer.echo(f"recorded {record} scores of {m} in {kept}", err=True)
     if json_out:
         payload = report if len(report) > 1 else next(iter(report.values()))
         if tests:

@@ -24,10 +24,21 @@ def serve(
             "-m",
             "--model",
             metavar="RUN",
-            help="Run dir or checkpoint file to serve; repeat to serve several models "
-            "(each its recipe's language pair).",
+            help="Run dir, checkpoint file, package or installed model's name to serve; repeat "
+            "to serve several models (each its recipe's language pair). None: every installed "
+            "model (nmt models list), each loaded on its first request.",
         ),
     ] = None,
+    max_loaded: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            metavar="N",
+            help="Keep at most N models loaded, unloading the least recently used; each is "
+            "loaded on its first request, which waits for it (within --timeout). 0: no bound. "
+            "With -m, the models must be packages.",
+        ),
+    ] = DEFAULTS.max_loaded,
     host: Annotated[
         str, typer.Option(help="Address to listen on; the default answers this machine only.")
     ] = DEFAULTS.host,
@@ -222,6 +233,7 @@ def serve(
             access_log=access_log,
             log_texts=log_texts,
             glossaries=tuple(glossary or ()),
+            max_loaded=max_loaded,
             min_confidence=min_confidence,
             files=FileSettings(
                 max_bytes=max_file_bytes, max_chars=max_file_chars, kept_bytes=kept_files_bytes

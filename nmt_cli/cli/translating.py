@@ -385,7 +385,10 @@ def score(
     model: Annotated[
         list[str] | None,
         typer.Option(
-            "-m", "--model", metavar="RUN", help="Run dir or checkpoint file (one model)."
+            "-m",
+            "--model",
+            metavar="RUN",
+            help="Run dir, checkpoint file or package (one model).",
         ),
     ] = None,
     src: Annotated[Path | None, typer.Option(help="Source sentences.")] = None,
@@ -403,9 +406,9 @@ def score(
 ) -> None:
     """Print log p(target | source) for each pair (forced decoding), one number per line."""
     # Imported here, not at the top: `nmt --help` need not load torch.
+    from nmt_cli.packages.loading import load_any
     from nmt_cli.runtime.device import pick_device
     from nmt_cli.runtime.interrupts import task
-    from nmt_cli.training.checkpoint import load_model
     from nmt_cli.translation.translator import force_decode
 
     if not model or src is None or tgt is None:
@@ -413,7 +416,7 @@ def score(
     if len(model) > 1:
         raise UserError("-m: nmt score force-decodes with one model; give -m once")
     dev = pick_device(device)
-    loaded = load_model(model[0], dev)
+    loaded = load_any(model[0], dev)
     sources, targets = _read(src), _read(tgt)
     if len(sources) != len(targets):
         raise UserError(f"{src} has {len(sources)} lines but {tgt} has {len(targets)}")

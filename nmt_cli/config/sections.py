@@ -159,6 +159,11 @@ class DataConfig(Section):
         False,
         help="data.teacher: also train on the original pairs, after the distilled ones",
     )
+    licence: dict[str, str] = _opt(
+        {},
+        help="corpus name or path -> its licence and source, shown on the card of a package made "
+        "with nmt export (a registered corpus brings its own)",
+    )
 
 
 @dataclass
@@ -499,6 +504,7 @@ RESUMABLE_KEYS = frozenset(
     {
         "name",
         "data.test",
+        "data.licence",
         "train.max_steps",
         "train.max_epochs",
         "train.max_minutes",

@@ -44,6 +44,8 @@ class Corpus:
     # Official tokenized references: file name -> sha256 of its (uncompressed) text.
     tok_references: dict[str, str] = field(default_factory=dict)
     tok_url: str = ""
+    source: str = ""  # where the corpus comes from, for a model card
+    licence: str = "not stated"
 
     def filename(self, split: str, lang: str) -> str:
         return f"{split}.{lang}.gz"
@@ -102,6 +104,8 @@ REGISTRY: dict[str, Corpus] = {
         sha256=_sums(_MULTI30K_SHA256),
         tok_url=MULTI30K_TOK_URL,
         tok_references=_sums(_MULTI30K_TOK_REFERENCES),
+        source="https://github.com/multi30k/dataset (Elliott et al. 2016, from Flickr30K)",
+        licence="not stated upstream; Flickr30K's descriptions are for research use",
     ),
 }
 

@@ -1,15 +1,18 @@
 """The models `nmt serve` answers with: one per -m (one per direction of a multilingual model),
 each with its recipe's decoding settings, and the facts a client is shown about it (language
-pair, training step, validation BLEU, whether the direction is zero-shot)."""
+pair, training step, validation BLEU, whether the direction is zero-shot, whether it is loaded,
+a package's card)."""
 
-import contextlib
-import json
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from nmt_cli.packages.archive import is_package
+from nmt_cli.packages.loading import locate, model_facts
+from nmt_cli.packages.store import installed
 from nmt_cli.runtime.errors import UserError
-from nmt_cli.training.checkpoint import load, step_of
+from nmt_cli.serving.model_pool import ModelPool, PooledTranslator, translator_loader
 from nmt_cli.translation.contract import TranslateOptions, Translating
 from nmt_cli.translation.glossary import Glossary, merged
 from nmt_cli.translation.translator import Translator
@@ -33,6 +36,7 @@ class ServedModel:
     zero_shot: bool = False  # a direction of a multilingual model it was not trained on
     directed: bool = False
     glossary: Glossary | None = None
+    card: dict | None = None  # a package's model card
 
     def options(self, request: TranslateOptions) -> TranslateOptions:
         """A request's options for this model: its direction and glossary added."""
@@ -52,57 +56,72 @@ class ServedModel:
             "step": self.step,
             "valid_bleu": self.valid_bleu,
             "beam_size": self.translator.config.beam_size,
+            "loaded": not isinstance(self.translator, PooledTranslator) or self.translator.loaded,
+            "card": self.card,
         }
-
-
-def checkpoint_facts(path: Path) -> tuple[int | None, float | None]:
-    """(training step, validation BLEU) of a checkpoint as training recorded them; an averaged
-    checkpoint reports its newest step and the BLEU its run's metrics.jsonl gave the average."""
-    payload = load(path)
-    progress = payload.get("progress")
-    if isinstance(progress, dict):
-        step = progress.get("step")
-        bleu = next(
-            (
-                r.get("valid_bleu")
-                for r in reversed(progress.get("history") or [])
-                if r.get("step") == step
-            ),
-            None,
-        )
-        return step, bleu
-    steps = []
-    for name in payload.get("averaged_from") or []:
-        with contextlib.suppress(ValueError, IndexError):
-            steps.append(step_of(Path(name)))
-    bleu = None
-    metrics = path.parent.parent / "metrics.jsonl"
-    if metrics.is_file():
-        for line in metrics.read_text(encoding="utf-8").splitlines():
-            with contextlib.suppress(ValueError):
-                record = json.loads(line)
-                if record.get("kind") == "averaged" and record.get("steps") == steps:
-                    bleu = record.get("valid_bleu")
-    return (max(steps) if steps else None), bleu
 
 
 def load_models(
     paths: Sequence[str], *, device: str = "auto", shortlist: bool | None = None
 ) -> list[ServedModel]:
-    """One ServedModel per -m, decoding with its recipe's settings; ids are the recipe names,
-    numbered where two share one."""
+    """One ServedModel per -m, decoding with its recipe's settings; ids are the recipe names
+    (a package's: its card's name), numbered where two share one."""
     if not paths:
         raise UserError("-m/--model: give at least one run dir or checkpoint to serve")
-    served: list[ServedModel] = []
+    translators = [
+        Translator.load(path, device=device, workers=1, shortlist=shortlist) for path in paths
+    ]
+    return _served(translators)
+
+
+def serving_models(
+    paths: Sequence[str], max_loaded: int, *, device: str = "auto", shortlist: bool | None = None
+) -> tuple[list[ServedModel], ModelPool | None]:
+    """The models `nmt serve` answers with, and the pool that loads them (None: all loaded now).
+    -m without ``max_loaded`` loads each model at start; with no -m every installed model is
+    served, and they, like -m's with ``max_loaded``, are loaded on first request."""
+    if paths and not max_loaded:
+        return load_models(paths, device=device, shortlist=shortlist), None
+    pool = ModelPool(max_loaded, translator_loader(device))
+    if not paths:
+        found = installed()
+        for m in found:
+            if m.card is None:
+                print(f"nmt serve: skipping {m.path}: {m.problem}", file=sys.stderr)
+        paths = [m.path for m in found if m.card is not None]
+    return pooled_models(paths, pool, shortlist=shortlist), pool
+
+
+def pooled_models(
+    paths: Sequence[str | Path], pool: ModelPool, *, shortlist: bool | None = None
+) -> list[ServedModel]:
+    """One ServedModel per package (or installed model's name), its weights loaded by ``pool``
+    on its first request (nmt_cli/serving/model_pool.py)."""
+    translators = []
     for path in paths:
-        translator = Translator.load(path, device=device, workers=1, shortlist=shortlist)
+        located = locate(path)
+        if not is_package(located):
+            raise UserError(f"{path}: --max-loaded and serving installed models take packages")
+        _, _, card = model_facts(located)
+        translators.append(
+            PooledTranslator(pool, card["name"], located, {"workers": 1, "shortlist": shortlist})
+        )
+    if not translators:
+        raise UserError("no installed models to serve: nmt models install PACKAGE, or give -m")
+    return _served(translators)
+
+
+def _served(translators: Sequence[Translating]) -> list[ServedModel]:
+    served: list[ServedModel] = []
+    for translator in translators:
         recipe = translator.recipe
-        step, bleu = checkpoint_facts(translator.checkpoint)
+        step, bleu, card = model_facts(translator.checkpoint)
         checkpoint = Path(translator.checkpoint).name
+        name = card["name"] if card is not None else recipe.name
         if not translator.multilingual:
             served.append(
                 ServedModel(
-                    recipe.name,
+                    name,
                     translator,
                     recipe.src,
                     recipe.tgt,
@@ -110,6 +129,7 @@ def load_models(
                     checkpoint,
                     step,
                     bleu,
+                    card=card,
                 )
             )
             continue
@@ -117,7 +137,7 @@ def load_models(
             source, target = direction.split("-")
             served.append(
                 ServedModel(
-                    f"{recipe.name}-{direction}",
+                    f"{name}-{direction}",
                     translator,
                     source,
                     target,
@@ -127,6 +147,7 @@ def load_models(
                     bleu,
                     zero_shot=direction not in translator.directions,
                     directed=True,
+                    card=card,
                 )
             )
     names = [m.id for m in served]

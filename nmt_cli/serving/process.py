@@ -11,7 +11,8 @@ import uvicorn
 
 from nmt_cli.runtime.errors import UserError
 from nmt_cli.serving.app import ServeSettings, Service, build_app
-from nmt_cli.serving.models import load_models
+from nmt_cli.serving.model_pool import PoolCollector
+from nmt_cli.serving.models import serving_models
 from nmt_cli.serving.request_options import attach_glossaries
 
 
@@ -37,13 +38,18 @@ def _listen(host: str, port: int) -> socket.socket:
 
 
 def serve(model_paths: Sequence[str], settings: ServeSettings, *, device: str = "auto") -> None:
-    """Load the models, listen, serve until SIGTERM or Ctrl-C, then finish what is in flight."""
+    """Load the models (or, from packages, get ready to load them on first request), listen,
+    serve until SIGTERM or Ctrl-C, then finish what is in flight."""
     if settings.api_key is not None and not settings.api_key:
         raise UserError("--api-key: give a non-empty key")
     torch.set_num_threads(settings.threads)
-    models = load_models(model_paths, device=device, shortlist=settings.shortlist)
+    models, pool = serving_models(
+        model_paths, settings.max_loaded, device=device, shortlist=settings.shortlist
+    )
     attach_glossaries(models, settings.glossaries)
     service = Service(models, settings)
+    if pool is not None and service.metrics is not None:
+        service.metrics.registry.register(PoolCollector(pool))
     app = build_app(service)
     sock = _listen(settings.host, settings.port)
     config = uvicorn.Config(

@@ -40,6 +40,9 @@ class ServeSettings:
     access_log: bool = False  # one line per request on stderr
     log_texts: bool = False  # the access log shows the texts too
     glossaries: tuple[str, ...] = ()  # --glossary [ID=]FILE (nmt_cli/translation/controlled.py)
+    max_loaded: int = (
+        0  # models whose weights stay loaded (0: no bound; nmt_cli/serving/model_pool.py)
+    )
     min_confidence: float = 0.0  # the LibreTranslate route holds back translations below it
     files: FileSettings = field(default_factory=FileSettings)  # /translate_file's limits
     limit_concurrency: int = 512  # connections and requests at once; past it uvicorn's 503; 0: none

@@ -13,6 +13,8 @@ half of its bytes, and mapped tensors that are never touched are never read.
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import pickle
 import shutil
@@ -211,7 +213,14 @@ def load_model(
     ``fast`` maps the file rather than reading it whole (module docstring); the weights, and so
     the translations, are the same as with ``fast=False``."""
     path = resolve(model_path)
-    payload = load(path, mmap=fast)
+    return model_from_payload(load(path, mmap=fast), path, device)
+
+
+def model_from_payload(
+    payload: dict, path: Path, device: torch.device | str = "cpu"
+) -> LoadedModel:
+    """The LoadedModel of a checkpoint's ``payload`` (its model, recipe, tokenizer, shortlist and
+    language vocabularies), or of the same keys read from a model package; ``path`` names it."""
     recipe = recipe_of(payload, path)
     tokenizer = tokenizer_of(payload, path)
     # initialise=False: every weight comes from the checkpoint (strict load), none need drawing
@@ -241,6 +250,37 @@ def load_model(
             raise CheckpointError(f"{path}: its vocabulary shortlist does not fit the vocabulary")
     languages = languages_of(payload, path, recipe)
     return LoadedModel(model.to(device).eval(), recipe, tokenizer, path, shortlist, languages)
+
+
+def training_facts(path: Path, payload: dict | None = None) -> tuple[int | None, float | None]:
+    """(training step, validation BLEU) of a checkpoint as training recorded them; an averaged
+    checkpoint reports its newest step and the BLEU its run's metrics.jsonl gave the average."""
+    payload = load(path) if payload is None else payload
+    progress = payload.get("progress")
+    if isinstance(progress, dict):
+        step = progress.get("step")
+        bleu = next(
+            (
+                r.get("valid_bleu")
+                for r in reversed(progress.get("history") or [])
+                if r.get("step") == step
+            ),
+            None,
+        )
+        return step, bleu
+    steps = []
+    for name in payload.get("averaged_from") or []:
+        with contextlib.suppress(ValueError, IndexError):
+            steps.append(step_of(Path(name)))
+    bleu = None
+    metrics = path.parent.parent / "metrics.jsonl"
+    if metrics.is_file():
+        for line in metrics.read_text(encoding="utf-8").splitlines():
+            with contextlib.suppress(ValueError):
+                record = json.loads(line)
+                if record.get("kind") == "averaged" and record.get("steps") == steps:
+                    bleu = record.get("valid_bleu")
+    return (max(steps) if steps else None), bleu
 
 
 def languages_of(payload: dict, path: Path, recipe: Recipe) -> LanguageVocabularies | None:

@@ -32,10 +32,10 @@ from nmt_cli.decoding.shortlist import Shortlist, merge_shortlists
 from nmt_cli.model.ensemble import Ensemble
 from nmt_cli.model.fast_decoding import prepare_for_decoding
 from nmt_cli.model.quantize import quantize_int8
+from nmt_cli.packages.loading import load_any
 from nmt_cli.runtime.device import pick_device, resolve_decode_precision
 from nmt_cli.runtime.errors import UserError
 from nmt_cli.runtime.memory import bound_primitive_cache
-from nmt_cli.training.checkpoint import load_model
 from nmt_cli.translation.confidence import confidence_of
 from nmt_cli.translation.contract import TranslateOptions
 from nmt_cli.translation.forcing import forced_for_lines
@@ -139,7 +139,8 @@ class Translator:
         threads: int | None = None,
         **decode: Any,
     ) -> Translator:
-        """A Translator for a run dir or checkpoint file (a list of them: their ensemble).
+        """A Translator for a run dir, checkpoint file, package (``NAME.nmt``) or installed
+        model's name (a list of them: their ensemble).
         ``decode``: recipe ``decode`` keys (``beam_size=3``, ``shortlist=False``...) laid over the
         first model's recipe, None keeping its value; ``threads``: CPU threads torch may use;
         ``device`` and ``quantize`` as :func:`load_translator`'s."""
@@ -339,17 +340,17 @@ def load_translator(
     quantize: str = "none",
     name_of: Callable[[str], str] | None = None,
 ) -> Translator:
-    """A Translator for one model, or the ensemble of several (run dirs or checkpoint files with
-    one vocabulary). ``decode``: the decoding configuration, or changes to the first model's
-    recipe's ``decode`` section (recipe keys; None keeps the recipe's value), checked as recipe
-    keys are; errors name a key as ``name_of`` gives it (the CLI names its options). ``quantize``:
-    none or int8. ``decode.precision`` bf16 (``auto`` on a CPU with bf16 hardware) converts the
-    weights to bf16, so that every matrix product runs in bf16; log-probabilities and scores
-    stay fp32."""
+    """A Translator for one model, or the ensemble of several (run dirs, checkpoint files,
+    packages or installed models' names, with one vocabulary). ``decode``: the decoding
+    configuration, or changes to the first model's recipe's ``decode`` section (recipe keys; None
+    keeps the recipe's value), checked as recipe keys are; errors name a key as ``name_of`` gives
+    it (the CLI names its options). ``quantize``: none or int8. ``decode.precision`` bf16
+    (``auto`` on a CPU with bf16 hardware) converts the weights to bf16, so that every matrix
+    product runs in bf16; log-probabilities and scores stay fp32."""
     if not models:
         raise UserError("-m/--model: give a run dir or checkpoint")
     dev = pick_device(device)
-    loaded = [load_model(m, dev) for m in models]
+    loaded = [load_any(m, dev) for m in models]
     first = loaded[0]
     if isinstance(decode, DecodeConfig):
         config, changes = decode, {}

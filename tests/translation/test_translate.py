@@ -242,13 +242,13 @@ def test_lowercase_translator_lowercases_what_it_encodes_and_keeps_the_line(trai
 def test_load_translator_follows_the_recipes_lowercase(trained, monkeypatch):
     import dataclasses
 
+    from nmt_cli.packages import loading
     from nmt_cli.runtime.errors import UserError
-    from nmt_cli.training import checkpoint
     from nmt_cli.translation import translator as translator_module
     from nmt_cli.translation.translator import load_translator
 
     _, _, run_dir, _ = trained
-    real = checkpoint.load_model
+    real = loading.load_any
 
     def load(path, device="cpu"):  # the same run, as if trained with data.lowercase
         loaded = real(path, device)
@@ -258,7 +258,7 @@ def test_load_translator_follows_the_recipes_lowercase(trained, monkeypatch):
             )
         return loaded
 
-    monkeypatch.setattr(translator_module, "load_model", load)
+    monkeypatch.setattr(translator_module, "load_any", load)
     lower = run_dir.parent / "lower"
     shutil.copytree(run_dir, lower, dirs_exist_ok=True)
     assert load_translator([str(lower)], device="cpu").lowercase
