@@ -35,6 +35,7 @@ from nmt_cli.serving.metrics import Metrics, RequestObserver
 from nmt_cli.serving.models import ServedModel
 from nmt_cli.serving.pivot import Route
 from nmt_cli.serving.rate_limit import RateLimits
+from nmt_cli.serving.recall import ServiceRecall
 from nmt_cli.serving.request_body import (
     RequestError,
     given_key,
@@ -66,6 +67,7 @@ class Service:
             on_batch=self._decoded if self.metrics else None,
         )
         self.limits = RateLimits(settings.requests_per_minute, settings.chars_per_minute)
+        self.recall = ServiceRecall(settings.suggestions, settings.cache_size, self.metrics)
         self.max_body = 64 * 1024 + 8 * settings.max_request_chars
         self.files: dict[str, tuple[str, bytes]] = {}  # translated files, for their download
 

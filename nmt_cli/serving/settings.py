@@ -30,3 +30,5 @@ class ServeSettings:
     log_texts: bool = False  # the access log shows the texts too
     glossaries: tuple[str, ...] = ()  # --glossary [ID=]FILE (nmt_cli/translation/controlled.py)
     min_confidence: float = 0.0  # the LibreTranslate route holds back translations below it
+    suggestions: str | None = None  # SQLite file of /suggest's corrections, served as a memory
+    cache_size: int = 4096  # sentence translations kept (a few kilobytes each); 0: no cache

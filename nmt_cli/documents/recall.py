@@ -1,0 +1,132 @@
+"""Segments answered without decoding: a stored correction of the sentence (a translation
+memory), else the model's own earlier translation of it with the same options (a cache).
+
+The document layer looks a plan's segments up here before it decodes (:meth:`Recall.split`),
+decodes only the rest, and puts the two back in the plan's order
+(:meth:`Recollection.merged`); so a corrected sentence is served alone or inside a paragraph,
+in plain text or HTML, and every output (joins, confidences, n-best) treats it as any segment.
+
+A memory entry matches a segment whose text equals its source once runs of whitespace are one
+space and the ends are trimmed (:func:`memory_key`); a segment carrying tags or protected spans
+to put back (they need the word alignment the model makes) is left to the model. A memory
+answer is marked ``from_memory``, with confidence 1 and no alignment. Where a call forces
+prefixes, nothing is looked up: each prefix belongs to its own sentence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Protocol
+
+from nmt_cli.documents.plan import DocumentPlan
+from nmt_cli.translation.cache import TranslationCache, options_key
+from nmt_cli.translation.contract import TranslateOptions
+from nmt_cli.translation.results import Alternative, Translation
+
+
+class SentenceMemory(Protocol):
+    """Stored translations of whole sentences, such as `nmt serve --suggestions`' store."""
+
+    def recall(self, source: str, target: str, key: str) -> str | None:
+        """The stored translation of the sentence whose :func:`memory_key` is ``key`` from
+        ``source`` into ``target``; None where there is none."""
+        ...
+
+
+def memory_key(text: str) -> str:
+    """``text`` as a memory matches it: runs of whitespace one space, the ends trimmed."""
+    return " ".join(text.split())
+
+
+def memory_translation(source: str, text: str) -> Translation:
+    """The Translation of segment ``source`` that a memory answered with ``text``."""
+    words = len(text.split())
+    best = Alternative(text, 0.0, 0.0, confidence=1.0, length=words)
+    return Translation(source, text, [], [], alternatives=[best], confidence=1.0, from_memory=True)
+
+
+@dataclass
+class Recollection:
+    """A plan's segments split into those found (``found``: segment -> Translation; of them,
+    ``memory`` came from the memory) and those to decode (``todo``, in order), with the cache
+    keys the decoded ones are kept under."""
+
+    count: int
+    found: dict[int, Translation] = field(default_factory=dict)
+    memory: set[int] = field(default_factory=set)
+    todo: list[int] = field(default_factory=list)
+    cache: TranslationCache | None = None
+    keys: dict[int, Hashable] = field(default_factory=dict)
+
+    def segments(self, plan: DocumentPlan) -> list[str]:
+        """The model inputs of the segments to decode."""
+        return [plan.segments[s] for s in self.todo]
+
+    def merged(self, decoded: Sequence[Translation]) -> list[Translation]:
+        """One Translation per segment of the plan: the found ones and ``decoded`` (those of
+        :attr:`todo`, in order) in place."""
+        if len(decoded) != len(self.todo):
+            raise ValueError(f"{len(decoded)} translations for {len(self.todo)} segments")
+        out: list = [None] * self.count
+        for s, tr in self.found.items():
+            out[s] = tr
+        for s, tr in zip(self.todo, decoded):
+            out[s] = tr
+        return out
+
+    def keep(self, translations: Sequence[Translation]) -> None:
+        """Cache the final translations (after the layer's second pass) of the decoded
+        segments."""
+        if self.cache is None:
+            return
+        for s, key in self.keys.items():
+            self.cache.put(key, translations[s])
+
+
+def everything(plan: DocumentPlan) -> Recollection:
+    """Nothing found: every segment of ``plan`` to decode."""
+    count = len(plan.segments)
+    return Recollection(count, todo=list(range(count)))
+
+
+@dataclass
+class Recall:
+    """Where ``model`` (a hashable naming what decodes: the model or the chain of models) looks
+    segments up before translating from ``source`` into ``target``: ``memory``, then
+    ``cache``; either may be None."""
+
+    source: str
+    target: str
+    model: Hashable
+    memory: SentenceMemory | None = None
+    cache: TranslationCache | None = None
+
+    def split(self, plan: DocumentPlan, options: TranslateOptions) -> Recollection:
+        """``plan``'s segments found and to decode; ``options``: the segments' translate options
+        (:func:`nmt_cli.documents.layer.segment_options`)."""
+        if options.prefixes is not None:
+            return everything(plan)
+        out = Recollection(len(plan.segments), cache=self.cache)
+        asked = None if self.cache is None else options_key(options)
+        for s, text in enumerate(plan.segments):
+            found = self._remembered(plan, s, text)
+            if found is not None:
+                out.found[s] = found
+                out.memory.add(s)
+                continue
+            if asked is not None:
+                key = (self.model, asked, text)
+                cached = self.cache.get(key)
+                if cached is not None:
+                    out.found[s] = replace(cached, source=text)
+                    continue
+                out.keys[s] = key
+            out.todo.append(s)
+        return out
+
+    def _remembered(self, plan: DocumentPlan, s: int, text: str) -> Translation | None:
+        if self.memory is None or plan.inline_of(s) is not None:
+            return None
+        stored = self.memory.recall(self.source, self.target, memory_key(text))
+        return None if stored is None else memory_translation(text, stored)
