@@ -57,6 +57,11 @@ class DocumentPlan:
         """The tags and protected spans segment ``segment`` has to put back (None: none)."""
         return self._inlines[segment]
 
+    def continues(self, segment: int) -> bool:
+        """Whether segment ``segment`` continues the sentence of the one before it (a clause
+        cut at the model's source limit)."""
+        return self._continues[segment]
+
     def segments_of(self, text: int) -> list[int]:
         """The indices of text ``text``'s segments, in order."""
         return [p for p in self._parts[text] if isinstance(p, int)]
@@ -132,6 +137,9 @@ class DocumentPlan:
                 out.append(part)
                 continue
             words = self._put_back(part, met[part], alternative)
+            if self._continues[part] and not words and out and isinstance(out[-1], str):
+                out[-1] = out[-1].rstrip()  # nothing follows: no space before it (a clause
+                # whose sentence was answered whole with the first, nmt_cli/documents/recall.py)
             so_far = "".join(out).rstrip()
             if (
                 self._continues[part]

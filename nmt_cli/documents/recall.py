@@ -6,10 +6,12 @@ decodes only the rest, and puts the two back in the plan's order
 (:meth:`Recollection.merged`); so a corrected sentence is served alone or inside a paragraph,
 in plain text or HTML, and every output (joins, confidences, n-best) treats it as any segment.
 
-A memory entry matches a segment whose text equals its source once runs of whitespace are one
-space and the ends are trimmed (:func:`memory_key`); a segment carrying tags or protected spans
-to put back (they need the word alignment the model makes) is left to the model. A memory
-answer is marked ``from_memory``, with confidence 1 and no alignment. Where a call forces
+A memory entry matches a sentence whose text equals its source once runs of whitespace are one
+space and the ends are trimmed (:func:`memory_key`); a sentence the layer cut into clauses (past
+the model's source limit) is matched whole, its first segment answered with the correction and
+the others with nothing. A sentence carrying tags or protected spans to put back (they need the
+word alignment the model makes) is left to the model. A memory answer is marked
+``from_memory``, with confidence 1 and no alignment. Where a call forces
 prefixes, nothing is looked up: each prefix belongs to its own sentence.
 """
 
@@ -108,12 +110,14 @@ class Recall:
         if options.prefixes is not None:
             return everything(plan)
         out = Recollection(len(plan.segments), cache=self.cache)
-        asked = None if self.cache is None else options_key(options)
-        for s, text in enumerate(plan.segments):
-            found = self._remembered(plan, s, text)
-            if found is not None:
+        for sentence in sentences(plan):
+            remembered = self._remembered(plan, sentence)
+            for s, found in zip(sentence, remembered):
                 out.found[s] = found
                 out.memory.add(s)
+        asked = None if self.cache is None else options_key(options)
+        for s, text in enumerate(plan.segments):
+            if s in out.found:
                 continue
             if asked is not None:
                 key = (self.model, asked, text)
@@ -125,8 +129,27 @@ class Recall:
             out.todo.append(s)
         return out
 
-    def _remembered(self, plan: DocumentPlan, s: int, text: str) -> Translation | None:
-        if self.memory is None or plan.inline_of(s) is not None:
-            return None
-        stored = self.memory.recall(self.source, self.target, memory_key(text))
-        return None if stored is None else memory_translation(text, stored)
+    def _remembered(self, plan: DocumentPlan, sentence: list[int]) -> list[Translation]:
+        """The memory's Translations of a sentence's segments: the whole correction for the
+        first, nothing for the clauses after it; none where it has no correction."""
+        if self.memory is None or any(plan.inline_of(s) is not None for s in sentence):
+            return []
+        texts = [plan.segments[s] for s in sentence]
+        stored = self.memory.recall(self.source, self.target, memory_key(" ".join(texts)))
+        if stored is None:
+            return []
+        return [memory_translation(texts[0], stored)] + [
+            memory_translation(text, "") for text in texts[1:]
+        ]
+
+
+def sentences(plan: DocumentPlan) -> list[list[int]]:
+    """``plan``'s segments grouped by sentence: a sentence cut into clauses at the model's
+    source limit is one group."""
+    out: list[list[int]] = []
+    for s in range(len(plan.segments)):
+        if out and plan.continues(s):
+            out[-1].append(s)
+        else:
+            out.append([s])
+    return out
