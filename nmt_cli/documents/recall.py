@@ -132,7 +132,7 @@ class Recall:
     def _remembered(self, plan: DocumentPlan, sentence: list[int]) -> list[Translation]:
         """The memory's Translations of a sentence's segments: the whole correction for the
         first, nothing for the clauses after it; none where it has no correction."""
-        if self.memory is None or any(plan.inline_of(s) is not None for s in sentence):
+        if self.memory is None or any(_has_inline(plan, s) for s in sentence):
             return []
         texts = [plan.segments[s] for s in sentence]
         stored = self.memory.recall(self.source, self.target, memory_key(" ".join(texts)))
@@ -141,6 +141,12 @@ class Recall:
         return [memory_translation(texts[0], stored)] + [
             memory_translation(text, "") for text in texts[1:]
         ]
+
+
+def _has_inline(plan: DocumentPlan, segment: int) -> bool:
+    """Whether the segment has tags or protected spans to put back by the word alignment."""
+    inline = plan.inline_of(segment)
+    return inline is not None and inline.needs_alignment
 
 
 def sentences(plan: DocumentPlan) -> list[list[int]]:

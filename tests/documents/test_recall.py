@@ -71,6 +71,20 @@ def test_a_corrected_sentence_is_answered_alone_and_inside_a_paragraph():
     assert stub.calls == [[first, third]]  # the corrected sentence never reached the model
 
 
+def test_html_blocks_are_matched_but_a_sentence_with_tags_is_left_to_the_model():
+    first, second = lines(2)
+    memory = Corrections({first: "Une <correction> & plus.", second: "Jamais servie."})
+    recall = Recall("en", "fr", "model", memory=memory)
+    stub = UpperTranslator()
+    head, rest = second.split(" ", 1)
+    tagged = f"<b>{head}</b> {rest}"
+    document = f"<p>{first}</p>\n<p>{tagged}</p>"
+    (result,) = translate_documents(stub, [document], None, DocumentOptions(fmt="html"), recall)
+    assert result.text.startswith("<p>Une &lt;correction&gt; &amp; plus.</p>\n<p>")
+    assert "Jamais" not in result.text and "<b>" in result.text
+    assert [s.from_memory for s in result.segments] == [True, False]
+
+
 def test_a_sentence_cut_into_clauses_is_matched_whole_and_kept_as_given():
     sentence = ", and ".join(x.rstrip(".") for x in lines(3)) + "."
     stub = UpperTranslator(max_segment_tokens=12)
