@@ -51,12 +51,13 @@ def memory_translation(source: str, text: str) -> Translation:
 @dataclass
 class Recollection:
     """A plan's segments split into those found (``found``: segment -> Translation; of them,
-    ``memory`` came from the memory) and those to decode (``todo``, in order), with the cache
-    keys the decoded ones are kept under."""
+    ``memory`` came from the memory, out of ``remembering`` looked up there) and those to decode
+    (``todo``, in order), with the cache keys the decoded ones are kept under."""
 
     count: int
     found: dict[int, Translation] = field(default_factory=dict)
     memory: set[int] = field(default_factory=set)
+    remembering: int = 0
     todo: list[int] = field(default_factory=list)
     cache: TranslationCache | None = None
     keys: dict[int, Hashable] = field(default_factory=dict)
@@ -111,6 +112,9 @@ class Recall:
             return everything(plan)
         out = Recollection(len(plan.segments), cache=self.cache)
         for sentence in sentences(plan):
+            if self.memory is None or any(_has_inline(plan, s) for s in sentence):
+                continue
+            out.remembering += len(sentence)
             remembered = self._remembered(plan, sentence)
             for s, found in zip(sentence, remembered):
                 out.found[s] = found
@@ -132,8 +136,6 @@ class Recall:
     def _remembered(self, plan: DocumentPlan, sentence: list[int]) -> list[Translation]:
         """The memory's Translations of a sentence's segments: the whole correction for the
         first, nothing for the clauses after it; none where it has no correction."""
-        if self.memory is None or any(_has_inline(plan, s) for s in sentence):
-            return []
         texts = [plan.segments[s] for s in sentence]
         stored = self.memory.recall(self.source, self.target, memory_key(" ".join(texts)))
         if stored is None:

@@ -37,10 +37,9 @@ class ServiceRecall:
         if self.metrics is None:
             return
         memory = len(found.memory)
-        looked_up = found.count if self.store is not None else 0
         self.metrics.recalled(
             memory_hits=memory,
-            memory_misses=looked_up - memory,
+            memory_misses=found.remembering - memory,
             cache_hits=len(found.found) - memory,
             cache_misses=len(found.keys),
         )
