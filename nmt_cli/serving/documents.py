@@ -75,6 +75,7 @@ async def translate_plan(
     rest decoded with every other request's, then (but under a prefix) a decoded segment whose
     translation dropped most of its words translated again in parts, the document layer's
     second pass."""
+    service.check_count(len(plan.segments))
     asked = segment_options(plan, options)
     recall = service.recall.of(route)
     found = everything(plan) if recall is None else recall.split(plan, asked)
