@@ -9,10 +9,11 @@ in plain text or HTML, and every output (joins, confidences, n-best) treats it a
 A memory entry matches a sentence whose text equals its source once runs of whitespace are one
 space and the ends are trimmed (:func:`memory_key`); a sentence the layer cut into clauses (past
 the model's source limit) is matched whole, its first segment answered with the correction and
-the others with nothing. A sentence carrying tags or protected spans to put back (they need the
-word alignment the model makes) is left to the model. A memory answer is marked
-``from_memory``, with confidence 1 and no alignment. Where a call forces
-prefixes, nothing is looked up: each prefix belongs to its own sentence.
+the others with nothing, and so is a whole plain text of several sentences corrected as one
+(LibreTranslate's page sends the whole text it translated). A sentence carrying tags or
+protected spans to put back (they need the word alignment the model makes) is left to the
+model. A memory answer is marked ``from_memory``, with confidence 1 and no alignment. Where a
+call forces prefixes, nothing is looked up: each prefix belongs to its own sentence.
 """
 
 from __future__ import annotations
@@ -111,14 +112,8 @@ class Recall:
         if options.prefixes is not None:
             return everything(plan)
         out = Recollection(len(plan.segments), cache=self.cache)
-        for sentence in sentences(plan):
-            if self.memory is None or any(_has_inline(plan, s) for s in sentence):
-                continue
-            out.remembering += len(sentence)
-            remembered = self._remembered(plan, sentence)
-            for s, found in zip(sentence, remembered):
-                out.found[s] = found
-                out.memory.add(s)
+        if self.memory is not None:
+            self._remember(plan, out)
         asked = None if self.cache is None else options_key(options)
         for s, text in enumerate(plan.segments):
             if s in out.found:
@@ -133,16 +128,31 @@ class Recall:
             out.todo.append(s)
         return out
 
-    def _remembered(self, plan: DocumentPlan, sentence: list[int]) -> list[Translation]:
-        """The memory's Translations of a sentence's segments: the whole correction for the
-        first, nothing for the clauses after it; none where it has no correction."""
-        texts = [plan.segments[s] for s in sentence]
-        stored = self.memory.recall(self.source, self.target, memory_key(" ".join(texts)))
+    def _remember(self, plan: DocumentPlan, out: Recollection) -> None:
+        """The memory's answers: for a whole plain text of several sentences corrected as one
+        (as LibreTranslate's page sends a correction), else for each sentence."""
+        for i in sorted(set(plan.text_of)):  # the texts with segments
+            ids = plan.segments_of(i)
+            if len(ids) > 1 and all(plan.inline_of(s) is None for s in ids):
+                self._recall(plan, ids, plan.source(i), out, count_miss=False)
+        for sentence in sentences(plan):
+            if sentence[0] in out.found or any(_has_inline(plan, s) for s in sentence):
+                continue
+            text = " ".join(plan.segments[s] for s in sentence)
+            self._recall(plan, sentence, text, out, count_miss=True)
+
+    def _recall(self, plan, ids: list[int], text: str, out: Recollection, count_miss: bool):
+        """Segments ``ids``, whose text is ``text``, answered by its correction where there is
+        one: the whole correction with the first, nothing with the others."""
+        stored = self.memory.recall(self.source, self.target, memory_key(text))
+        if stored is None and not count_miss:
+            return
+        out.remembering += len(ids)
         if stored is None:
-            return []
-        return [memory_translation(texts[0], stored)] + [
-            memory_translation(text, "") for text in texts[1:]
-        ]
+            return
+        for k, s in enumerate(ids):
+            out.found[s] = memory_translation(plan.segments[s], stored if k == 0 else "")
+            out.memory.add(s)
 
 
 def _has_inline(plan: DocumentPlan, segment: int) -> bool:

@@ -71,6 +71,21 @@ def test_a_corrected_sentence_is_answered_alone_and_inside_a_paragraph():
     assert stub.calls == [[first, third]]  # the corrected sentence never reached the model
 
 
+def test_a_whole_text_corrected_as_one_is_answered_whole():
+    first, second, third = lines(3)
+    text = f"{first} {second}\n\n{third}"
+    correction = "Première phrase. Deuxième.\n\nTroisième."
+    recall = Recall("en", "fr", "model", memory=Corrections({text: correction, first: "Non."}))
+    stub = UpperTranslator()
+    whole, apart = translate_documents(
+        stub, [f"  {text}\n", f"{first} {third}"], None, PLAIN, recall
+    )
+    assert whole.text == f"  {correction}\n"  # the text's own spaces around it kept
+    assert len(whole.segments) == 3 and all(s.from_memory for s in whole.segments)
+    assert apart.text == f"Non. {third.upper()}"  # its sentences, one by one
+    assert stub.calls == [[third]]
+
+
 def test_html_blocks_are_matched_but_a_sentence_with_tags_is_left_to_the_model():
     first, second = lines(2)
     memory = Corrections({first: "Une <correction> & plus.", second: "Jamais servie."})

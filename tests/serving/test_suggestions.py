@@ -75,6 +75,13 @@ def test_a_suggestion_is_what_the_next_user_gets_now_and_after_a_kill(run_dir, t
         assert s.json("POST", "/translate", {"q": second, **pair})[1] == {
             "translatedText": "Une correction."
         }
+        # a whole text corrected as one, as LibreTranslate's page sends it
+        text = f"{third}\n{second}"
+        whole = {"q": text, "s": "Tout le texte.\nEn deux lignes.", **pair}
+        assert s.json("POST", "/suggest", whole)[0] == 200
+        answer = s.json("POST", "/translate", {"q": [text + "\n", third], **pair})[1]
+        assert answer["translatedText"][0] == "Tout le texte.\nEn deux lignes.\n"
+        assert answer["translatedText"][1] == old_third  # alone, still the model's
     finally:
         assert s.stop() == 0
 
