@@ -78,7 +78,9 @@ def export(
     data.format: tsv training file); say how many each check dropped."""
     from nmt_cli.runtime.output_file import atomic_text_output
 
-    verdicts, tally = _verdicts(db, source, target, max_ratio)
+    verdicts, tally = _verdicts(db, source, target, max_ratio)  # checks the serve extra first
+    from nmt_cli.serving.suggestion_export import training_line
+
     pairs: set[tuple[str, str]] = set()
     with atomic_text_output(output) as out:
         for v in verdicts:
@@ -88,13 +90,7 @@ def export(
                 named = ", ".join(sorted("-".join(p) for p in pairs))
                 raise UserError(f"{db} holds suggestions of {named}: give --source and --target")
             if v.dropped is None:
-                out.write(_training_line(v.suggestion))
+                out.write(training_line(v.suggestion))
     for line in tally.lines(str(db)):
         typer.echo(line, err=True)
     typer.echo(f"{tally.kept} pairs written to {output}", err=True)
-
-
-def _training_line(suggestion) -> str:
-    from nmt_cli.serving.suggestion_export import training_line
-
-    return training_line(suggestion)
