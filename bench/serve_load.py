@@ -18,6 +18,11 @@ bounded in count (--requests, default: one per line of --src) and time (--second
 - serial-1t: the same with one CPU thread (on a busy machine two OpenMP threads can be slower);
 - batched: `nmt serve` with batching across requests (--max-batch-tokens, --max-wait-ms).
 - batched-ops: the same with --metrics and per-client rate limits on (set far above the load).
+- batched-nocache: batched with --cache-size 0: no translation cache, no memory.
+- batched-recall: batched with the default cache and --suggestions, a file of 2,000 suggestions
+  none of the sentences sent matches, so both are looked up and miss (each line is sent once):
+  what they cost. Compare with batched-nocache, run alternately (--modes
+  batched-nocache,batched-recall,batched-nocache,batched-recall).
 - steady: the server's defaults under a steady load for --seconds, each request a random run of
   1 to --max-sentences consecutive lines of --src in one list ("q": [...]); the server's
   resident memory (VmRSS) is sampled every --rss-every seconds and one line printed per sample.
@@ -158,6 +163,20 @@ def serve_mode(args, lines: list[str], pair, extra: list[str], threads: int | No
     finally:
         proc.send_signal(signal.SIGTERM)
         proc.wait(120)
+
+
+def unmatched_suggestions(pair: tuple[str, str]) -> str:
+    """A --suggestions file of 2,000 suggestions for ``pair`` that no sentence matches."""
+    import tempfile
+
+    from nmt_cli.serving.suggestions import SuggestionStore
+
+    path = Path(tempfile.mkdtemp()) / "suggestions.db"
+    store = SuggestionStore(path)
+    for i in range(2_000):
+        store.add(*pair, f"unmatched sentence number {i}", f"phrase sans rapport {i}")
+    store.close()
+    return str(path)
 
 
 def rss_mb(pid: int) -> float:
@@ -371,6 +390,7 @@ def main() -> None:
         f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}"
     )
     results = {}
+    runs: dict[str, list[float]] = {}
     for mode in args.modes.split(","):
         if mode == "file":
             r = file_process_mode(args, lines)
@@ -384,10 +404,20 @@ def main() -> None:
                 ["--max-batch-tokens", "0"],
                 threads=1 if mode == "serial-1t" else args.threads,
             )
-        elif mode in ("batched", "batched-ops"):
+        elif mode in ("batched", "batched-ops", "batched-nocache", "batched-recall"):
             # batched-ops: the same with metrics and per-client rate limits counted (limits
             # far above the load, so none is refused)
-            ops = ["--metrics", "--rate-limit", "100000000", "--char-rate-limit", "1000000000"]
+            ops = {
+                "batched-ops": [
+                    "--metrics",
+                    "--rate-limit",
+                    "100000000",
+                    "--char-rate-limit",
+                    "1000000000",
+                ],
+                "batched-nocache": ["--cache-size", "0"],
+                "batched-recall": ["--suggestions", unmatched_suggestions(pair)],
+            }
             r = serve_mode(
                 args,
                 lines,
@@ -398,14 +428,15 @@ def main() -> None:
                     "--max-wait-ms",
                     str(args.max_wait_ms),
                 ]
-                + (ops if mode == "batched-ops" else []),
+                + ops.get(mode, []),
             )
         elif mode == "steady":
             r = steady_mode(args, lines, pair)
         else:
             sys.exit(
                 f"--modes: unknown mode {mode!r} "
-                "(file, file-inproc, serial, serial-1t, batched, batched-ops, steady)"
+                "(file, file-inproc, serial, serial-1t, batched, batched-ops, batched-nocache, "
+                "batched-recall, steady)"
             )
         sentences = r.get("sentences", r["requests"])
         r["sent_per_s"] = sentences / r["wall_s"]
@@ -432,6 +463,13 @@ def main() -> None:
                 flush=True,
             )
         results[mode] = r
+        runs.setdefault(mode, []).append(r["sent_per_s"])
+    if "batched-recall" in runs and "batched-nocache" in runs:
+        a, b = statistics.fmean(runs["batched-recall"]), statistics.fmean(runs["batched-nocache"])
+        print(
+            f"batched-recall / batched-nocache: {a / b:.3f}x sentences/s (means of "
+            f"{len(runs['batched-recall'])} and {len(runs['batched-nocache'])} runs)"
+        )
     if "file-inproc" in results:  # a sentence must not depend on what it was batched with
         written = results["file-inproc"]["answers"]
         for mode in ("serial", "serial-1t", "batched", "batched-ops"):

@@ -4,10 +4,10 @@ nmt_cli.runtime.startup.command, and main() turns errors and signals into one li
 
 One module per group of commands registers them with the app, in the order `nmt --help` lists
 them: training (preprocess, train, average), translating (translate, score), evaluating (eval),
-serving (serve), packaging (export, models)."""
+serving (serve), packaging (export, models), suggestions (suggestions list, export)."""
 
 # isort: off
-from nmt_cli.cli import training, translating, evaluating, serving, packaging  # noqa: F401
+from nmt_cli.cli import training, translating, evaluating, serving, packaging, suggestions  # noqa: F401
 
 # isort: on
 from nmt_cli.cli.app import app, main

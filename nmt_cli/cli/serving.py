@@ -195,6 +195,25 @@ def serve(
             "as its source text, with lowConfidence true (docs/serve.md).",
         ),
     ] = DEFAULTS.min_confidence,
+    suggestions: Annotated[
+        str | None,
+        typer.Option(
+            metavar="DB",
+            help="Take LibreTranslate's POST /suggest and keep the corrections in this SQLite "
+            "file (made if missing); a sentence corrected there is answered with its correction "
+            "from then on, also after a restart (nmt suggestions export turns them into "
+            "training pairs).",
+        ),
+    ] = DEFAULTS.suggestions,
+    cache_size: Annotated[
+        int,
+        typer.Option(
+            min=0,
+            metavar="N",
+            help="Sentence translations kept for repeats, the least recently used dropped "
+            "first; each is kept per model, direction and decoding options. 0: no cache.",
+        ),
+    ] = DEFAULTS.cache_size,
 ) -> None:
     """Serve models over HTTP: a LibreTranslate-compatible API, a native one, and a web page at /.
 
@@ -240,6 +259,8 @@ def serve(
             ),
             limit_concurrency=limit_concurrency,
             keep_alive_s=keep_alive,
+            suggestions=suggestions,
+            cache_size=cache_size,
         ),
         device=device,
     )

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Container, Sequence
 from dataclasses import dataclass, field, replace
 
 from nmt_cli.data.casing import case_of, sentence_cased
@@ -33,6 +33,7 @@ from nmt_cli.data.tokenizer import normalize
 from nmt_cli.documents.numbers import check_style, number_writer
 from nmt_cli.documents.plan import DocumentPlan, plan_documents
 from nmt_cli.documents.protect import Protector
+from nmt_cli.documents.recall import Recall, everything
 from nmt_cli.documents.segment import DEFAULT_LANGUAGE, clause_spans
 from nmt_cli.runtime.errors import UserError
 from nmt_cli.translation.contract import TranslateOptions, Translating
@@ -133,24 +134,30 @@ def translate_documents(
     texts: Sequence[str],
     options: TranslateOptions | None = None,
     documents: DocumentOptions | None = None,
+    recall: Recall | None = None,
 ) -> list[DocumentTranslation]:
     """Translate whole texts with ``translator``: all segments of all texts batched together,
     then each text put back together (:meth:`DocumentPlan.joined`). ``options``: the call's, its
     ``prefixes`` one per text (each line then one segment, never cut: a prefix begins the
     whole line); a segment whose translation dropped most of its words is translated again in
-    parts (:class:`Retry`), except under a prefix."""
+    parts (:class:`Retry`), except under a prefix; ``recall``: a translation memory and cache
+    that answer segments before decoding (nmt_cli/documents/recall.py)."""
     options = options or TranslateOptions()
     documents = documents or DocumentOptions()
     prefixes = options.prefixes
     if prefixes is not None and documents.fmt == "html":
         raise UserError("prefixes: give them for lines of text, not for an HTML document")
     plan = document_plan(translator, texts, documents, prefixes is not None, options)
-    translations = translate_plan(translator, plan, options)
+    found = everything(plan)
+    if recall is not None:
+        found = recall.split(plan, segment_options(plan, options))
+    translations = found.merged(translate_plan(translator, plan, options, found.todo))
     if prefixes is None:
-        retry = Retry(plan, translations)
+        retry = Retry(plan, translations, kept=found.found)
         if retry.segments:
             again = translator.translate(retry.segments, replace(options, warn_cut=False))
             translations = retry.replaced(again)
+    found.keep(translations)
     cut = plan.cut(translations)
     out = []
     for i in range(len(texts)):
@@ -201,12 +208,22 @@ def segment_options(plan: DocumentPlan, options: TranslateOptions) -> TranslateO
 
 
 def translate_plan(
-    translator: Translating, plan: DocumentPlan, options: TranslateOptions
+    translator: Translating,
+    plan: DocumentPlan,
+    options: TranslateOptions,
+    todo: Sequence[int] | None = None,
 ) -> list[Translation]:
-    """The Translations of ``plan``'s segments (:func:`segment_options`); an error about a
+    """The Translations of ``plan``'s segments (:func:`segment_options`), or of those numbered
+    ``todo`` (the rest answered without decoding, nmt_cli/documents/recall.py); an error about a
     prefix names its text."""
+    asked = segment_options(plan, options)
+    todo = range(len(plan.segments)) if todo is None else todo
+    if asked.prefixes is not None:
+        asked = replace(asked, prefixes=tuple(asked.prefixes[s] for s in todo))
+    if not todo:
+        return []
     try:
-        return translator.translate(plan.segments, segment_options(plan, options))
+        return translator.translate([plan.segments[s] for s in todo], asked)
     except UserError as exc:
         renamed = re.sub(
             r"^prefix of line (\d+)",
@@ -225,14 +242,17 @@ MIN_RETRY_WORDS = 6  # shorter segments are left as they are
 class Retry:
     """The second pass over a plan's translations: plain-text segments of at least
     MIN_RETRY_WORDS words whose translation kept fewer than MIN_WORD_RATIO of them, cut into
-    parts of at most half their words (at clause boundaries, else at spaces). ``segments``: the
+    parts of at most half their words (at clause boundaries, else at spaces), but those in
+    ``kept`` (answered without decoding: a correction is kept as given). ``segments``: the
     parts to translate; :meth:`replaced` puts the parts' translations, joined as a text's
     segments are (:meth:`DocumentPlan.joined`), in place of the first where they have more
     words."""
 
-    def __init__(self, plan: DocumentPlan, translations: Sequence[Translation]):
+    def __init__(
+        self, plan: DocumentPlan, translations: Sequence[Translation], kept: Container[int] = ()
+    ):
         self.translations = list(translations)
-        self.short = [s for s in range(len(translations)) if self._short(plan, s)]
+        self.short = [s for s in range(len(translations)) if s not in kept and self._short(plan, s)]
         sources = [plan.segments[s] for s in self.short]
         self.plan = DocumentPlan(len(sources))
         for i, text in enumerate(sources):

@@ -59,6 +59,16 @@ class DocumentPlan:
         """The tags and protected spans segment ``segment`` has to put back (None: none)."""
         return self._inlines[segment]
 
+    def continues(self, segment: int) -> bool:
+        """Whether segment ``segment`` continues the sentence of the one before it (a clause
+        cut at the model's source limit)."""
+        return self._continues[segment]
+
+    def source(self, text: int) -> str:
+        """Text ``text`` as the plan holds it: what lies between its segments, and their model
+        inputs."""
+        return "".join(p if isinstance(p, str) else self.segments[p] for p in self._parts[text])
+
     def segments_of(self, text: int) -> list[int]:
         """The indices of text ``text``'s segments, in order."""
         return [p for p in self._parts[text] if isinstance(p, int)]
@@ -75,7 +85,7 @@ class DocumentPlan:
         kept whole, its texts put in place."""
         ids = self.segments_of(text)
         met, texts = self._texts(text, translations)
-        source = "".join(p if isinstance(p, str) else self.segments[p] for p in self._parts[text])
+        source = self.source(text)
         if not ids:
             return replace(empty_translation(source), text=texts[0])
         printed = [self._printed(s, met[s]) for s in ids]
@@ -134,6 +144,13 @@ class DocumentPlan:
                 out.append(part)
                 continue
             words = self._put_back(part, met[part], alternative)
+            if met[part].from_memory and not words:
+                # a correction given with a segment before it covers this one too
+                # (nmt_cli/documents/recall.py): no whitespace left before the nothing in its place
+                while out and not out[-1].strip():
+                    out.pop()
+                if out:
+                    out[-1] = out[-1].rstrip()
             so_far = "".join(out).rstrip()
             if (
                 self._continues[part]

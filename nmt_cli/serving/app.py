@@ -40,6 +40,7 @@ from nmt_cli.serving.metrics import Metrics, RequestObserver
 from nmt_cli.serving.models import ServedModel
 from nmt_cli.serving.pivot import Route
 from nmt_cli.serving.rate_limit import RateLimits
+from nmt_cli.serving.recall import ServiceRecall
 from nmt_cli.serving.request_body import (
     RequestError,
     given_key,
@@ -71,6 +72,7 @@ class Service:
             on_batch=self._decoded if self.metrics else None,
         )
         self.limits = RateLimits(settings.requests_per_minute, settings.chars_per_minute)
+        self.recall = ServiceRecall(settings.suggestions, settings.cache_size, self.metrics)
         self.max_body = 64 * 1024 + 8 * settings.max_request_chars
         self.files = KeptFiles(
             most_bytes=settings.files.kept_bytes
@@ -162,18 +164,23 @@ class Service:
                 f"{self.settings.max_request_chars} in one request",
             )
 
+    def check_count(self, sentences: int) -> None:
+        """A request of more sentences than the queue holds is refused (413), whether or not
+        they would be decoded."""
+        if sentences > self.settings.max_queue:
+            raise RequestError(
+                413,
+                f"too many sentences in one request: {sentences}, at most "
+                f"{self.settings.max_queue}",
+            )
+
     async def translate(
         self, model: ServedModel | Route, lines: list[str], options: TranslateOptions
     ) -> list:
         """One Translation per line (None for a blank one); through a pivot, the first model's
         best translations are the second's input, cut again as `nmt translate` cuts its input
         (sentences, then clauses past the second model's ``decode.max_segment_tokens``)."""
-        if len(lines) > self.settings.max_queue:
-            raise RequestError(
-                413,
-                f"too many sentences in one request: {len(lines)}, at most "
-                f"{self.settings.max_queue}",
-            )
+        self.check_count(len(lines))
         if isinstance(model, Route) and model.pivot is not None:
             return await self._pivoted(model, lines, options)
         if isinstance(model, Route):

@@ -21,6 +21,7 @@ from nmt_cli.documents.layer import (
 )
 from nmt_cli.documents.markup import MarkupTooDeep
 from nmt_cli.documents.numbers import number_writer
+from nmt_cli.documents.recall import everything
 from nmt_cli.serving.request_body import RequestError
 from nmt_cli.translation.contract import TranslateOptions, Translating
 from nmt_cli.translation.results import Translation, empty_translation
@@ -85,28 +86,41 @@ async def translate_plan(
     service, route, plan: DocumentPlan, options: TranslateOptions
 ) -> list[Translation]:
     """The Translations of ``plan``'s segments through ``route``, as `nmt translate` makes them:
-    decoded with every other request's, then (but under a prefix) a segment whose translation
-    dropped most of its words translated again in parts, the document layer's second pass."""
-    results = filled(await service.translate(route, plan.segments, segment_options(plan, options)))
-    if options.prefixes is not None:
-        return results
-    retry = Retry(plan, results)
-    if not retry.segments:
-        return results
-    again = await service.translate(route, retry.segments, replace(options, warn_cut=False))
-    return retry.replaced(filled(again))
+    those the service's memory or cache has answered at once (nmt_cli/documents/recall.py), the
+    rest decoded with every other request's, then (but under a prefix) a decoded segment whose
+    translation dropped most of its words translated again in parts, the document layer's
+    second pass."""
+    service.check_count(len(plan.segments))
+    asked = segment_options(plan, options)
+    recall = service.recall.of(route)
+    found = everything(plan) if recall is None else recall.split(plan, asked)
+    service.recall.observe(found)
+    decoded = []
+    if found.todo:
+        decoded = filled(await service.translate(route, found.segments(plan), asked))
+    results = found.merged(decoded)
+    if options.prefixes is None:
+        retry = Retry(plan, results, kept=found.found)
+        if retry.segments:
+            again = await service.translate(route, retry.segments, replace(options, warn_cut=False))
+            results = retry.replaced(filled(again))
+    found.keep(results)
+    return results
 
 
 def texts_json(
     plan: DocumentPlan, results: list[Translation], one: Callable[[Translation], dict]
 ) -> list[dict]:
     """The native answer for each text: ``one`` of its whole translation (the layer's join of
-    its segments), with how many segments it had and whether one was cut."""
+    its segments), with how many segments it had, whether one was cut, and which (numbered
+    from 0) came from the translation memory."""
     cut = plan.cut(results)
     out = []
     for i, was_cut in enumerate(cut):
         answer = one(plan.joined(i, results))
-        answer["segments"] = len(plan.segments_of(i))
+        ids = plan.segments_of(i)
+        answer["segments"] = len(ids)
         answer["cut"] = was_cut
+        answer["memory"] = [k for k, s in enumerate(ids) if results[s].from_memory]
         out.append(answer)
     return out

@@ -1,11 +1,12 @@
 """LibreTranslate's API as its clients use it, on `nmt serve`.
 
 Routes: ``POST /translate``, ``POST /detect``, ``GET /languages``, ``GET /frontend/settings``,
-``POST /translate_file`` with ``GET /download_file/{name}``, and ``POST /suggest`` (refused: this
-server takes no suggestions). Fields come from a JSON body, an urlencoded or multipart form, or
-the query string; answers, status codes and error texts are LibreTranslate's, so its web page,
-libretranslatepy, deep-translator, Weblate and SearXNG work unchanged (docs/serve.md lists what
-each sends and the tests that replay it).
+``POST /translate_file`` with ``GET /download_file/{name}``, and ``POST /suggest`` (with
+``--suggestions``; refused as LibreTranslate refuses it without, nmt_cli/serving/recall.py).
+Fields come from a JSON body, an urlencoded or multipart form, or the query string; answers,
+status codes and error texts are LibreTranslate's, so its web page, libretranslatepy,
+deep-translator, Weblate and SearXNG work unchanged (docs/serve.md lists what each sends and the
+tests that replay it).
 """
 
 # No `from __future__ import annotations`: FastAPI reads the route functions' annotations
@@ -20,7 +21,7 @@ from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 
 from nmt_cli.documents.files import EXTENSIONS, MEDIA_TYPES
-from nmt_cli.serving import pivot
+from nmt_cli.serving import pivot, recall
 from nmt_cli.serving.documents import plan_texts, translate_plan
 from nmt_cli.serving.files import translate_upload
 from nmt_cli.serving.kept_files import clean_name, url_path
@@ -80,6 +81,14 @@ class FileRequest(BaseModel):
     )
     source: str
     target: str
+    api_key: str | None = None
+
+
+class SuggestRequest(BaseModel):
+    q: str = Field(description="The source text")
+    s: str = Field(description="Its better translation")
+    source: str = Field(description="Source language code")
+    target: str = Field(description="Target language code")
     api_key: str | None = None
 
 
@@ -312,7 +321,7 @@ def add_routes(app, service, read) -> None:
             "frontendTimeout": FRONTEND_TIMEOUT_MS,
             "apiKeys": keyed,
             "keyRequired": keyed,
-            "suggestions": False,
+            "suggestions": service.recall.store is not None,
             "filesTranslation": True,
             "supportedFilesFormat": sorted(FILE_FORMATS),
             "language": {
@@ -324,10 +333,13 @@ def add_routes(app, service, read) -> None:
             },
         }
 
-    @app.post("/suggest", summary="Suggestions (refused: this server takes none)")
+    @app.post(
+        "/suggest",
+        summary="Suggest a better translation of a text (LibreTranslate; --suggestions)",
+        openapi_extra=body_schema(SuggestRequest),
+    )
     async def suggest(request: Request):
-        await read(request, allow_form=True)
-        raise RequestError(403, "Suggestions are disabled on this server.")
+        return await recall.suggest(service, lt, request, await read(request, allow_form=True))
 
     _add_file_routes(app, service, lt)
 

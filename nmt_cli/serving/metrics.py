@@ -3,7 +3,8 @@ prometheus-client) and an access log line per request (``--access-log``).
 
 Metrics, in a registry of their own: requests and errors by route and status, request latency
 by route (a histogram), sentences per decoded batch (a histogram), sentences queued or decoding
-(a gauge read when scraped), sentences and characters decoded. Routes are the route templates
+(a gauge read when scraped), sentences and characters decoded, sentences found or not in the
+translation memory and the cache (``result`` hit or miss). Routes are the route templates
 ("/translate", "/static/{name}"), so a client cannot grow the label set.
 
 The access log is one line per request on stderr: time, client address, method, route, status,
@@ -60,6 +61,18 @@ class Metrics:
         self.characters = Counter(
             "nmt_decoded_characters", "Characters of source text decoded", ["model"], registry=r
         )
+        self.memory = Counter(
+            "nmt_memory_lookups",
+            "Sentences looked up in the suggestions (--suggestions)",
+            ["result"],
+            registry=r,
+        )
+        self.cache = Counter(
+            "nmt_cache_lookups",
+            "Sentences looked up in the translation cache (--cache-size)",
+            ["result"],
+            registry=r,
+        )
 
     def batch(self, sentences: int) -> None:
         self.batch_size.observe(sentences)
@@ -67,6 +80,19 @@ class Metrics:
     def decoded(self, model: str, sentences: int, characters: int) -> None:
         self.sentences.labels(model).inc(sentences)
         self.characters.labels(model).inc(characters)
+
+    def recalled(
+        self, *, memory_hits: int, memory_misses: int, cache_hits: int, cache_misses: int
+    ) -> None:
+        """A request's sentences found in the memory and the cache, or not."""
+        for counter, hits, misses in (
+            (self.memory, memory_hits, memory_misses),
+            (self.cache, cache_hits, cache_misses),
+        ):
+            if hits:
+                counter.labels("hit").inc(hits)
+            if misses:
+                counter.labels("miss").inc(misses)
 
     def exposition(self) -> tuple[bytes, str]:
         from prometheus_client import CONTENT_TYPE_LATEST, generate_latest  # as in __init__

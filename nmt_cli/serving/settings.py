@@ -47,3 +47,5 @@ class ServeSettings:
     files: FileSettings = field(default_factory=FileSettings)  # /translate_file's limits
     limit_concurrency: int = 512  # connections and requests at once; past it uvicorn's 503; 0: none
     keep_alive_s: float = 5.0  # an idle kept-alive connection is closed after this
+    suggestions: str | None = None  # SQLite file of /suggest's corrections, served as a memory
+    cache_size: int = 4096  # sentence translations kept (a few kilobytes each); 0: no cache

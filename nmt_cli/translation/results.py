@@ -46,6 +46,8 @@ class Translation:
     zero_shot: bool | None = None
     # In [0, 1], nmt_cli/translation/confidence.py; None for an empty line.
     confidence: float | None = None
+    # A stored correction answered it, not the model (nmt_cli/documents/recall.py).
+    from_memory: bool = False
 
     @property
     def score(self) -> float:

@@ -545,11 +545,11 @@ def test_api_key_queue_limit_and_time_limit(tiny_run, tmp_path_factory):
                 and time.monotonic() < deadline
             ):
                 time.sleep(0.01)
-            # one sentence more than the queue has room for (its second pass may be on)
+            # one sentence more than the queue has room for (its second pass may be on); each
+            # new, since a sentence from the cache takes no room
             room = 100 - s.json("GET", "/health")[1]["pending_sentences"]
-            status, body = s.json(
-                "POST", "/v1/translate", {"src": ["A dog."] * (room + 1), "api_key": "s3cret"}
-            )
+            fresh = [f"A dog number {i}." for i in range(room + 1)]
+            status, body = s.json("POST", "/v1/translate", {"src": fresh, "api_key": "s3cret"})
             assert (status, body["error"].split(" (")[0]) == (503, "the queue is full")
             assert first.result() == (504, {"error": "the translation took longer than 0.5 s"})
         deadline = time.monotonic() + 60
