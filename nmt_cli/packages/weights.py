@@ -28,7 +28,16 @@ QUANTIZE_CHOICES = ("none", "int8")
 
 
 def _key(tensor: torch.Tensor) -> tuple:
-    return (tensor.data_ptr(), tuple(tensor.shape), tuple(tensor.stride()), tensor.dtype)
+    return (tuple(tensor.shape), tensor.dtype)
+
+
+def _stored_as(tensor: torch.Tensor, candidates: list[tuple[torch.Tensor, str]]) -> str | None:
+    """The name of a tensor already stored that ``tensor`` equals: the same storage, or equal
+    values (tied weights that an averaged or moving-average checkpoint holds as copies)."""
+    for other, name in candidates:
+        if other.data_ptr() == tensor.data_ptr() or torch.equal(other, tensor):
+            return name
+    return None
 
 
 def _quantized(tensor: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -50,14 +59,15 @@ def weights_bytes(
         raise CheckpointError(f"--quantize: '{quantize}' is not one of none, int8")
     tensors: dict[str, torch.Tensor] = {}
     aliases: dict[str, str] = {}
-    seen: dict[tuple, str] = {}
+    seen: dict[tuple, list[tuple[torch.Tensor, str]]] = {}
     dtypes: dict[str, str] = {}
     for name, tensor in state.items():
-        key = _key(tensor)
-        if key in seen:
-            aliases[f"model.{name}"] = seen[key]
+        candidates = seen.setdefault(_key(tensor), [])
+        original = _stored_as(tensor, candidates)
+        if original is not None:
+            aliases[f"model.{name}"] = original
             continue
-        seen[key] = f"model.{name}"
+        candidates.append((tensor, f"model.{name}"))
         big = tensor.is_floating_point() and tensor.dim() >= 2
         if quantize == "int8" and big and tensor.numel() >= INT8_MIN_ELEMENTS:
             tensors[f"model.{name}"], tensors[f"scale.{name}"] = _quantized(tensor)

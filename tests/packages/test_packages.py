@@ -169,6 +169,22 @@ def test_tied_weights_are_stored_once_and_read_back_tied():
     assert len(data) < 50 * 8 * 4 * 2
 
 
+@pytest.mark.parametrize("quantize", ["none", "int8"])
+def test_tied_weights_held_as_equal_copies_are_stored_once(quantize):
+    """An averaged or moving-average checkpoint holds tied weights as separate, equal tensors:
+    they are still stored once (and a merely similar tensor is not taken for them)."""
+    shared = torch.randn(200, 8)
+    near = shared.clone()
+    near[0, 0] += 1.0
+    state = {"embed.weight": shared, "out.weight": shared.clone(), "other.weight": near}
+    data = weights_bytes(state, quantize=quantize)
+    model = read_weights(data, "x")["model"]
+    assert model["out.weight"] is model["embed.weight"]
+    assert model["other.weight"] is not model["embed.weight"]
+    width = 4 if quantize == "none" else 1
+    assert len(data) < 200 * 8 * width * 2 + 4096
+
+
 def _rewrite(src: Path, dst: Path, change) -> Path:
     """A copy of the package ``src`` with each member's bytes passed through ``change``."""
     with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dst, "w") as zout:
