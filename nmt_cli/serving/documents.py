@@ -82,28 +82,42 @@ def filled(results: list) -> list[Translation]:
     return [r if r is not None else empty_translation() for r in results]
 
 
+async def _decoded(service, route, segments: list[str], options, most: int | None) -> list:
+    """The batcher's Translations of ``segments``, asked ``most`` at a time (all at once: None)."""
+    step = most or max(len(segments), 1)
+    out: list = []
+    for at in range(0, len(segments), step):
+        out.extend(filled(await service.translate(route, segments[at : at + step], options)))
+    return out
+
+
 async def translate_plan(
-    service, route, plan: DocumentPlan, options: TranslateOptions
+    service, route, plan: DocumentPlan, options: TranslateOptions, most: int | None = None
 ) -> list[Translation]:
     """The Translations of ``plan``'s segments through ``route``, as `nmt translate` makes them:
     those the service's memory or cache has answered at once (nmt_cli/documents/recall.py), the
     rest decoded with every other request's, then (but under a prefix) a decoded segment whose
     translation dropped most of its words translated again in parts, the document layer's
-    second pass."""
-    service.check_count(len(plan.segments))
+    second pass. A request's segments are counted against the service's limit; a file's
+    (``most`` given) are asked ``most`` at a time instead, so that a long document never holds
+    more of the queue than that."""
+    if most is None:
+        service.check_count(len(plan.segments))
     asked = segment_options(plan, options)
     recall = service.recall.of(route)
     found = everything(plan) if recall is None else recall.split(plan, asked)
     service.recall.observe(found)
     decoded = []
     if found.todo:
-        decoded = filled(await service.translate(route, found.segments(plan), asked))
+        decoded = await _decoded(service, route, found.segments(plan), asked, most)
     results = found.merged(decoded)
     if options.prefixes is None:
         retry = Retry(plan, results, kept=found.found)
         if retry.segments:
-            again = await service.translate(route, retry.segments, replace(options, warn_cut=False))
-            results = retry.replaced(filled(again))
+            again_options = replace(options, warn_cut=False)
+            results = retry.replaced(
+                await _decoded(service, route, retry.segments, again_options, most)
+            )
     found.keep(results)
     return results
 

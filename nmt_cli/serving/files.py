@@ -1,19 +1,19 @@
 """Files on `nmt serve` (LibreTranslate's ``/translate_file``): each format's module of the
-document layer (nmt_cli/documents/files.py) run in a worker thread, its texts decoded through
-the service's batcher with every other request's, a part at a time so that a long document
-never asks for more of the queue than half of it.
+document layer (nmt_cli/documents/files.py) run in a worker thread, its texts translated as a
+request's are (nmt_cli/serving/documents.py's translate_plan: the memory and the cache first,
+then the batcher with every other request's), a part at a time so that a long document never
+asks for more of the queue than half of it.
 
 A file has limits of its own (nmt_cli/serving/settings.py's FileSettings, from ``nmt serve``'s
 options): its size, the characters it has to translate (counted before any is translated: 413
-past it), what a zip package may unpack to; translated files wait for their download within a
-count and a total size, the oldest given up first.
+past it), what a zip package may unpack to; translated files wait for their download in
+nmt_cli/serving/kept_files.py.
 """
 
 from __future__ import annotations
 
 import io
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from typing import Any
 
 import anyio
@@ -26,10 +26,9 @@ from nmt_cli.documents.files import (
     format_patterns,
     translate_file,
 )
-from nmt_cli.documents.layer import Retry, segment_options
 from nmt_cli.documents.package import LimitError, PackageLimits
 from nmt_cli.runtime.errors import UserError
-from nmt_cli.serving.documents import filled, plan_texts
+from nmt_cli.serving.documents import plan_texts, translate_plan
 from nmt_cli.serving.request_body import RequestError
 from nmt_cli.serving.settings import FileSettings
 from nmt_cli.translation.contract import TranslateOptions
@@ -84,7 +83,7 @@ async def translate_upload(
 
     async def decoded(texts: Sequence[str], kind: str) -> list[str]:
         plan = plan_texts(route, texts, kind, patterns=patterns)
-        return plan.assemble(await _decoded_in_parts(service, route, plan, most))
+        return plan.assemble(await translate_plan(service, route, plan, TranslateOptions(), most))
 
     def translate(texts: Sequence[str], kind: str) -> list[str]:
         return anyio.from_thread.run(decoded, texts, kind)
@@ -98,19 +97,3 @@ async def translate_upload(
         return await anyio.to_thread.run_sync(work)
     except UserError as exc:
         raise _failed(exc) from None
-
-
-async def _decoded_in_parts(service, route, plan, most: int) -> list:
-    """The Translations of ``plan``'s segments, decoded ``most`` at a time, then the document
-    layer's second pass over those that dropped most of their words (:class:`Retry`)."""
-    options = segment_options(plan, TranslateOptions())
-    results = []
-    for at in range(0, len(plan.segments), most):
-        part = plan.segments[at : at + most]
-        results.extend(filled(await service.translate(route, part, options)))
-    retry = Retry(plan, results)
-    again = []
-    for at in range(0, len(retry.segments), most):
-        part = retry.segments[at : at + most]
-        again.extend(filled(await service.translate(route, part, replace(options, warn_cut=False))))
-    return retry.replaced(again) if retry.segments else results

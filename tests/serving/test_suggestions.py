@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("fastapi")
+requests = pytest.importorskip("requests")
 
 from conftest import multi30k_lines, trained_copy  # noqa: E402
 from test_serve import Server, child_env, nmt_command  # noqa: E402
@@ -82,6 +83,12 @@ def test_a_suggestion_is_what_the_next_user_gets_now_and_after_a_kill(run_dir, t
         answer = s.json("POST", "/translate", {"q": [text + "\n", third], **pair})[1]
         assert answer["translatedText"][0] == "Tout le texte.\nEn deux lignes.\n"
         assert answer["translatedText"][1] == old_third  # alone, still the model's
+        # a file's sentences go the same way as a request's: the correction comes back in it
+        upload = {"file": ("notes.txt", f"{second}\n{third}\n".encode(), "text/plain")}
+        fields = {"source": "en", "target": "fr"}
+        url = requests.post(s.url + "/translate_file", files=upload, data=fields, timeout=60)
+        got = requests.get(url.json()["translatedFileUrl"], timeout=30).text
+        assert got == f"Une correction.\n{old_third}\n"
     finally:
         assert s.stop() == 0
 
