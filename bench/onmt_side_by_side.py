@@ -28,10 +28,10 @@ import platform
 import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import record
+from side_by_side import alternate, compile_nmt, torch_version, train_all
 
 ROOT = Path(__file__).resolve().parent.parent
 RECIPE = ROOT / "recipes" / "en-fr.yaml"
@@ -77,18 +77,12 @@ ONMT_BATCH = {False: 64, True: 128}
 ONMT_TORCH_SHIM = {"TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"}
 
 
-def _torch_version() -> str:
-    import torch
-
-    return torch.__version__.split("+")[0]
-
-
 def setup(args) -> None:
     venv = Path(args.venv)
     pip = [str(venv / "bin" / "python"), "-m", "pip", "install", "-q"]
     if not venv.exists():
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    subprocess.run(pip + [f"torch=={_torch_version()}"], check=True)
+    subprocess.run(pip + [f"torch=={torch_version()}"], check=True)
     subprocess.run(pip + ["--no-deps", "OpenNMT-py==3.5.*"], check=True)
     subprocess.run(pip + ONMT_IMPORTS, check=True)
     subprocess.run(
@@ -229,25 +223,17 @@ def train(args) -> None:
         "-config",
         str(p["onmt"] / "train.yaml"),
     ]
-    start = time.time()
-    with (
-        open(p["nmt"].parent / "nmt.train.log", "w") as a,
-        open(p["onmt"].parent / "onmt.train.log", "w") as b,
-    ):
-        procs = [
-            subprocess.Popen(
-                ["timeout", str(seconds + 300), *nmt], stdout=a, stderr=subprocess.STDOUT, env=env
-            ),
-            subprocess.Popen(onmt, stdout=b, stderr=subprocess.STDOUT, env=env),
-        ]
-        done = {}
-        # wait4 gives each trainer's own CPU time: a check that both had a fair share
-        for proc in procs:
-            _, status, usage = os.wait4(proc.pid, 0)
-            done[proc.pid] = (os.waitstatus_to_exitcode(status), usage.ru_utime + usage.ru_stime)
-    (code_nmt, cpu_nmt), (code_onmt, cpu_onmt) = done[procs[0].pid], done[procs[1].pid]
+    done = train_all(
+        {"nmt": ["timeout", str(seconds + 300), *nmt], "OpenNMT-py": onmt},
+        {
+            "nmt": p["nmt"].parent / "nmt.train.log",
+            "OpenNMT-py": p["onmt"].parent / "onmt.train.log",
+        },
+        env,
+    )
+    (code_nmt, cpu_nmt, wall), (code_onmt, cpu_onmt, _) = done["nmt"], done["OpenNMT-py"]
     print(
-        f"trained side by side for {(time.time() - start) / 60:.1f} min; CPU minutes nmt "
+        f"trained side by side for {wall / 60:.1f} min; CPU minutes nmt "
         f"{cpu_nmt / 60:.1f}, OpenNMT-py {cpu_onmt / 60:.1f}; exit codes {code_nmt}, {code_onmt} "
         "(124 = stopped by its time limit)"
     )
@@ -258,19 +244,6 @@ def _latest_onmt(onmt: Path) -> Path:
     if not ckpts:
         sys.exit(f"{onmt}: no OpenNMT-py checkpoint; run the train step first")
     return ckpts[-1]
-
-
-def _timed(cmd: list[str], env: dict) -> tuple[float, float]:
-    """Wall and CPU seconds of one whole process."""
-    before = os.times()
-    start = time.perf_counter()
-    subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    wall = time.perf_counter() - start
-    after = os.times()
-    return (
-        wall,
-        after.children_user + after.children_system - before.children_user - before.children_system,
-    )
 
 
 def _commands(
@@ -322,23 +295,6 @@ def _commands(
     }
 
 
-def _alternate(
-    commands: dict[str, list[str]], envs: dict[str, dict], repeat: int, label: str
-) -> dict[str, tuple[list[float], list[float]]]:
-    """Wall and CPU seconds of ``repeat`` whole processes per toolkit, taking turns so that drifts
-    in the host's speed hit both alike."""
-    runs: dict[str, tuple[list[float], list[float]]] = {name: ([], []) for name in commands}
-    for _ in range(repeat):
-        for name, cmd in commands.items():
-            wall, cpu = _timed(cmd, envs[name])
-            runs[name][0].append(wall)
-            runs[name][1].append(cpu)
-            print(
-                f"{label} {name}: {wall:.2f} s wall, {cpu:.2f} s CPU", file=sys.stderr, flush=True
-            )
-    return runs
-
-
 def _parameters(base: Path) -> dict[str, float | None]:
     """Each model's parameter count as its trainer logged it (millions; None without a log): the
     check that the two sides really have the same shape."""
@@ -366,13 +322,7 @@ def translate(args) -> None:
     p = _paths(args)
     out = Path(args.dir) / "out"
     out.mkdir(exist_ok=True)
-    # Both sides start from byte-compiled modules, as pip leaves an installed package: a checkout
-    # installed in editable mode, under PYTHONDONTWRITEBYTECODE, would compile nmt_cli each start.
-    import compileall
-
-    import nmt_cli
-
-    compileall.compile_dir(str(Path(nmt_cli.__file__).parent), quiet=1)
+    compile_nmt()  # both sides start from byte-compiled modules
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), MKL_NUM_THREADS=str(args.threads))
     onmt_env = dict(env, **ONMT_TORCH_SHIM)
     src_text = p["nmt"] / "data" / "test.src.txt"
@@ -395,7 +345,7 @@ def translate(args) -> None:
         encoding="utf-8",
     )
     envs = {"nmt": env, "OpenNMT-py": onmt_env}
-    startup = _alternate(
+    startup = alternate(
         _commands(
             p,
             args,
@@ -416,7 +366,7 @@ def translate(args) -> None:
         commands = _commands(
             p, args, onmt_model, beam, src_text, p["onmt"] / "test.src.sp", hyp_nmt, hyp_onmt
         )
-        runs = _alternate(commands, envs, args.repeat, f"beam {beam}")
+        runs = alternate(commands, envs, args.repeat, f"beam {beam}")
         onmt_text = [
             sp.decode(line.split())
             for line in hyp_onmt.read_text(encoding="utf-8").split("\n")[:-1]
@@ -443,7 +393,7 @@ def translate(args) -> None:
             )
     print(
         f"# {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, {args.threads} "
-        f"threads each, python {platform.python_version()}, torch {_torch_version()}; "
+        f"threads each, python {platform.python_version()}, torch {torch_version()}; "
         f"{len(refs)} sentences; OpenNMT-py model {onmt_model.name}"
     )
     import torch
