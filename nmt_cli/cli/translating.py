@@ -283,7 +283,7 @@ def _document_options(fmt, split_sentences, protect, out, prefix_tab: bool):
     """The document layer's options (nmt_cli/documents/layer.py's DocumentOptions) from
     translate's, ``out`` its OutputOptions; an option that cannot apply with another is a
     one-line error."""
-    from nmt_cli.documents.files import FILE_FORMATS
+    from nmt_cli.documents.formats import FILE_FORMATS
     from nmt_cli.documents.layer import DocumentOptions  # as translate's: no torch yet
     from nmt_cli.documents.plan import FORMATS
 
@@ -336,7 +336,7 @@ def _translate_html(
 
 def _input_format(input: Path | None, fmt: str | None) -> str:
     """--format, else the format -i's extension names (.txt, .html, .docx, ...), else text."""
-    from nmt_cli.documents.files import format_of  # as translate's: no torch yet
+    from nmt_cli.documents.formats import format_of  # no torch or parsers yet
 
     return format_of(input, fmt) or "text"
 
@@ -348,7 +348,8 @@ def _translate_file(
     written once complete."""
     import io
 
-    from nmt_cli.documents.files import PACKAGES, layer_translate, translate_file
+    from nmt_cli.documents.files import layer_translate, translate_file
+    from nmt_cli.documents.formats import PACKAGES
     from nmt_cli.runtime.interrupts import task
     from nmt_cli.runtime.output_file import atomic_write
 

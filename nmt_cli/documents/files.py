@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from nmt_cli.documents.ebook import translate_epub
+from nmt_cli.documents.formats import EXTENSIONS, format_of
 from nmt_cli.documents.layer import DocumentOptions, translate_documents
 from nmt_cli.documents.markdown import translate_markdown
 from nmt_cli.documents.office import DIALECTS, Translate, translate_office
@@ -29,32 +30,6 @@ from nmt_cli.runtime.errors import UserError
 from nmt_cli.runtime.output_file import atomic_write
 from nmt_cli.translation.contract import TranslateOptions, Translating
 
-EXTENSIONS = {
-    ".txt": "text",
-    ".html": "html",
-    ".htm": "html",
-    ".docx": "docx",
-    ".pptx": "pptx",
-    ".odt": "odt",
-    ".epub": "epub",
-    ".srt": "srt",
-    ".vtt": "vtt",
-    ".md": "md",
-    ".markdown": "md",
-}
-FILE_FORMATS = ("docx", "pptx", "odt", "epub", "srt", "vtt", "md")
-PACKAGES = ("docx", "pptx", "odt", "epub")
-MEDIA_TYPES = {
-    "text": "text/plain; charset=utf-8",
-    "html": "text/html; charset=utf-8",
-    "docx": "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-    "pptx": "application/vnd.openxmlformats-officedocument.presentationml.presentation",
-    "odt": "application/vnd.oasis.opendocument.text",
-    "epub": "application/epub+zip",
-    "srt": "application/x-subrip; charset=utf-8",
-    "vtt": "text/vtt; charset=utf-8",
-    "md": "text/markdown; charset=utf-8",
-}
 _BOM = "\ufeff"
 
 
@@ -65,15 +40,6 @@ class FileLimits:
 
     package: PackageLimits = field(default_factory=PackageLimits)
     text_bytes: int = 16 << 20
-
-
-def format_of(path: str | Path | None, given: str | None = None) -> str | None:
-    """The file format ``given``, else the one ``path``'s extension names (None: neither)."""
-    if given is not None:
-        return given
-    if path is None:
-        return None
-    return EXTENSIONS.get(Path(str(path)).suffix.lower())
 
 
 def translate_file(

@@ -20,7 +20,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse, Response
 from pydantic import BaseModel, Field
 
-from nmt_cli.documents.files import EXTENSIONS, MEDIA_TYPES
+from nmt_cli.documents.formats import EXTENSIONS, MEDIA_TYPES
 from nmt_cli.serving import pivot, recall
 from nmt_cli.serving.documents import plan_texts, translate_plan
 from nmt_cli.serving.files import translate_upload

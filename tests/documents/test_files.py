@@ -14,7 +14,6 @@ from lxml import etree
 from nmt_cli.documents.files import (
     FileLimits,
     counted_characters,
-    format_of,
     format_patterns,
     translate_file,
 )
@@ -188,11 +187,6 @@ def test_markdown_syntax_code_and_urls_untouched():
     assert len(lines) == len(source.split("\n"))
     bold = out.split("**")[1]
     assert bold == sentence.split()[2].upper().rstrip(".")
-
-
-def test_formats_from_extensions():
-    assert format_of("a/b.DOCX") == "docx" and format_of("x.markdown") == "md"
-    assert format_of("x.txt", "srt") == "srt" and format_of("x.pdf") is None
 
 
 def test_zip_bombs_and_entities_are_refused_in_one_line():
