@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import compileall
 import os
-import platform
 import statistics
 import subprocess
 import sys
@@ -60,17 +59,6 @@ def alternate(
 def summary(times: list[float]) -> tuple[float, float]:
     """Min and median seconds."""
     return min(times), statistics.median(times)
-
-
-def machine() -> str:
-    """The CPU's model name (Linux), else what platform knows."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text(encoding="utf-8").splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def train_all(
