@@ -259,10 +259,10 @@ class Retry:
             too_long = functools.partial(_more_words_than, len(text.split()) // 2)
             at = 0
             for k, (a, b) in enumerate(clause_spans(text, 0, len(text), too_long)):
-                self.plan._literal(i, text[at:a])
-                self.plan._segment(i, text[a:b], None, continues=k > 0)
+                self.plan.add_literal(i, text[at:a])
+                self.plan.add_segment(i, text[a:b], None, continues=k > 0)
                 at = b
-            self.plan._literal(i, text[at:])
+            self.plan.add_literal(i, text[at:])
         self.segments = self.plan.segments
 
     def _short(self, plan: DocumentPlan, s: int) -> bool:

@@ -40,13 +40,16 @@ class DocumentPlan:
         self._inlines: list[Inline | None] = []
         self._continues: list[bool] = []  # the segment begins inside a sentence (a clause cut)
 
-    def _literal(self, text: int, part: str) -> None:
+    def add_literal(self, text: int, part: str) -> None:
+        """Text ``text`` goes on with ``part`` as it is (markup, spaces, a copied span)."""
         if part:
             self._parts[text].append(part)
 
-    def _segment(
+    def add_segment(
         self, text: int, model_input: str, inline: Inline | None, continues: bool = False
     ) -> None:
+        """Text ``text`` goes on with a segment the model translates: ``model_input``, the tags
+        and spans ``inline`` puts back, whether it ``continues`` the segment before it."""
         self._parts[text].append(len(self.segments))
         self.segments.append(model_input)
         self.text_of.append(text)
@@ -332,7 +335,7 @@ def _plan_text(
     pieces = _LINE_BREAK.split(text)
     for k, piece in enumerate(pieces):
         if k % 2:  # a line break, kept as it was
-            plan._literal(i, piece)
+            plan.add_literal(i, piece)
             continue
         inline = None
         if protector is not None:
@@ -343,21 +346,21 @@ def _plan_text(
         at = 0
         kept = [] if inline is None else [(x.start, x.end) for x in inline.protected]
         for a, b, continues in cutter.spans(piece, kept):
-            plan._literal(i, piece[at:a])
+            plan.add_literal(i, piece[at:a])
             if inline is None:
                 if has_words(piece[a:b]):
-                    plan._segment(i, piece[a:b], None, continues)
+                    plan.add_segment(i, piece[a:b], None, continues)
                 else:
-                    plan._literal(i, piece[a:b])
+                    plan.add_literal(i, piece[a:b])
             else:
                 part = inline.slice(a, b)
                 if not has_words(part.model_input()):
-                    plan._literal(i, part.markup())
+                    plan.add_literal(i, part.markup())
                 else:
                     inner = part if part.needs_alignment else None
-                    plan._segment(i, part.model_input(), inner, continues)
+                    plan.add_segment(i, part.model_input(), inner, continues)
             at = b
-        plan._literal(i, piece[at:])
+        plan.add_literal(i, piece[at:])
 
 
 def _plan_html(
@@ -365,13 +368,13 @@ def _plan_html(
 ) -> None:
     for part in parse_html(document, protector):
         if isinstance(part, str):
-            plan._literal(i, part)
+            plan.add_literal(i, part)
             continue
         part = _numbers_written(part, write_number)
         text = part.text
         spans = cutter.spans(text, [(x.start, x.end) for x in part.protected])
         if not spans:  # only whitespace and markup: nothing to translate, all to keep
-            plan._literal(i, part.restore("", []))
+            plan.add_literal(i, part.restore("", []))
             continue
         # Slices cover the whole run, so that every tag lands in one of them; each keeps the
         # whitespace around its sentence when restored.
@@ -379,6 +382,6 @@ def _plan_html(
         for (x, y), (_, _, continues) in zip(zip(bounds, bounds[1:]), spans):
             sliced = part.slice(x, y)
             if has_words(sliced.model_input()):
-                plan._segment(i, sliced.model_input(), sliced, continues)
+                plan.add_segment(i, sliced.model_input(), sliced, continues)
             else:
-                plan._literal(i, sliced.markup())
+                plan.add_literal(i, sliced.markup())
