@@ -276,6 +276,7 @@ def _commands(
                 if beam == 1 and args.nmt_greedy_batch
                 else []
             ),
+            *args.translate_option,
         ],
         "OpenNMT-py": [
             str(p["bin"] / "onmt_translate"),
@@ -499,6 +500,12 @@ def main() -> None:
         default=0,
         help="nmt's sentences per batch for greedy search; 0 = its run's recipe (runs trained "
         "before decode.batch_size defaulted to 128 for greedy search store 64)",
+    )
+    t.add_argument(
+        "--translate-option",
+        action="append",
+        default=[],
+        help="passed to every nmt translate, e.g. --translate-option=--no-shortlist (repeatable)",
     )
     t.add_argument(
         "--onmt-max-length",
