@@ -8,6 +8,7 @@ beam 5; min / median seconds, sentences/s, source tokens/s, BLEU), start-up apar
     python bench/marian_side_by_side.py prepare --dir runs/marian-sbs
     python bench/marian_side_by_side.py train --dir runs/marian-sbs --minutes 15
     python bench/marian_side_by_side.py translate --dir runs/marian-sbs --repeat 5 --threads 1
+    python bench/marian_side_by_side.py all --dir runs/marian-sbs --minutes 15   # the three at once
 
 Marian's s2s model gives its encoder's directions the decoder's state size (one --dim-rnn), where
 nmt's BiGRU halves it (hidden_dim 512: 2 x 256 encoder, 512 decoder); at --dim-rnn 384 (2 x 384
@@ -123,7 +124,7 @@ def train(args) -> None:
         "--exponential-smoothing", "0.001",
         "--max-length", "100",
         "--cpu-threads", "1", "--workspace", "2000", "--seed", str(args.seed),
-        "--disp-freq", "100", "--save-freq", "1000", "--sigterm", "save-and-exit",
+        "--disp-freq", "50", "--save-freq", "1000", "--sigterm", "save-and-exit",
         "--log", str(m / "train.log"), "--quiet",
     ]  # fmt: skip
     done = train_all(
@@ -254,7 +255,10 @@ def _report(args, p: dict, rows: list[dict], sentences: int, pieces: int) -> Non
         )
     print(json.dumps({"rows": rows, "parameters": params, "train_tok_s": rates}))
     if args.record:
-        table = [["training target tokens/s", rates["nmt"], rates["Marian"], "", ""]]
+        speedup = (
+            f"{rates['nmt'] / rates['Marian']:.2f}x" if rates["nmt"] and rates["Marian"] else ""
+        )
+        table = [["training target tokens/s", rates["nmt"], rates["Marian"], speedup, ""]]
         for r_nmt, r_marian in zip(
             [r for r in rows if r["toolkit"] == "nmt"],
             [r for r in rows if r["toolkit"] == "Marian"],
@@ -276,20 +280,13 @@ def _report(args, p: dict, rows: list[dict], sentences: int, pieces: int) -> Non
             f"parameters) trained by this benchmark's `train` step; {sentences:,} test sentences "
             f"by whole processes, {args.threads} thread(s) each, alternating {args.repeat} times; "
             "BLEU: sacreBLEU, cased.",
-            columns=["figure", "nmt", "Marian", "Marian / nmt time", "BLEU nmt / Marian"],
+            columns=["figure", "nmt", "Marian", "nmt's speed / Marian's", "BLEU nmt / Marian"],
             rows=table,
             threads=args.threads,
         )
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    sub = ap.add_subparsers(dest="step", required=True)
-    for name in ("prepare", "train", "translate"):
-        s = sub.add_parser(name)
-        s.add_argument("--dir", default="runs/marian-sbs", help="where both runs live")
-        s.add_argument("--marian", default="/tmp/marian/build", help="Marian's build folder")
-    t = sub.choices["train"]
+def _train_options(t: argparse.ArgumentParser) -> None:
     t.add_argument("--minutes", type=float, default=15.0)
     t.add_argument("--seed", type=int, default=1234)
     t.add_argument("--dim-rnn", type=int, default=384, help="Marian's --dim-rnn (see above)")
@@ -298,13 +295,36 @@ def main() -> None:
         action="store_true",
         help="train one toolkit after the other (a machine with one free core)",
     )
-    d = sub.choices["translate"]
+
+
+def _translate_options(d: argparse.ArgumentParser) -> None:
     d.add_argument("--repeat", type=int, default=5)
     d.add_argument("--threads", type=int, default=1)
     d.add_argument("--beams", type=int, nargs="+", default=[1, 5])
     d.add_argument("--record", type=Path, help="write the figure here (bench/records/NAME.json)")
+
+
+def everything(args) -> None:
+    """prepare, train and translate in one run."""
+    prepare(args)
+    train(args)
+    translate(args)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="step", required=True)
+    for name in ("prepare", "train", "translate", "all"):
+        s = sub.add_parser(name)
+        s.add_argument("--dir", default="runs/marian-sbs", help="where both runs live")
+        s.add_argument("--marian", default="/tmp/marian/build", help="Marian's build folder")
+        if name in ("train", "all"):
+            _train_options(s)
+        if name in ("translate", "all"):
+            _translate_options(s)
     args = ap.parse_args()
-    {"prepare": prepare, "train": train, "translate": translate}[args.step](args)
+    steps = {"prepare": prepare, "train": train, "translate": translate, "all": everything}
+    steps[args.step](args)
 
 
 if __name__ == "__main__":
