@@ -275,7 +275,7 @@ class ModelConfig(Section):
         "embedding",
         choices=("embedding", "uniform", "xavier"),
         help="embedding: N(0,1) embeddings and PyTorch defaults elsewhere; "
-        "uniform: all U(-0.1,0.1); xavier",
+        "uniform: all U(-0.1,0.1); xavier: Glorot matrices, zero biases, N(0,1) embeddings",
     )
 
     @property

@@ -524,3 +524,20 @@ def test_decoder_tanh_in_bf16_is_torch_tanh_exactly():
         got, want = tanh_through_fp32(x), torch.tanh(x)
         assert torch.equal(got.isnan(), want.isnan())
         assert torch.equal(got[~got.isnan()], want[~want.isnan()])
+
+
+def test_xavier_draws_glorot_matrices_zero_biases_and_unit_embeddings():
+    """Glorot's bound for an embedding table is tiny (tied output logits start near zero, and a
+    bf16 run stayed at the unigram loss), so xavier draws embeddings as the default init does."""
+    torch.manual_seed(0)
+    m = build_model(small(init="xavier", tie_embeddings=False), 200, 200)
+    assert 0.9 < m.src_embedding.weight[1:].std().item() < 1.1
+    assert 0.9 < m.tgt_embedding.weight[1:].std().item() < 1.1
+    w = m.output.weight
+    bound = (6 / (w.size(0) + w.size(1))) ** 0.5
+    assert w.abs().max().item() <= bound and w.abs().max().item() > 0.9 * bound
+    assert all(
+        torch.count_nonzero(p).item() == 0
+        for name, p in m.named_parameters()
+        if p.dim() == 1 and "norm" not in name and "scale" not in name
+    )
