@@ -37,14 +37,13 @@ from side_by_side import alternate, compile_nmt, torch_version, train_all
 ROOT = Path(__file__).resolve().parent.parent
 RECIPE = ROOT / "recipes" / "en-fr.yaml"
 # nmt's side in Marian's s2s kind: the conditional GRU decoder (s'_i = f1(s_{i-1}, y_{i-1}),
-# additive attention queried by s'_i, s_i = f2(s'_i, c_i)), Glorot-uniform initialisation as
-# Marian's, tied embeddings as --tied-embeddings-all, the full vocabulary (Marian has no shortlist
-# here).
+# additive attention queried by s'_i, s_i = f2(s'_i, c_i)), tied embeddings as
+# --tied-embeddings-all, the full vocabulary (Marian has no shortlist here). Each toolkit keeps
+# its own initialisation.
 NMT_SET = [
     "model.decoder=conditional",
     "model.attention=concat",
     "model.input_feeding=false",
-    "model.init=xavier",
     "decode.shortlist=false",
 ]
 
