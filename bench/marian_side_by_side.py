@@ -28,6 +28,7 @@ import re
 import shutil
 import statistics
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -126,12 +127,12 @@ def train(args) -> None:
         "--disp-freq", "50", "--save-freq", "1000", "--sigterm", "save-and-exit",
         "--log", str(m / "train.log"), "--quiet",
     ]  # fmt: skip
-    done = train_all(
-        {"nmt": ["timeout", str(seconds + 300), *nmt], "Marian": marian},
-        {"nmt": Path(args.dir) / "nmt.train.log", "Marian": Path(args.dir) / "marian.stdout.log"},
-        env,
-        together=not args.one_after_another,
-    )
+    commands = {"nmt": ["timeout", str(seconds + 300), *nmt], "Marian": marian}
+    logs = {"nmt": Path(args.dir) / "nmt.train.log", "Marian": Path(args.dir) / "marian.stdout.log"}
+    if args.only:  # one side resumes for more minutes; its log goes on where it stopped
+        commands = {args.only: commands[args.only]}
+        logs = {args.only: logs[args.only].with_suffix(f".more{int(time.time())}.log")}
+    done = train_all(commands, logs, env, together=not args.one_after_another)
     for name, (code, cpu, wall) in done.items():
         print(
             f"{name}: {wall / 60:.1f} min, {cpu / 60:.1f} CPU minutes, exit code {code} "
@@ -289,6 +290,12 @@ def _train_options(t: argparse.ArgumentParser) -> None:
     t.add_argument("--minutes", type=float, default=15.0)
     t.add_argument("--seed", type=int, default=1234)
     t.add_argument("--dim-rnn", type=int, default=384, help="Marian's --dim-rnn (see above)")
+    t.add_argument(
+        "--only",
+        choices=("nmt", "Marian"),
+        help="train this side alone: both resume where they stopped, so this gives one of them "
+        "more minutes (to compare decoding at closer BLEU)",
+    )
     t.add_argument(
         "--one-after-another",
         action="store_true",
