@@ -141,14 +141,23 @@ def train(args) -> None:
 
 
 def _training_rates(base: Path) -> dict[str, float | None]:
-    """Each trainer's target tokens a second at the end of its log (both leave validation out)."""
-    found: dict[str, float | None] = {}
-    for name, log, pattern in (
-        ("nmt", base / "nmt.train.log", r"([0-9.]+) tgt tok/s"),
-        ("Marian", base / "marian" / "train.log", r"([0-9.,]+) words/s"),
-    ):
-        hits = re.findall(pattern, log.read_text(encoding="utf-8")) if log.exists() else []
-        found[name] = float(hits[-1].replace(",", "")) if hits else None
+    """Each trainer's target tokens a second over its run, validation left out: nmt's last line
+    gives its run's mean; Marian's lines give each display interval's words/s and seconds."""
+    found: dict[str, float | None] = {"nmt": None, "Marian": None}
+    log = base / "nmt.train.log"
+    text = log.read_text(encoding="utf-8") if log.exists() else ""
+    hits = re.findall(r"([0-9.]+) tgt tok/s", text)
+    if hits:
+        found["nmt"] = float(hits[-1])
+    log = base / "marian" / "train.log"
+    text = log.read_text(encoding="utf-8") if log.exists() else ""
+    intervals = [
+        (float(seconds), float(rate.replace(",", "")))
+        for seconds, rate in re.findall(r"Time ([0-9.]+)s : ([0-9.,]+) words/s", text)
+    ]
+    if intervals:
+        seconds = sum(t for t, _ in intervals)
+        found["Marian"] = round(sum(t * r for t, r in intervals) / seconds, 1)
     return found
 
 
