@@ -1,12 +1,11 @@
 """What the side-by-side benchmarks against other toolkits share: whole-process timing that takes
-turns between the toolkits (so drifts in the host's speed hit both alike), byte-compiled nmt
-modules before timing, and the line that names the machine."""
+turns between the toolkits (so drifts in the host's speed hit both alike), trainers run side by
+side or one after another, and byte-compiled nmt modules before timing."""
 
 from __future__ import annotations
 
 import compileall
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -54,11 +53,6 @@ def alternate(
                 f"{label} {name}: {wall:.2f} s wall, {cpu:.2f} s CPU", file=sys.stderr, flush=True
             )
     return runs
-
-
-def summary(times: list[float]) -> tuple[float, float]:
-    """Min and median seconds."""
-    return min(times), statistics.median(times)
 
 
 def train_all(
