@@ -194,8 +194,13 @@ def translate(args) -> None:
 
     p = _paths(args)
     p["out"].mkdir(parents=True, exist_ok=True)
-    if not (p["marian"] / "model.npz").exists():
-        sys.exit(f"{p['marian'] / 'model.npz'}: no Marian model; run the train step first")
+    for needed in (
+        p["marian"] / "model.npz",
+        p["nmt"] / "checkpoints",
+        p["nmt"].parent / "nmt.train.log",
+    ):
+        if not needed.exists():
+            sys.exit(f"{needed}: missing; run the train step first")
     compile_nmt()
     threads = str(args.threads)
     env = dict(os.environ, OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
