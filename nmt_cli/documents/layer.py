@@ -12,7 +12,7 @@ joining; this module translates a plan's segments, and again in parts where a tr
 dropped most of a segment's words (:class:`Retry`):
 
     plan = plan_documents(texts, fmt="html")
-    translations = translator.translate(plan.segments, alignments=plan.needs_alignment)
+    translations = translate_plan(translator, plan, TranslateOptions())
     whole = [plan.joined(i, translations) for i in range(len(texts))]
 
 :meth:`DocumentPlan.joined` is the one join of a text's segments, for every output: the texts
@@ -192,8 +192,9 @@ def translate_texts(
 
 
 def segment_options(plan: DocumentPlan, options: TranslateOptions) -> TranslateOptions:
-    """``options`` for ``plan``'s segments: the alignments its protected spans and tags need,
-    and ``options.prefixes``, one per text, given to each text's first segment."""
+    """``options`` for ``plan``'s segments: ``options.prefixes``, one per text, given to each
+    text's first segment (the alignments that tags and protected spans need are asked per
+    segment by :func:`segment_calls`)."""
     prefixes = options.prefixes
     if prefixes is not None:
         if len(prefixes) != len(plan._parts):
@@ -202,9 +203,26 @@ def segment_options(plan: DocumentPlan, options: TranslateOptions) -> TranslateO
         prefixes = tuple(
             prefixes[plan.text_of[s]] if s in firsts else None for s in range(len(plan.segments))
         )
-    return replace(
-        options, prefixes=prefixes, alignments=options.alignments or plan.needs_alignment
-    )
+    return replace(options, prefixes=prefixes)
+
+
+def segment_calls(
+    plan: DocumentPlan, asked: TranslateOptions, todo: Sequence[int]
+) -> list[tuple[TranslateOptions, list[int]]]:
+    """The translate calls for ``plan``'s segments numbered ``todo``, ``asked`` being
+    :func:`segment_options`: one for the segments whose tags or protected spans are put back
+    by the word alignment (:meth:`DocumentPlan.aligned`), with alignments, and one for the rest,
+    as asked; one call when every segment is of a kind. Each call's prefixes are its segments'."""
+    groups: dict[bool, list[int]] = {}
+    for s in todo:
+        groups.setdefault(asked.alignments or plan.aligned(s), []).append(s)
+    calls = []
+    for aligned, segments in sorted(groups.items()):
+        options = replace(asked, alignments=aligned)
+        if options.prefixes is not None:
+            options = replace(options, prefixes=tuple(options.prefixes[s] for s in segments))
+        calls.append((options, segments))
+    return calls
 
 
 def translate_plan(
@@ -213,24 +231,28 @@ def translate_plan(
     options: TranslateOptions,
     todo: Sequence[int] | None = None,
 ) -> list[Translation]:
-    """The Translations of ``plan``'s segments (:func:`segment_options`), or of those numbered
-    ``todo`` (the rest answered without decoding, nmt_cli/documents/recall.py); an error about a
-    prefix names its text."""
-    asked = segment_options(plan, options)
+    """The Translations of ``plan``'s segments (:func:`segment_calls`), or of those numbered
+    ``todo`` (the rest answered without decoding, nmt_cli/documents/recall.py), in order; an
+    error about a prefix names its text."""
     todo = range(len(plan.segments)) if todo is None else todo
-    if asked.prefixes is not None:
-        asked = replace(asked, prefixes=tuple(asked.prefixes[s] for s in todo))
-    if not todo:
-        return []
-    try:
-        return translator.translate([plan.segments[s] for s in todo], asked)
-    except UserError as exc:
-        renamed = re.sub(
-            r"^prefix of line (\d+)",
-            lambda m: f"prefix of line {plan.text_of[int(m[1]) - 1] + 1}",
-            str(exc),
-        )
-        raise UserError(renamed) from None
+    found: dict[int, Translation] = {}
+    for asked, segments in segment_calls(plan, segment_options(plan, options), todo):
+        try:
+            translations = translator.translate([plan.segments[s] for s in segments], asked)
+        except UserError as exc:
+            raise UserError(_texts_named(str(exc), plan, segments)) from None
+        found.update(zip(segments, translations))
+    return [found[s] for s in todo]
+
+
+def _texts_named(message: str, plan: DocumentPlan, segments: Sequence[int]) -> str:
+    """``message`` about a call's line (the call's ``segments``, numbered from 1) naming the
+    text that line is a segment of."""
+    return re.sub(
+        r"^prefix of line (\d+)",
+        lambda m: f"prefix of line {plan.text_of[segments[int(m[1]) - 1]] + 1}",
+        message,
+    )
 
 
 # A translation with fewer words than this share of its source's has dropped part of it, as a

@@ -30,7 +30,7 @@ class DocumentPlan:
 
     ``segments``: the model inputs of every text's segments, in order; ``text_of[s]``: the text
     segment ``s`` belongs to; ``needs_alignment``: some segment has tags or protected spans to
-    put back, so the translations must carry their word alignments."""
+    put back, so its translation must carry the word alignment (:meth:`aligned` says which)."""
 
     def __init__(self, count: int):
         self.segments: list[str] = []
@@ -57,6 +57,12 @@ class DocumentPlan:
         self._continues.append(continues)
         if inline is not None and inline.needs_alignment:
             self.needs_alignment = True
+
+    def aligned(self, segment: int) -> bool:
+        """Whether segment ``segment`` has tags or protected spans that its translation's word
+        alignment puts back; only such segments are translated with alignments."""
+        inline = self._inlines[segment]
+        return inline is not None and inline.needs_alignment
 
     def inline_of(self, segment: int) -> Inline | None:
         """The tags and protected spans segment ``segment`` has to put back (None: none)."""

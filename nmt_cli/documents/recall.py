@@ -63,10 +63,6 @@ class Recollection:
     cache: TranslationCache | None = None
     keys: dict[int, Hashable] = field(default_factory=dict)
 
-    def segments(self, plan: DocumentPlan) -> list[str]:
-        """The model inputs of the segments to decode."""
-        return [plan.segments[s] for s in self.todo]
-
     def merged(self, decoded: Sequence[Translation]) -> list[Translation]:
         """One Translation per segment of the plan: the found ones and ``decoded`` (those of
         :attr:`todo`, in order) in place."""
@@ -114,12 +110,15 @@ class Recall:
         out = Recollection(len(plan.segments), cache=self.cache)
         if self.memory is not None:
             self._remember(plan, out)
-        asked = None if self.cache is None else options_key(options)
+        asked = {False: None, True: None}  # a segment's key: the options it is decoded with
+        if self.cache is not None:
+            asked = {a: options_key(replace(options, alignments=a)) for a in (False, True)}
         for s, text in enumerate(plan.segments):
             if s in out.found:
                 continue
-            if asked is not None:
-                key = (self.model, asked, text)
+            decoded_as = asked[options.alignments or plan.aligned(s)]
+            if decoded_as is not None:
+                key = (self.model, decoded_as, text)
                 cached = self.cache.get(key)
                 if cached is not None:
                     out.found[s] = replace(cached, source=text)
@@ -136,7 +135,7 @@ class Recall:
             if len(ids) > 1 and all(plan.inline_of(s) is None for s in ids):
                 self._recall(plan, ids, plan.source(i), out, count_miss=False)
         for sentence in sentences(plan):
-            if sentence[0] in out.found or any(_has_inline(plan, s) for s in sentence):
+            if sentence[0] in out.found or any(plan.aligned(s) for s in sentence):
                 continue
             text = " ".join(plan.segments[s] for s in sentence)
             self._recall(plan, sentence, text, out, count_miss=True)
@@ -153,12 +152,6 @@ class Recall:
         for k, s in enumerate(ids):
             out.found[s] = memory_translation(plan.segments[s], stored if k == 0 else "")
             out.memory.add(s)
-
-
-def _has_inline(plan: DocumentPlan, segment: int) -> bool:
-    """Whether the segment has tags or protected spans to put back by the word alignment."""
-    inline = plan.inline_of(segment)
-    return inline is not None and inline.needs_alignment
 
 
 def sentences(plan: DocumentPlan) -> list[list[int]]:

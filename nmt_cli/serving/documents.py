@@ -16,6 +16,7 @@ from nmt_cli.documents.layer import (
     build_protector,
     long_only,
     plan_documents,
+    segment_calls,
     segment_counter,
     segment_options,
 )
@@ -107,10 +108,11 @@ async def translate_plan(
     recall = service.recall.of(route)
     found = everything(plan) if recall is None else recall.split(plan, asked)
     service.recall.observe(found)
-    decoded = []
-    if found.todo:
-        decoded = await _decoded(service, route, found.segments(plan), asked, most)
-    results = found.merged(decoded)
+    decoded: dict[int, Translation] = {}
+    for call, segments in segment_calls(plan, asked, found.todo):
+        texts = [plan.segments[s] for s in segments]
+        decoded.update(zip(segments, await _decoded(service, route, texts, call, most)))
+    results = found.merged([decoded[s] for s in found.todo])
     if options.prefixes is None:
         retry = Retry(plan, results, kept=found.found)
         if retry.segments:

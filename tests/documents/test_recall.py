@@ -137,3 +137,40 @@ def test_nothing_is_looked_up_under_a_prefix():
         stub, [sentence], TranslateOptions(prefixes=("A",)), PLAIN, recall
     )
     assert stub.calls == [[sentence]] and not result.segments[0].from_memory
+
+
+class AligningTranslator(UpperTranslator):
+    """UpperTranslator that records whether each call asked for alignments and, where asked,
+    aligns each word to itself."""
+
+    def __init__(self):
+        super().__init__()
+        self.aligned: list[bool] = []
+
+    def translate(self, lines, options=None):
+        options = options or TranslateOptions()
+        self.aligned.append(options.alignments)
+        out = super().translate(lines, options)
+        for tr in out:
+            if options.alignments:
+                tr.alignment = [(i, i) for i in range(len(tr.source.split()))]
+        return out
+
+
+def test_only_segments_with_protected_spans_are_decoded_with_alignments_and_cached_apart():
+    plain = lines(3)
+    numbered = "A girl with the number 1102 on her jersey runs across some grass."
+    cache = TranslationCache(16)
+    recall = Recall("en", "fr", "model", cache=cache)
+    stub = AligningTranslator()
+    texts = [" ".join(plain[:2]), numbered]
+    first = translate_documents(stub, texts, None, DocumentOptions(), recall)
+    assert stub.aligned == [False, True]  # one call without alignments, one with
+    assert stub.calls[0] == plain[:2] and len(stub.calls[1]) == 1
+    assert "1102" not in stub.calls[1][0]  # the model sees a placeholder
+    assert first[0].text == " ".join(p.upper() for p in plain[:2])
+    assert "1102" in first[1].text  # put back by the alignment
+    # The plain sentences are cached as decoded without alignments: a later text with a number
+    # beside them does not decode them again.
+    translate_documents(stub, [plain[0], numbered], None, DocumentOptions(), recall)
+    assert cache.hits == 2 and len(stub.calls) == 2
