@@ -41,9 +41,9 @@ BatchTokensOption = Annotated[
 PrecisionOption = Annotated[
     str | None,
     typer.Option(
-        help="auto, fp32 or bf16: the weights' and matrix products' precision; auto = bf16 on a "
-        "CPU with bf16 hardware (AVX512-BF16/AMX), else fp32 (default: the recipe's "
-        "decode.precision)."
+        help="auto, fp32, bf16 or int8: the weights' and matrix products' precision; auto = bf16 "
+        "on a CPU with bf16 hardware (AVX512-BF16/AMX), else fp32; int8 = dynamic int8 "
+        "quantisation on the CPU, as --quantize int8 (default: the recipe's decode.precision)."
     ),
 ]
 ShortlistPerSourceOption = Annotated[

@@ -424,9 +424,10 @@ class DecodeConfig(Section):
     )
     precision: str = _opt(
         "auto",
-        choices=("auto", "fp32", "bf16"),
+        choices=("auto", "fp32", "bf16", "int8"),
         help="auto: bf16 weights and matrix products on a CPU with bf16 hardware "
-        "(AVX512-BF16/AMX), else fp32; log-probabilities and scores stay fp32",
+        "(AVX512-BF16/AMX), else fp32; int8: dynamic int8 quantisation of the linear and RNN "
+        "layers (CPU); log-probabilities and scores stay fp32",
     )
     max_segment_tokens: int = _opt(
         30,

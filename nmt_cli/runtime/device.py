@@ -109,12 +109,13 @@ def resolve_precision(requested: str, device: torch.device) -> str:
 
 
 def resolve_decode_precision(requested: str, device: torch.device, quantize: str = "none") -> str:
-    """``auto``: bf16 on a CPU that multiplies bf16 in hardware, where the decoder's matrix
-    products run faster than in fp32 (docs/results.md#bf16-decoding); fp32 elsewhere (GPUs too,
-    as in training) and under int8 quantisation, which starts from the fp32 model."""
-    if requested not in ("auto", "fp32", "bf16"):
-        raise UserError(f"--precision: '{requested}' is not one of auto, fp32, bf16")
-    if quantize != "none":
+    """The float precision of the decoder's weights: ``auto``: bf16 on a CPU that multiplies
+    bf16 in hardware, where the decoder's matrix products run faster than in fp32
+    (docs/results.md#bf16-decoding); fp32 elsewhere (GPUs too, as in training) and under int8
+    quantisation (``int8``, or ``quantize`` int8), which starts from the fp32 model."""
+    if requested not in ("auto", "fp32", "bf16", "int8"):
+        raise UserError(f"--precision: '{requested}' is not one of auto, fp32, bf16, int8")
+    if quantize != "none" or requested == "int8":
         if requested == "bf16":
             raise UserError("--precision bf16 and --quantize int8 exclude each other; give one")
         return "fp32"

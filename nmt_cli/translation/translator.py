@@ -344,7 +344,8 @@ def load_translator(
     packages or installed models' names, with one vocabulary). ``decode``: the decoding
     configuration, or changes to the first model's recipe's ``decode`` section (recipe keys; None
     keeps the recipe's value), checked as recipe keys are; errors name a key as ``name_of`` gives
-    it (the CLI names its options). ``quantize``: none or int8. ``decode.precision`` bf16
+    it (the CLI names its options). ``quantize`` int8, as ``decode.precision`` int8, quantises
+    the linear and RNN layers (nmt_cli/model/quantize.py). ``decode.precision`` bf16
     (``auto`` on a CPU with bf16 hardware) converts the weights to bf16, so that every matrix
     product runs in bf16; log-probabilities and scores stay fp32."""
     if not models:
@@ -370,10 +371,10 @@ def load_translator(
                 f"{other.path}: data.lowercase differs from {first.path}'s; cannot ensemble"
             )
     models_ = [x.model for x in loaded]
-    if quantize == "int8":
-        models_ = [quantize_int8(m) for m in models_]
-    elif quantize != "none":
+    if quantize not in ("none", "int8"):
         raise UserError(f"--quantize: '{quantize}' is not one of none, int8")
+    if quantize == "int8" or config.precision == "int8":
+        models_ = [quantize_int8(m) for m in models_]
     if resolve_decode_precision(config.precision, dev, quantize) == "bf16":
         models_ = [m.to(torch.bfloat16) for m in models_]
     if len(loaded) == 1:

@@ -16,7 +16,7 @@ from nmt_cli.documents.lines import OutputOptions, count_lines, shade_rows, tran
 from nmt_cli.training.checkpoint import load_model
 from nmt_cli.translation.translator import Translator, force_decode
 from nmt_cli.translation.words import alignment_pairs
-from tests.conftest import trained_copy
+from tests.conftest import multi30k_lines, trained_copy
 
 
 def decoding(**changes) -> DecodeConfig:
@@ -363,6 +363,22 @@ def test_load_translator_takes_the_recipe_defaults_and_ensembles(trained):
     assert load_translator([str(run_dir)], device="cpu", quantize="int8").precision == "fp32"
     with pytest.raises(UserError, match="exclude each other"):
         load_translator([str(run_dir)], {"precision": "bf16"}, device="cpu", quantize="int8")
+
+
+def test_decode_precision_int8_quantises_as_the_quantize_option_does(trained):
+    from torch.ao.nn.quantized.dynamic import Linear as Int8Linear
+
+    from nmt_cli.translation.translator import load_translator
+
+    _, _, run_dir, _ = trained
+    lines = multi30k_lines("test_2016_flickr", "en", 8)
+    by_option = load_translator([str(run_dir)], {"beam_size": 2}, device="cpu", quantize="int8")
+    by_key = load_translator([str(run_dir)], {"beam_size": 2, "precision": "int8"}, device="cpu")
+    assert any(isinstance(m, Int8Linear) for m in by_key.model.modules())
+    assert by_key.precision == "fp32"  # what is not int8 stays fp32
+    assert [t.text for t in by_key.translate(lines)] == [t.text for t in by_option.translate(lines)]
+    float_ = load_translator([str(run_dir)], {"precision": "fp32"}, device="cpu")
+    assert not any(isinstance(m, Int8Linear) for m in float_.model.modules())
 
 
 def test_decode_overrides_are_checked_as_recipe_keys(trained):
