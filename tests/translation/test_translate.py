@@ -390,7 +390,9 @@ def test_decode_overrides_are_checked_as_recipe_keys(trained):
         ConfigError, match=r"^decode\.beam_size: 0 is out of range \(must be >= 1\)$"
     ):
         load_translator([str(run_dir)], {"beam_size": 0}, device="cpu")
-    with pytest.raises(ConfigError, match=r"^--precision: 'fp8' is not one of auto, fp32, bf16$"):
+    with pytest.raises(
+        ConfigError, match=r"^--precision: 'fp8' is not one of auto, fp32, bf16, int8$"
+    ):
         load_translator(
             [str(run_dir)], {"precision": "fp8"}, device="cpu", name_of=lambda k: "--" + k
         )
