@@ -35,7 +35,6 @@ class DocumentPlan:
     def __init__(self, count: int):
         self.segments: list[str] = []
         self.text_of: list[int] = []
-        self.needs_alignment = False
         self._parts: list[list[str | int]] = [[] for _ in range(count)]
         self._inlines: list[Inline | None] = []
         self._continues: list[bool] = []  # the segment begins inside a sentence (a clause cut)
@@ -55,8 +54,11 @@ class DocumentPlan:
         self.text_of.append(text)
         self._inlines.append(inline)
         self._continues.append(continues)
-        if inline is not None and inline.needs_alignment:
-            self.needs_alignment = True
+
+    @property
+    def needs_alignment(self) -> bool:
+        """Whether some segment has tags or protected spans to put back."""
+        return any(self.aligned(s) for s in range(len(self.segments)))
 
     def aligned(self, segment: int) -> bool:
         """Whether segment ``segment`` has tags or protected spans that its translation's word
