@@ -118,6 +118,11 @@ def resolve_decode_precision(requested: str, device: torch.device, quantize: str
     if quantize != "none" or requested == "int8":
         if requested == "bf16":
             raise UserError("--precision bf16 and --quantize int8 exclude each other; give one")
+        if device.type != "cpu":
+            raise UserError(
+                f"int8 decoding (--quantize int8, decode.precision int8) runs on the CPU, not "
+                f"{device.type}: give --device cpu, or --precision auto for the {device.type}"
+            )
         return "fp32"
     if requested == "auto":
         return "bf16" if device.type == "cpu" and native_bf16(device) else "fp32"
