@@ -109,10 +109,10 @@ def resolve_precision(requested: str, device: torch.device) -> str:
 
 
 def resolve_decode_precision(requested: str, device: torch.device, quantize: str = "none") -> str:
-    """The float precision of the decoder's weights: ``auto``: bf16 on a CPU that multiplies
-    bf16 in hardware, where the decoder's matrix products run faster than in fp32
-    (docs/results.md#bf16-decoding); fp32 elsewhere (GPUs too, as in training) and under int8
-    quantisation (``int8``, or ``quantize`` int8), which starts from the fp32 model."""
+    """The precision the decoder runs in: ``int8`` where ``requested`` or ``quantize`` asks for
+    int8 (dynamic int8 layers, from the fp32 model; the CPU only); ``auto``: bf16 on a CPU that
+    multiplies bf16 in hardware, where the decoder's matrix products run faster than in fp32
+    (docs/results.md#bf16-decoding), fp32 elsewhere (GPUs too, as in training)."""
     if requested not in ("auto", "fp32", "bf16", "int8"):
         raise UserError(f"--precision: '{requested}' is not one of auto, fp32, bf16, int8")
     if quantize != "none" or requested == "int8":
@@ -123,7 +123,7 @@ def resolve_decode_precision(requested: str, device: torch.device, quantize: str
                 f"int8 decoding (--quantize int8, decode.precision int8) runs on the CPU, not "
                 f"{device.type}: give --device cpu, or --precision auto for the {device.type}"
             )
-        return "fp32"
+        return "int8"
     if requested == "auto":
         return "bf16" if device.type == "cpu" and native_bf16(device) else "fp32"
     return requested

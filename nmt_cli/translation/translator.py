@@ -374,9 +374,9 @@ def load_translator(
     if quantize not in ("none", "int8"):
         raise UserError(f"--quantize: '{quantize}' is not one of none, int8")
     precision = resolve_decode_precision(config.precision, dev, quantize)
-    if quantize == "int8" or config.precision == "int8":
+    if precision == "int8":
         models_ = [quantize_int8(m) for m in models_]
-    if precision == "bf16":
+    elif precision == "bf16":
         models_ = [m.to(torch.bfloat16) for m in models_]
     if len(loaded) == 1:
         model, shortlist, languages = models_[0], first.shortlist, first.languages

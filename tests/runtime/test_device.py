@@ -31,8 +31,9 @@ def test_decoding_precision_auto_is_bf16_only_on_a_bf16_cpu_and_never_under_int8
     assert resolve_decode_precision("auto", cpu) == ("bf16" if native_bf16(cpu) else "fp32")
     assert resolve_decode_precision("auto", torch.device("cuda")) == "fp32"
     assert resolve_decode_precision("bf16", cpu) == "bf16"
-    assert resolve_decode_precision("auto", cpu, quantize="int8") == "fp32"
-    assert resolve_decode_precision("int8", cpu) == "fp32"  # int8 layers, the rest fp32
+    assert resolve_decode_precision("auto", cpu, quantize="int8") == "int8"
+    assert resolve_decode_precision("fp32", cpu, quantize="int8") == "int8"
+    assert resolve_decode_precision("int8", cpu) == "int8"
     with pytest.raises(UserError, match="int8 decoding .* runs on the CPU, not cuda"):
         resolve_decode_precision("int8", torch.device("cuda"))
     with pytest.raises(UserError, match="exclude each other"):
