@@ -12,7 +12,7 @@ import typer
 
 from nmt_cli import __version__
 from nmt_cli.runtime import startup
-from nmt_cli.runtime.errors import TrainingInterrupted, UserError
+from nmt_cli.runtime.errors import TrainingInterrupted, UserError, refusal_line
 from nmt_cli.runtime.interrupts import Interrupted
 
 app = typer.Typer(
@@ -156,6 +156,9 @@ def main() -> None:
         # at exit (the signal module's documentation on SIGPIPE)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         sys.exit(141)
+    except OSError as exc:  # a path the user gave that the system refuses: a run dir, an -o file
+        print(f"nmt: error: {refusal_line(exc)}", file=sys.stderr)
+        sys.exit(2)
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.Abort:

@@ -22,6 +22,13 @@ class CheckpointError(UserError):
     """A checkpoint that cannot be loaded safely."""
 
 
+def refusal_line(exc: OSError) -> str:
+    """One line for a file or folder the system refused (missing, read-only, full): the path it
+    concerns and the system's reason."""
+    reason = exc.strerror or str(exc)
+    return f"{exc.filename}: {reason}" if exc.filename else reason
+
+
 class TrainingInterrupted(Exception):
     """Raised after a signal made training checkpoint and stop; carries the exit code."""
 

@@ -47,7 +47,10 @@ class AtomicFile:
         self.tmp = temporary_name(self.path)
         self.durable = durable  # fsync the file and its folder (a crash keeps the new file)
         encoding = None if "b" in mode else "utf-8"
-        self.file: IO = open(self.tmp, mode, encoding=encoding)
+        try:
+            self.file: IO = open(self.tmp, mode, encoding=encoding)
+        except OSError as exc:  # name the file asked for, not its temporary name
+            raise OSError(exc.errno, exc.strerror, str(self.path)) from None
 
     def commit(self) -> Path:
         try:

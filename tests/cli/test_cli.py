@@ -293,6 +293,31 @@ def test_bad_decode_options_are_one_line_naming_the_option(tiny_run, tmp_path):
     )
 
 
+def test_places_the_system_refuses_are_one_line_naming_them(tiny_run, tmp_path):
+    run = _trained_copy(tiny_run, tmp_path)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder\n", encoding="utf-8")
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(yaml.safe_dump(tiny_run[0].to_dict()), encoding="utf-8")
+
+    def refused(result, *needles):
+        err = result.stderr.decode()
+        assert result.returncode == 2 and "Traceback" not in err, err
+        last = err.strip().splitlines()[-1]  # after average's note on how many it found
+        assert last.startswith("nmt: error: ") and all(n in last for n in needles), err
+
+    # a run dir, a package and an average under a file: each names the path, none a traceback
+    refused(nmt("preprocess", recipe, "--run-dir", blocker / "run"), str(blocker))
+    refused(nmt("export", run, "-o", blocker / "model.nmt"), str(blocker))
+    refused(nmt("average", run, "-o", blocker / "avg.pt"), str(blocker))
+    assert blocker.read_text(encoding="utf-8") == "not a folder\n"
+    if os.geteuid() != 0:  # root writes where the mode says it may not
+        locked = tmp_path / "locked"
+        locked.mkdir(mode=0o500)
+        refused(nmt("average", run, "-o", locked / "avg.pt"), str(locked / "avg.pt"))
+        assert list(locked.iterdir()) == []  # no temporary file left behind
+
+
 def test_translate_imports_torch_whole():
     """The command line runs the same torch as the library: no import hook, no module stubbed."""
     probe = (
