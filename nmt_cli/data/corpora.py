@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from nmt_cli.runtime.errors import DataError
+from nmt_cli.runtime.errors import DataError, failure_reason
 from nmt_cli.runtime.output_file import AtomicFile
 
 MULTI30K_URL = "https://github.com/multi30k/dataset/raw/master/data/task1/raw/{file}"
@@ -172,7 +172,7 @@ def _obtain(
                     with opener(source, "rb") as fh:
                         return _copy_stream(fh, target.parent, target.name, expected, str(source))
                 except (OSError, EOFError) as exc:
-                    raise DataError(f"{source}: cannot read ({exc})") from None
+                    raise DataError(f"{source}: cannot read ({failure_reason(exc)})") from None
         raise DataError(f"{mirror_sources[0][0]}: not found in NMT_DATA_MIRROR")
     return download(url, target.parent, target.name, expected, timeout=timeout)
 
@@ -258,7 +258,7 @@ def iter_lines(path: Path) -> Iterator[str]:
     except FileNotFoundError:
         raise DataError(f"{path}: file not found") from None
     except (OSError, EOFError, lzma.LZMAError) as exc:
-        raise DataError(f"{path}: cannot read ({exc})") from None
+        raise DataError(f"{path}: cannot read ({failure_reason(exc)})") from None
 
 
 class LineBlocks:
@@ -279,7 +279,7 @@ class LineBlocks:
         except FileNotFoundError:
             raise DataError(f"{path}: file not found") from None
         except (OSError, EOFError, lzma.LZMAError) as exc:
-            raise DataError(f"{path}: cannot read ({exc})") from None
+            raise DataError(f"{path}: cannot read ({failure_reason(exc)})") from None
         self.buffer = bytearray()
         self.ends = np.zeros(0, dtype=np.int64)  # where each line of the buffer ends, past its \n
         self.eof = False
@@ -288,7 +288,7 @@ class LineBlocks:
         try:
             block = self.raw.read(self.READ_BYTES)
         except (OSError, EOFError, lzma.LZMAError) as exc:
-            raise DataError(f"{self.path}: cannot read ({exc})") from None
+            raise DataError(f"{self.path}: cannot read ({failure_reason(exc)})") from None
         if not block:
             self.eof = True
         if scan:
@@ -354,7 +354,7 @@ def read_lines(path: Path) -> list[str]:
     except FileNotFoundError:
         raise DataError(f"{path}: file not found") from None
     except (OSError, EOFError, lzma.LZMAError) as exc:
-        raise DataError(f"{path}: cannot read ({exc})") from None
+        raise DataError(f"{path}: cannot read ({failure_reason(exc)})") from None
     text = raw.decode("utf-8", errors="replace")
     lines = text.split("\n")
     if lines and lines[-1] == "":

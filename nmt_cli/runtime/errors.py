@@ -22,10 +22,16 @@ class CheckpointError(UserError):
     """A checkpoint that cannot be loaded safely."""
 
 
+def failure_reason(exc: BaseException) -> str:
+    """Why a file could not be used, as the system says it ("Is a directory"), without the
+    errno and the path that str() of an OSError repeats."""
+    return getattr(exc, "strerror", None) or str(exc)
+
+
 def refusal_line(exc: OSError) -> str:
     """One line for a file or folder the system refused (missing, read-only, full): the path it
     concerns and the system's reason."""
-    reason = exc.strerror or str(exc)
+    reason = failure_reason(exc)
     return f"{exc.filename}: {reason}" if exc.filename else reason
 
 

@@ -163,6 +163,14 @@ def test_read_lines_replaces_invalid_utf8_and_reads_gzip(tmp_path):
         corpora.read_lines(tmp_path / "missing.txt")
 
 
+def test_a_folder_given_as_a_file_says_so_once(tmp_path):
+    from nmt_cli.runtime.errors import DataError
+
+    with pytest.raises(DataError) as caught:
+        corpora.read_lines(tmp_path)
+    assert str(caught.value) == f"{tmp_path}: cannot read (Is a directory)"
+
+
 @pytest.mark.parametrize("reader", ["installed", "zlib"])
 def test_a_truncated_or_foreign_gzip_file_is_one_data_error(tmp_path, monkeypatch, reader):
     from nmt_cli.runtime.errors import DataError
