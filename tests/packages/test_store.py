@@ -65,6 +65,15 @@ def test_install_replaces_an_older_version_in_place_and_refuses_going_back(shelf
         remove("tiny")
 
 
+def test_a_url_that_is_no_package_is_refused_by_its_url(home, tmp_path):
+    text = tmp_path / "notes.txt"
+    text.write_text("not a package\n", encoding="utf-8")
+    with pytest.raises(UserError) as caught:
+        install(text.as_uri())
+    assert str(caught.value).startswith(f"{text.as_uri()}: refused: not a model package")
+    assert list((home / "models").iterdir()) == []  # the download is gone
+
+
 @pytest.fixture(scope="module")
 def http_index(shelf):
     """``shelf`` indexed and served by `python -m http.server` on 127.0.0.1."""
