@@ -133,7 +133,8 @@ def _check_teacher(recipe: Recipe, origin: str) -> None:
         if data.teacher_keep_references:
             raise ConfigError(
                 f"{origin}: data.teacher_keep_references: needs data.teacher (the run whose "
-                "translations the references are kept beside)"
+                "translations the references are kept beside); set it false to train on the "
+                "references alone"
             )
         return
     if any(not run.strip() for run in data.teacher):
