@@ -37,7 +37,7 @@ from nmt_cli.cli.decode_options import (
 from nmt_cli.documents.numbers import check_style
 from nmt_cli.documents.protect import Protector
 from nmt_cli.runtime import startup
-from nmt_cli.runtime.errors import UserError
+from nmt_cli.runtime.errors import UserError, failure_reason
 
 
 def _translation_unfinished(output: Path | None, **_) -> str:
@@ -374,7 +374,7 @@ def _translate_file(
                 with atomic_write(output, "wb", durable=False) as out:
                     translate_file(in_stream, out, fmt, translate, str(input))
             except OSError as exc:
-                raise UserError(f"{output}: cannot write ({exc.strerror or exc})") from None
+                raise UserError(f"{output}: cannot write ({failure_reason(exc)})") from None
     finally:
         if input is not None:
             in_stream.close()

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TextIO
 
-from nmt_cli.runtime.errors import UserError
+from nmt_cli.runtime.errors import UserError, failure_reason
 
 
 def temporary_name(path: Path) -> Path:
@@ -114,5 +114,5 @@ def atomic_text_output(path: Path | None) -> Iterator[TextIO | None]:
     except BaseException as exc:
         out.abort()
         if isinstance(exc, OSError) and not isinstance(exc, BrokenPipeError):
-            raise UserError(f"{path}: cannot write ({exc.strerror or exc})") from None
+            raise UserError(f"{path}: cannot write ({failure_reason(exc)})") from None
         raise

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from nmt_cli.config.sections import TrainConfig
+from nmt_cli.runtime.errors import failure_reason
 from nmt_cli.training import checkpoint as ckpt
 
 log = logging.getLogger("nmt.train")
@@ -54,7 +55,7 @@ class CheckpointPolicy:
                 ckpt.link_atomic(path, self.directory / "best.pt")
         except OSError as exc:
             log.warning(
-                f"warning: could not write checkpoint {path} ({exc.strerror or exc}); "
+                f"warning: could not write checkpoint {path} ({failure_reason(exc)}); "
                 "the previous checkpoint is kept and training goes on"
             )
             return None
@@ -101,7 +102,7 @@ class CheckpointPolicy:
             ckpt.save_atomic(payload, out)
         except OSError as exc:
             log.warning(
-                f"warning: could not write {out} ({exc.strerror or exc}); no averaged model"
+                f"warning: could not write {out} ({failure_reason(exc)}); no averaged model"
             )
             return None
         result = evaluate(payload["model"])
