@@ -47,6 +47,7 @@ import torch
 
 from nmt_cli.data.tokenizer import EOS, PAD
 from nmt_cli.decoding.beam import NEG_INF, Step, Strategy, beam_loop
+from nmt_cli.decoding.selection import best_continuations, best_per_row
 from nmt_cli.decoding.settings import SearchSettings, settings_with
 from nmt_cli.decoding.shortlist import Candidates
 from nmt_cli.decoding.steps import Hypothesis
@@ -233,8 +234,8 @@ class Constrained(Strategy):
         scores = growing.unsqueeze(-1) + logp  # (B, K, V)
         # the candidates: the K best overall, each hypothesis's best, each term's next token
         rank = torch.arange(k, device=logp.device)
-        top_score, top_idx = scores.view(b, k * v).topk(k, dim=-1)
-        own_score, own_col = scores.max(dim=-1)
+        top_score, top_idx = best_continuations(logp, growing, k)
+        own_score, own_col = (x.view(b, k) for x in best_per_row(scores.view(b * k, v)))
         terms = torch.arange(m, device=logp.device)
         taking = torch.where(self.progress_term.unsqueeze(-1) == terms, 1, 0)
         next_at = (self.progress_done.unsqueeze(-1) * taking).clamp(max=width - 1)  # (B, K, M)

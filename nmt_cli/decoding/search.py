@@ -21,6 +21,7 @@ import torch
 
 from nmt_cli.data.tokenizer import BOS, EOS, PAD
 from nmt_cli.decoding.beam import NEG_INF, Step, Strategy, beam_loop
+from nmt_cli.decoding.selection import best_continuations, best_per_row
 from nmt_cli.decoding.settings import SearchSettings, settings_with
 from nmt_cli.decoding.shortlist import Candidates
 from nmt_cli.decoding.steps import (
@@ -62,8 +63,7 @@ class TopK(Strategy):
 
     def step(self, t, logp, alive_logp, weights, columns, limit) -> Step:
         n, k, v = logp.shape
-        cand = (alive_logp.unsqueeze(-1) + logp).view(n, k * v)
-        top_logp, top_idx = cand.topk(k, dim=-1)  # (N, K), best first
+        top_logp, top_idx = best_continuations(logp, alive_logp, k)  # (N, K), best first
         top_beam, top_tok = top_idx // v, top_idx % v
         if columns is not None:
             top_tok = columns.token_ids(top_tok, torch.arange(n, device=logp.device) * k)
@@ -121,7 +121,7 @@ def greedy(
         )
         if guard.on:
             guard.ban(logp, tokens[rows, :t], columns, rows)
-        best, token = logp.max(dim=-1)
+        best, token = best_per_row(logp)
         if columns is not None:
             token = columns.token_ids(token)
         token = token.masked_fill(done, PAD)

@@ -1,0 +1,73 @@
+"""The best continuations of a step, found exactly through the maxima of blocks of columns.
+
+Greedy search takes each row's best token, y_t = argmax_y log p(y | y_<t, x); beam search the K
+best continuations over a sentence's K hypotheses, score(y_1..t) = score(y_1..t-1) +
+log p(y_t | y_<t, x). Both read every log-probability of the step once, and torch's CPU kernels
+that return positions with values (``max`` over a dimension, ``topk``) walk a row an element at a
+time, where ``amax`` is vectorised. So the rows are cut into blocks of ``c`` columns:
+
+- the K best of a row lie in the K blocks of highest maximum. Proof: a block holding one of the K
+  best, x, has a maximum m >= x; a block ranked above it has a larger maximum, an element larger
+  than x; at most K - 1 elements are larger than x, so at most K - 1 blocks rank above it. Rounding
+  keeps this: fl(a + s) is non-decreasing in a, so the maximum of a block plus a hypothesis's
+  score is the maximum of the block's sums;
+- so one vectorised pass takes the blocks' maxima, the K best blocks are chosen among those, and
+  ``topk`` runs over their K * c values only. Ties among equal values may resolve to another of
+  them, as ``topk`` itself leaves unspecified.
+
+Greedy's best per row keeps ``max``'s rule exactly: the first position of the maximum (the first
+block holding it, then the first position in that block).
+"""
+
+from __future__ import annotations
+
+import torch
+
+# block widths tried, widest first: a width must divide the row so blocks never straddle two
+# hypotheses (a block's maximum then takes one hypothesis score)
+BLOCK_WIDTHS = (64, 32, 16)
+
+
+def block_width(columns: int, chosen: int) -> int | None:
+    """The block width for rows of ``columns`` values when ``chosen`` blocks are kept, or None
+    where blocks would save nothing (a short row, or no width dividing it)."""
+    for width in BLOCK_WIDTHS:
+        if columns % width == 0 and chosen * width * 4 <= columns:
+            return width
+    return None
+
+
+def best_per_row(values: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Each row's maximum of ``values`` (B, V) and its first position, as ``values.max(-1)``."""
+    b, v = values.shape
+    width = block_width(v, 1)
+    if width is None or not values.is_contiguous():
+        return values.max(dim=-1)
+    blocks = values.view(b, v // width, width)
+    _, best_block = blocks.amax(dim=-1).max(dim=-1)
+    within = blocks.gather(1, best_block.view(b, 1, 1).expand(b, 1, width)).view(b, width)
+    best, position = within.max(dim=-1)
+    return best, best_block * width + position
+
+
+def best_continuations(
+    logp: torch.Tensor, scores: torch.Tensor, k: int
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """The ``k`` best of scores[n, j] + logp[n, j, y] over each sentence's (j, y): their totals
+    (N, k), best first, and their positions j * V + y (N, k). ``logp`` (N, K, V), ``scores``
+    (N, K) with -inf for an empty slot."""
+    n, beams, v = logp.shape
+    width = block_width(v, k)
+    if width is None or not logp.is_contiguous():
+        return (scores.unsqueeze(-1) + logp).view(n, beams * v).topk(k, dim=-1)
+    per_beam = v // width
+    maxima = logp.view(n, beams, per_beam, width).amax(dim=-1) + scores.unsqueeze(-1)
+    blocks = maxima.view(n, beams * per_beam).topk(k, dim=-1).indices  # (N, k)
+    offsets = torch.arange(width, device=logp.device)
+    positions = (blocks.unsqueeze(-1) * width + offsets).view(n, k * width)
+    block_scores = scores.gather(1, torch.div(blocks, per_beam, rounding_mode="floor"))
+    totals = logp.view(n, beams * v).gather(1, positions) + block_scores.repeat_interleave(
+        width, dim=1
+    )
+    best, chosen = totals.topk(k, dim=-1)
+    return best, positions.gather(1, chosen)
