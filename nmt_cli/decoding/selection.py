@@ -12,8 +12,12 @@ time, where ``amax`` is vectorised. So the rows are cut into blocks of ``c`` col
   keeps this: fl(a + s) is non-decreasing in a, so the maximum of a block plus a hypothesis's
   score is the maximum of the block's sums;
 - so one vectorised pass takes the blocks' maxima, the K best blocks are chosen among those, and
-  ``topk`` runs over their K * c values only. Ties among equal values may resolve to another of
-  them, as ``topk`` itself leaves unspecified.
+  the K best are taken from their K * c values only.
+
+Of equal values the lower position goes first, blocks included (a block above the one holding
+the K-th best then has a larger element or an equal one at a lower position, so the argument
+holds): a rule of the values' order alone, where ``topk``'s own order of equal values is left
+unspecified and can change with the row's width, which a batch's shortlist union sets.
 
 Greedy's best per row keeps ``max``'s rule exactly: the first position of the maximum (the first
 block holding it, then the first position in that block).
@@ -54,20 +58,40 @@ def best_continuations(
     logp: torch.Tensor, scores: torch.Tensor, k: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """The ``k`` best of scores[n, j] + logp[n, j, y] over each sentence's (j, y): their totals
-    (N, k), best first, and their positions j * V + y (N, k). ``logp`` (N, K, V), ``scores``
-    (N, K) with -inf for an empty slot."""
+    (N, k), best first, and their positions j * V + y (N, k); of equal totals the lower position
+    first. ``logp`` (N, K, V), ``scores`` (N, K) with -inf for an empty slot."""
     n, beams, v = logp.shape
     width = block_width(v, k)
     if width is None or not logp.is_contiguous():
-        return (scores.unsqueeze(-1) + logp).view(n, beams * v).topk(k, dim=-1)
+        totals = (scores.unsqueeze(-1) + logp).view(n, beams * v)
+        return _in_order(totals, _best_k(totals, k))
     per_beam = v // width
     maxima = logp.view(n, beams, per_beam, width).amax(dim=-1) + scores.unsqueeze(-1)
-    blocks = maxima.view(n, beams * per_beam).topk(k, dim=-1).indices  # (N, k)
+    blocks = _best_k(maxima.view(n, beams * per_beam), k)  # (N, k), in increasing order
     offsets = torch.arange(width, device=logp.device)
     positions = (blocks.unsqueeze(-1) * width + offsets).view(n, k * width)
     block_scores = scores.gather(1, torch.div(blocks, per_beam, rounding_mode="floor"))
     totals = logp.view(n, beams * v).gather(1, positions) + block_scores.repeat_interleave(
         width, dim=1
     )
-    best, chosen = totals.topk(k, dim=-1)
+    best, chosen = _in_order(totals, _best_k(totals, k))
     return best, positions.gather(1, chosen)
+
+
+def _best_k(values: torch.Tensor, k: int) -> torch.Tensor:
+    """The positions (N, k) of each row's ``k`` largest values, of equal ones the lower
+    positions, in increasing order: a rule of the values' order alone, so that a sentence's
+    choice never depends on how wide its batch's rows are."""
+    kth = values.topk(k, dim=-1).values[:, -1:]  # each row's k-th largest value
+    above, level = values > kth, values == kth
+    wanted = k - above.sum(dim=-1, keepdim=True)  # how many of the values level with it
+    chosen = above | (level & (level.cumsum(dim=-1) <= wanted))
+    return chosen.nonzero()[:, 1].view(-1, k)
+
+
+def _in_order(values: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """``values`` at ``positions`` (in increasing order), best first, equal ones keeping their
+    order; and those positions."""
+    chosen = values.gather(1, positions)
+    best, order = chosen.sort(dim=-1, descending=True, stable=True)
+    return best, positions.gather(1, order)

@@ -48,10 +48,27 @@ def test_best_continuations_are_the_k_best_totals(v, k):
     logp[2, :] = logp[2, 0]
     totals, positions = best_continuations(logp, scores, k)
     flat = (scores.unsqueeze(-1) + logp).view(n, k * v)
-    want, _ = flat.topk(k, dim=-1)
-    assert torch.equal(totals, want)  # the same values, best first
-    assert torch.equal(flat.gather(1, positions), totals)  # each position holds its total
-    assert all(len(set(row)) == k for row in positions.tolist())  # k distinct candidates
+    # the k best, best first, of equal totals the lower position first (a stable sort)
+    want, want_positions = flat.sort(dim=-1, descending=True, stable=True)
+    assert torch.equal(totals, want[:, :k])
+    assert torch.equal(positions, want_positions[:, :k])
+
+
+def test_equal_totals_go_to_the_lower_position_whatever_the_row_width():
+    """A sentence's choice may not depend on its batch: a shortlist union pads its rows to the
+    batch's width, so the same values can sit in rows of different widths."""
+    k, v = 5, 1024
+    logp = torch.full((1, k, v), float("-inf"))
+    logp[0, :, :6] = torch.tensor([-1.0, -2.0, -1.0, -3.0, -2.0, -1.0])  # ties within a row
+    scores = torch.tensor([[0.0, 0.0, -5.0, float("-inf"), float("-inf")]])  # and across rows
+    wide = torch.full((1, k, 2 * v), float("-inf"))
+    wide[..., :v] = logp
+    narrow_totals, narrow_positions = best_continuations(logp, scores, k)
+    wide_totals, wide_positions = best_continuations(wide, scores, k)
+    assert narrow_totals.tolist() == wide_totals.tolist() == [[-1.0, -1.0, -1.0, -1.0, -1.0]]
+    # hypothesis 0's columns 0, 2, 5, then hypothesis 1's 0 and 2
+    assert narrow_positions.tolist() == [[0, 2, 5, v, v + 2]]
+    assert wide_positions.tolist() == [[0, 2, 5, 2 * v, 2 * v + 2]]
 
 
 def test_beam_and_greedy_search_over_blocks_find_what_a_whole_row_search_finds(monkeypatch):
