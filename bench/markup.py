@@ -28,8 +28,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from nmt_cli.documents.layer import translate_plan  # noqa: E402
 from nmt_cli.documents.plan import plan_documents  # noqa: E402
 from nmt_cli.documents.protect import Protector  # noqa: E402
+from nmt_cli.translation.contract import TranslateOptions  # noqa: E402
 from nmt_cli.translation.translator import Translator  # noqa: E402
 
 TAGS = [
@@ -121,20 +123,29 @@ class _Tags(HTMLParser):
         self.stack: list[str] = []
         self.nested = True
         self.text: list[str] = []
+        self.worded: list[bool] = []  # per open element: whether words were read inside it
+        self.elements = self.with_words = 0  # inline elements (not <p>, <code>), those with words
 
     def handle_starttag(self, tag, attrs):
         self.starts.append((tag, tuple(attrs)))
         if tag not in VOID:
             self.stack.append(tag)
+            self.worded.append(False)
 
     def handle_endtag(self, tag):
         if not self.stack or self.stack[-1] != tag:
             self.nested = False
         else:
             self.stack.pop()
+            worded = self.worded.pop()
+            if tag not in ("p", "code"):
+                self.elements += 1
+                self.with_words += worded
 
     def handle_data(self, data):
         self.text.append(data)
+        if data.strip():
+            self.worded = [True] * len(self.worded)
 
 
 def read_tags(document: str) -> _Tags:
@@ -154,9 +165,10 @@ def model_words(tags: _Tags, spans: list[str]) -> list[str]:
 
 
 def translate(translator, texts, fmt, protector):
+    """``texts`` through the document layer's own path: a plan, its segments translated as the
+    layer asks (alignments where tags and spans are put back), the plan assembled."""
     plan = plan_documents(texts, fmt=fmt, protector=protector)
-    out = translator.translate(plan.segments, alignments=plan.needs_alignment)
-    return plan.assemble(out)
+    return plan.assemble(translate_plan(translator, plan, TranslateOptions()))
 
 
 def verbatim_once(outputs: list[str], spans: list[list[str]], unescape: bool) -> tuple[int, int]:
@@ -210,7 +222,7 @@ def main() -> None:
     tagged = translate(translator, [c[0] for c in cases], "html", protector)
     untagged = translate(translator, [c[1] for c in cases], "html", protector)
     n = len(cases)
-    formed = same_tags = code_ok = same_words = 0
+    formed = same_tags = code_ok = same_words = elements = with_words = 0
     for (source, _, spans, code), out, ref in zip(cases, tagged, untagged):
         src_tags, out_tags, ref_tags = read_tags(source), read_tags(out), read_tags(ref)
         well = out_tags.nested and not out_tags.stack
@@ -218,6 +230,8 @@ def main() -> None:
         same_tags += well and Counter(src_tags.starts) == Counter(out_tags.starts)
         code_ok += all(out.count(c) == source.count(c) for c in code)
         same_words += model_words(out_tags, spans) == model_words(ref_tags, spans)
+        elements += src_tags.elements
+        with_words += out_tags.with_words
     span_good, span_total = verbatim_once(tagged, [c[2] for c in cases], unescape=True)
     text_cases = []
     for line in lines:
@@ -237,6 +251,7 @@ def main() -> None:
     print(f"html same tags and attributes:          {pct(same_tags, n)}")
     print(f"html <code> untouched:                  {pct(code_ok, n)}")
     print(f"html words = translation without tags:  {pct(same_words, n)}")
+    print(f"html inline elements holding words:     {pct(with_words, elements)}")
     print(f"html protected spans verbatim once:     {pct(span_good, span_total)}")
     print(f"text protected spans verbatim once:     {pct(text_good, text_total)}")
     for (source, _, _, _), out in list(zip(cases, tagged))[: args.examples]:

@@ -206,12 +206,18 @@ class Inline:
         """The Inline written back untranslated: its text with its tags and spans, as given."""
         return self.source_markup(-1, 0, len(self.text), self.children())
 
-    def restore(self, translation: str, alignment: Sequence[tuple[int, int]] | None) -> str:
+    def restore(
+        self,
+        translation: str,
+        alignment: Sequence[tuple[int, int]] | None,
+        coverage: Sequence[tuple[int, int]] | None = None,
+    ) -> str:
         """``translation`` (of :meth:`model_input`) with the tags and protected spans put back by
         ``alignment``: (source word, target word) pairs over the whitespace words of
         model_input() and of the translation, as Translation.alignment gives them (None: a
-        monotone alignment is assumed). HTML inlines give escaped HTML. Whitespace before and
-        after the text is kept."""
+        monotone alignment is assumed); ``coverage``: pairs alike for the source words the
+        alignment leaves out (Translation.coverage), where an element whose words it left out
+        goes. HTML inlines give escaped HTML. Whitespace before and after the text is kept."""
         model, src = self._view()
         if not model:
             return self.markup()
@@ -219,7 +225,8 @@ class Inline:
         trail = self.text[len(self.text.rstrip()) :]
         if not self.needs_alignment:
             return lead + self.escape(translation.strip()) + trail
-        return lead + Placement(self, src, translation, alignment).render() + trail
+        placed = Placement(self, src, translation, alignment, coverage)
+        return lead + placed.render() + trail
 
 
 def plain_inline(text: str, protector: Protector | None = None) -> Inline:
@@ -231,7 +238,7 @@ def plain_inline(text: str, protector: Protector | None = None) -> Inline:
 class Placement:
     """The elements and spans of one Inline placed over the units of one translation."""
 
-    def __init__(self, inline: Inline, src: list[Unit], translation: str, alignment):
+    def __init__(self, inline: Inline, src: list[Unit], translation: str, alignment, coverage=None):
         self.inline, self.src = inline, src
         self.tgt = target_units(translation)
         self.kids = inline.children()
@@ -239,24 +246,33 @@ class Placement:
         n_tgt = self.tgt[-1].word + 1 if self.tgt else 0
         if alignment is None:
             alignment = [(j * n_src // max(n_tgt, 1), j) for j in range(n_tgt)]
+        self.maps = self._unit_maps(alignment, n_src, n_tgt)  # source unit -> target units
+        # the same for the source words the alignment left out (an element's fallback)
+        self.covering = self._unit_maps(coverage or [], n_src, n_tgt)
+        self.span: dict[int, tuple[int, int]] = {}  # element -> target unit range [lo, hi)
+        self.point: dict[tuple[str, int], int] = {}  # ("e"|"a", index) -> boundary position
+        self._place(-1, 0, len(self.tgt))
+
+    def _unit_maps(self, pairs, n_src: int, n_tgt: int) -> list[list[int]]:
+        """For each source unit, the target units ``pairs`` (source word, target word) give it:
+        those of each aligned word of its own kind (leading punctuation, core, trailing), else
+        its core, else its first."""
         aligned: dict[int, list[int]] = {}
-        for i, j in alignment:
+        for i, j in pairs:
             if 0 <= i < n_src and 0 <= j < n_tgt:
                 aligned.setdefault(i, []).append(j)
         units_of_word: dict[int, list[int]] = {}
         for k, unit in enumerate(self.tgt):
             units_of_word.setdefault(unit.word, []).append(k)
-        self.maps: list[list[int]] = []  # source unit -> target units
-        for unit in src:
+        maps = []
+        for unit in self.src:
             targets = []
             for j in aligned.get(unit.word, []):
                 same = [k for k in units_of_word[j] if self.tgt[k].kind == unit.kind]
                 core = [k for k in units_of_word[j] if self.tgt[k].kind == "core"]
                 targets.extend(same or core or units_of_word[j][:1])
-            self.maps.append(sorted(set(targets)))
-        self.span: dict[int, tuple[int, int]] = {}  # element -> target unit range [lo, hi)
-        self.point: dict[tuple[str, int], int] = {}  # ("e"|"a", index) -> boundary position
-        self._place(-1, 0, len(self.tgt))
+            maps.append(sorted(set(targets)))
+        return maps
 
     def _covered(self, el: Element) -> list[int]:
         return [k for k, u in enumerate(self.src) if u.start < el.end and u.end > el.start]
@@ -284,6 +300,8 @@ class Placement:
                 el = self.inline.elements[k]
                 covered = self._covered(el) if el.start < el.end else []
                 targets = sorted({t for u in covered for t in self.maps[u]})
+                if not targets:  # none of its words was chosen: where the coverage puts them
+                    targets = sorted({t for u in covered for t in self.covering[u]})
                 if targets:
                     want_lo = lo if el.continued else targets[0]
                     want_hi = hi if el.continues else targets[-1] + 1

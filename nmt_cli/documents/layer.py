@@ -211,14 +211,14 @@ def segment_calls(
 ) -> list[tuple[TranslateOptions, list[int]]]:
     """The translate calls for ``plan``'s segments numbered ``todo``, ``asked`` being
     :func:`segment_options`: one for the segments whose tags or protected spans are put back
-    by the word alignment (:meth:`DocumentPlan.aligned`), with alignments, and one for the rest,
-    as asked; one call when every segment is of a kind. Each call's prefixes are its segments'."""
+    by the word alignment (:meth:`DocumentPlan.options_for`), and one for the rest, as asked;
+    one call when every segment is of a kind. Each call's prefixes are its segments'."""
     groups: dict[bool, list[int]] = {}
     for s in todo:
         groups.setdefault(asked.alignments or plan.aligned(s), []).append(s)
     calls = []
-    for aligned, segments in sorted(groups.items()):
-        options = replace(asked, alignments=aligned)
+    for _, segments in sorted(groups.items()):
+        options = plan.options_for(segments[0], asked)
         if options.prefixes is not None:
             options = replace(options, prefixes=tuple(options.prefixes[s] for s in segments))
         calls.append((options, segments))

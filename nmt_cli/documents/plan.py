@@ -16,6 +16,7 @@ from nmt_cli.documents.protect import Protector
 from nmt_cli.documents.segment import DEFAULT_LANGUAGE, clause_spans, sentence_spans
 from nmt_cli.documents.wordless import has_words
 from nmt_cli.runtime.errors import UserError
+from nmt_cli.translation.contract import TranslateOptions
 from nmt_cli.translation.results import Translation, combined, empty_translation, kth
 from nmt_cli.translation.words import remapped, word_map
 
@@ -65,6 +66,15 @@ class DocumentPlan:
         alignment puts back; only such segments are translated with alignments."""
         inline = self._inlines[segment]
         return inline is not None and inline.needs_alignment
+
+    def options_for(self, segment: int, asked: TranslateOptions) -> TranslateOptions:
+        """The options segment ``segment`` is decoded with: ``asked``, with the alignment and
+        its coverage where its tags or protected spans are put back by them (:meth:`aligned`:
+        an element whose words no target word chose goes over the words its coverage gives),
+        and alike where ``asked`` wants alignments anyway (one call for all)."""
+        if not (asked.alignments or self.aligned(segment)):
+            return asked
+        return replace(asked, alignments=True, coverage=True)
 
     def inline_of(self, segment: int) -> Inline | None:
         """The tags and protected spans segment ``segment`` has to put back (None: none)."""
@@ -123,8 +133,10 @@ class DocumentPlan:
         alternatives = []
         for k, a in enumerate(tr.alternatives):
             words, pairs = moved(k, a.text, a.alignment)
-            alternatives.append(replace(a, text=words, alignment=pairs))
-        return inline.text, replace(tr, text=text, alignment=alignment, alternatives=alternatives)
+            alternatives.append(replace(a, text=words, alignment=pairs, coverage=None))
+        # the coverage indexed the words as decoded: used up by putting the tags back
+        printed = replace(tr, text=text, alignment=alignment, alternatives=alternatives)
+        return inline.text, replace(printed, coverage=None)
 
     def assemble(self, translations: Sequence[Translation], alternative: int = 0) -> list[str]:
         """One output text per input text (:meth:`joined`'s), ``alternative`` k taking each
@@ -174,13 +186,13 @@ class DocumentPlan:
         return "".join(out)
 
     def _put_back(self, index: int, tr: Translation, alternative: int) -> str:
-        words, alignment = tr.text, tr.alignment
+        words, alignment, coverage = tr.text, tr.alignment, tr.coverage
         if alternative:  # the alternative's own alignment (None where none was asked for)
             chosen = kth(tr, alternative)
             if chosen is not None:
-                words, alignment = chosen.text, chosen.alignment
+                words, alignment, coverage = chosen.text, chosen.alignment, chosen.coverage
         inline = self._inlines[index]
-        return words if inline is None else inline.restore(words, alignment)
+        return words if inline is None else inline.restore(words, alignment, coverage)
 
     def _met_at_cuts(self, ids: Sequence[int], translations: Sequence[Translation]) -> dict:
         """The translations of a text's segments, each after a clause cut without the words

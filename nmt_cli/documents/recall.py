@@ -110,13 +110,16 @@ class Recall:
         out = Recollection(len(plan.segments), cache=self.cache)
         if self.memory is not None:
             self._remember(plan, out)
-        asked = {False: None, True: None}  # a segment's key: the options it is decoded with
-        if self.cache is not None:
-            asked = {a: options_key(replace(options, alignments=a)) for a in (False, True)}
+        # a segment's key: the options it is decoded with (DocumentPlan.options_for), which
+        # depend on whether it is aligned
+        keys: dict[bool, tuple | None] = {}
         for s, text in enumerate(plan.segments):
             if s in out.found:
                 continue
-            decoded_as = asked[options.alignments or plan.aligned(s)]
+            placed = options.alignments or plan.aligned(s)
+            if self.cache is not None and placed not in keys:
+                keys[placed] = options_key(plan.options_for(s, options))
+            decoded_as = keys.get(placed)
             if decoded_as is not None:
                 key = (self.model, decoded_as, text)
                 cached = self.cache.get(key)

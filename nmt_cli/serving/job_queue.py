@@ -75,18 +75,25 @@ class Job:
 def _batch_key(options: TranslateOptions) -> TranslateOptions:
     """What must be alike to decode together (numbers are the document layer's, not decoding's)."""
     return replace(
-        options, nbest=1, alignments=False, attention=False, weights=False, numbers="keep"
+        options,
+        nbest=1,
+        alignments=False,
+        coverage=False,
+        attention=False,
+        weights=False,
+        numbers="keep",
     )
 
 
 def batch_options(jobs: list[Job]) -> TranslateOptions:
     """The options of one call for jobs that share a batch: the most alternatives any asks for,
-    the alignment and attention where any asks for them."""
+    the alignment, its coverage and attention where any asks for them."""
     first = jobs[0].options
     return replace(
         first,
         nbest=max(job.options.nbest for job in jobs),
         alignments=any(job.options.alignments for job in jobs),
+        coverage=any(job.options.coverage for job in jobs),
         attention=any(job.options.attention for job in jobs),
     )
 

@@ -25,9 +25,11 @@ class TranslateOptions:
     (nmt_cli/translation/glossary.py), on top of any the caller's model forces; ``prefixes``: per
     line, a target prefix to force (None or "": none); ``sampling``: sample instead of searching
     (nmt_cli/decoding/sampling.py); ``nbest``: alternatives per line; ``alignments``,
-    ``attention``: fill those fields of each Translation; ``weights``: keep each hypothesis's
-    attention weights (implied by the two); ``beam_size`` and ``decode`` (recipe ``decode`` keys):
-    this call's decoding settings laid over the translator's by
+    ``attention``: fill those fields of each Translation; ``coverage``: fill each Translation's
+    and alternative's ``coverage`` (the source words the alignment leaves out, each with its best
+    target word), as the document layer asks where it puts tags back; ``weights``: keep each
+    hypothesis's attention weights (implied by the three); ``beam_size`` and ``decode`` (recipe
+    ``decode`` keys): this call's decoding settings laid over the translator's by
     :func:`nmt_cli.config.sections.override`; ``warn_cut``: warn (once per translator) about a
     line cut at the model's source limit, as callers that name such lines themselves do not want;
     ``restore_case``: a line in ALL CAPS or Title Case is translated in sentence case and its
@@ -42,6 +44,7 @@ class TranslateOptions:
     sampling: Sampling | None = None
     nbest: int = 1
     alignments: bool = False
+    coverage: bool = False
     attention: bool = False
     weights: bool = False
     beam_size: int | None = None
@@ -53,7 +56,7 @@ class TranslateOptions:
     @property
     def keeps_weights(self) -> bool:
         """Whether the hypotheses must keep their attention weights."""
-        return self.weights or self.alignments or self.attention
+        return self.weights or self.alignments or self.coverage or self.attention
 
     def config(self, base: DecodeConfig) -> DecodeConfig:
         """``base`` with this call's decoding changes laid over it."""

@@ -22,6 +22,7 @@ class Alternative:
     # (source word, target word) pairs over the words of ``text``, as Translation.alignment;
     # filled when alignments are asked for.
     alignment: list[tuple[int, int]] | None = None
+    coverage: list[tuple[int, int]] | None = None  # as Translation.coverage
     confidence: float | None = None  # in [0, 1], nmt_cli/translation/confidence.py
     length: int = 0  # target tokens, EOS left out, for joining confidences
 
@@ -37,6 +38,10 @@ class Translation:
     truncated: bool = False
     alternatives: list[Alternative] = field(default_factory=list)  # the n best, best first
     alignment: list[tuple[int, int]] | None = None  # (source word, target word), as --alignments
+    # Each source word the alignment leaves out with the target word attending to it most, over
+    # the words of the text as decoded (nmt_cli/translation/words.py source_coverage); filled when
+    # coverage is asked for, read by the document layer before it puts tags back.
+    coverage: list[tuple[int, int]] | None = None
     attention: WordAttention | None = None
     # The direction asked of a multilingual model (nmt_cli/translation/routing.py): the languages,
     # and whether the model was trained on it (None where the source was not named); None alike for

@@ -42,7 +42,7 @@ from nmt_cli.translation.forcing import forced_for_lines
 from nmt_cli.translation.glossary import as_glossary
 from nmt_cli.translation.results import Alternative, Translation
 from nmt_cli.translation.routing import Route, Routing
-from nmt_cli.translation.words import alignment_pairs, word_attention
+from nmt_cli.translation.words import alignment_pairs, source_coverage, word_attention
 
 __all__ = ["Alternative", "TranslateOptions", "Translation", "Translator", "load_translator"]
 
@@ -278,21 +278,25 @@ class Translator:
         return out
 
     def _attend(self, tr: Translation, options: TranslateOptions) -> None:
-        """Fill ``tr``'s alignment (the best's and each alternative's, from its own attention)
-        and word attention where ``options`` asks for them."""
+        """Fill ``tr``'s alignment and coverage (the best's and each alternative's, from its own
+        attention) and word attention where ``options`` asks for them."""
         best = tr.hypotheses[0] if tr.hypotheses else None
-        if not (options.alignments or options.attention) or best is None:
+        if not (options.alignments or options.coverage or options.attention) or best is None:
             return
         if best.attention is None:
             return
         src_p = self.tokenizer.src_pieces(tr.src_ids)
         tgt_p = self.tokenizer.tgt_pieces(best.tokens)
-        if options.alignments:
+        if options.alignments or options.coverage:
             for alternative, h in zip(tr.alternatives, tr.hypotheses):
                 if h.attention is not None:
                     pieces = tgt_p if h is best else self.tokenizer.tgt_pieces(h.tokens)
-                    alternative.alignment = alignment_pairs(h.attention, src_p, pieces)
+                    if options.alignments:
+                        alternative.alignment = alignment_pairs(h.attention, src_p, pieces)
+                    if options.coverage:
+                        alternative.coverage = source_coverage(h.attention, src_p, pieces)
             tr.alignment = tr.alternatives[0].alignment
+            tr.coverage = tr.alternatives[0].coverage
         if options.attention:
             tr.attention = word_attention(best.attention, src_p, tgt_p, tr.source, tr.text)
 

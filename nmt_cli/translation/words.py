@@ -101,21 +101,46 @@ def alignment_pairs(
     """Hard word alignment i-j from a (target pieces [+ EOS], source pieces) attention matrix:
     weights summed per (source word, target word), each target word aligned to its argmax source
     word (ties: the first)."""
-    if weights is None:
+    words = _summed_by_word(weights, src_pieces, tgt_pieces)
+    if words is None:
         return []
+    best = words.argmax(dim=1).tolist()
+    return sorted({(best[j], j) for j in range(words.size(0))})
+
+
+def source_coverage(
+    weights: torch.Tensor | None, src_pieces: Sequence[str], tgt_pieces: Sequence[str]
+) -> list[tuple[int, int]]:
+    """For each source word that no target word of :func:`alignment_pairs` chose, the target
+    word attending to it most (its column's argmax, ties: the first), as (source word, target
+    word) pairs: where the alignment leaves a source word out, the place in the translation its
+    meaning most likely went (the document layer's tags over such words go there)."""
+    words = _summed_by_word(weights, src_pieces, tgt_pieces)
+    if words is None:
+        return []
+    chosen = set(words.argmax(dim=1).tolist())
+    best_target = words.argmax(dim=0).tolist()
+    return [(i, best_target[i]) for i in range(words.size(1)) if i not in chosen]
+
+
+def _summed_by_word(
+    weights: torch.Tensor | None, src_pieces: Sequence[str], tgt_pieces: Sequence[str]
+) -> torch.Tensor | None:
+    """(target words, source words): the weights from a target word's pieces to a source word's
+    pieces, summed; None without weights or words."""
+    if weights is None:
+        return None
     src_w, tgt_w = word_index(src_pieces), word_index(tgt_pieces)
     if not src_w or not tgt_w:
-        return []
+        return None
     att = weights[: len(tgt_pieces), : len(src_pieces)].float()
     n_src, n_tgt = src_w[-1] + 1, tgt_w[-1] + 1
     words = torch.zeros(n_tgt, n_src)
-    words.index_add_(
+    return words.index_add_(
         0,
         torch.tensor(tgt_w),
         torch.zeros(len(tgt_w), n_src).index_add_(1, torch.tensor(src_w), att),
     )
-    best = words.argmax(dim=1).tolist()
-    return sorted({(best[j], j) for j in range(n_tgt)})
 
 
 def word_map(before: str, after: str) -> list[int]:

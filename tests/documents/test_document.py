@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import pytest
+import torch
 from conftest import multi30k_lines
 
 from nmt_cli.decoding.search import Hypothesis
 from nmt_cli.documents.plan import plan_documents
 from nmt_cli.runtime.errors import UserError
+from nmt_cli.translation.contract import TranslateOptions
 from nmt_cli.translation.results import Alternative, Translation
 
 
@@ -207,3 +209,60 @@ def test_a_text_of_several_segments_is_one_translation_with_one_score_and_confid
     assert whole.alignment == [(k, k) for k in range(12)]
     assert blank.text == "  " and blank.confidence is None and not blank.alternatives
     assert one.text == "A dog." and one.confidence == 0.5
+
+
+class AttendingTranslator:
+    """A stand-in model that translates word for word (upper case) and attends from each target
+    word to its own source word, except the third, which attends to the second most: no target
+    word chooses the third source word. Its alignment and coverage come from the functions the
+    translator uses, where the options ask for them."""
+
+    recipe, tokenizer, lowercase = None, None, False
+
+    def __init__(self):
+        from nmt_cli.config.sections import DecodeConfig
+
+        self.config = DecodeConfig(max_segment_tokens=0)
+        self.asked = []
+
+    def translate(self, lines, options=None):
+        from nmt_cli.translation.words import alignment_pairs, source_coverage
+
+        options = options or TranslateOptions()
+        self.asked.append(options)
+        out = []
+        for line in lines:
+            words = line.split()
+            n = len(words)
+            weights = torch.eye(n) * 0.6 + 0.1
+            if n >= 3:
+                weights[2] = 0.0
+                weights[2, 1], weights[2, 2] = 0.6, 0.4
+            pieces = ["▁" + w for w in words]
+            tr = Translation(line, line.upper(), [], list(range(n)))
+            if options.alignments:
+                tr.alignment = alignment_pairs(weights, pieces, pieces)
+            if options.coverage:
+                tr.coverage = source_coverage(weights, pieces, pieces)
+            out.append(tr)
+        return out
+
+
+def test_a_tagged_word_no_target_word_chose_keeps_its_tag_around_its_translation():
+    from nmt_cli.documents.layer import DocumentOptions, translate_documents
+
+    stub = AttendingTranslator()
+    html_doc = "<p>A man <b>on</b> a bench and <a href='u'>a</a> dog.</p>"
+    (result,) = translate_documents(stub, [html_doc], None, DocumentOptions(fmt="html"))
+    assert result.text == '<p>A MAN <b>ON</b> A BENCH AND <a href="u">A</a> DOG.</p>'
+    (placed,) = stub.asked
+    assert placed.alignments and placed.coverage
+    # an element with a chosen word ("man") goes over the words chosen for it ("MAN", "ON")
+    (both,) = translate_documents(
+        stub, ["<p>A <i>man on</i> a bench.</p>"], None, DocumentOptions(fmt="html")
+    )
+    assert both.text == "<p>A <i>MAN ON</i> A BENCH.</p>"
+    # plain text asks for neither
+    stub.asked.clear()
+    translate_documents(stub, ["A man on a bench."], None, DocumentOptions(protect=None))
+    assert [(o.alignments, o.coverage) for o in stub.asked] == [(False, False)]

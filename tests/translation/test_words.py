@@ -1,7 +1,13 @@
 import pytest
 import torch
 
-from nmt_cli.translation.words import alignment_pairs, word_attention, word_index, words_of
+from nmt_cli.translation.words import (
+    alignment_pairs,
+    source_coverage,
+    word_attention,
+    word_index,
+    words_of,
+)
 
 
 def test_word_index_starts_a_word_at_each_marked_piece():
@@ -33,3 +39,16 @@ def test_word_rows_sum_to_one_and_their_argmax_is_the_hard_alignment():
     best = {(row.index(max(row)), j) for j, row in enumerate(att.weights)}
     assert set(alignment_pairs(weights, src, tgt)) == best
     assert alignment_pairs(None, src, tgt) == []  # a hypothesis decoded without its attention
+
+
+def test_coverage_gives_each_unchosen_source_word_its_best_target_word():
+    src = ["▁A", "▁man", "▁on", "▁a", "▁bench"]
+    tgt = ["▁Un", "▁homme", "▁sur", "▁un", "▁banc"]
+    # every target word attends most to the source word at its own place, except "sur", which
+    # attends most to "man": no target word chooses "on", though "sur" attends to it most
+    weights = torch.eye(5) * 0.6 + 0.1
+    weights[2] = torch.tensor([0.05, 0.5, 0.4, 0.0, 0.05])
+    assert alignment_pairs(weights, src, tgt) == [(0, 0), (1, 1), (1, 2), (3, 3), (4, 4)]
+    assert source_coverage(weights, src, tgt) == [(2, 2)]  # "on" -> "sur"
+    assert source_coverage(torch.eye(5), src, tgt) == []  # every source word chosen
+    assert source_coverage(None, src, tgt) == []
