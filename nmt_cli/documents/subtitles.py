@@ -7,8 +7,10 @@ that a sentence spread over two lines is one sentence, and the translation is la
 on as many lines, cut at the spaces that balance them. A cue's inline tags (``<i>``, ``<b>``,
 ``<u>``, ``<font ...>``, WebVTT's ``<c.class>`` and ``<v Speaker>``) go through the document
 layer's HTML rules (nmt_cli/documents/markup.py); WebVTT's timestamp tags (``<00:01.500>``)
-are kept verbatim. Every other block (the WEBVTT header, NOTE, STYLE and REGION blocks) and
-every blank line is copied as it was, and the file keeps its line ends.
+are kept verbatim. The WEBVTT header and NOTE, STYLE and REGION blocks, and every blank line,
+are copied as they were; any other block without a timing line (text a blank line cut off its
+cue, say) is text the file shows or meant to, translated as a cue's lines are. The file keeps
+its line ends.
 """
 
 from __future__ import annotations
@@ -38,12 +40,21 @@ def _blocks(lines: Iterator[str]) -> Iterator[list[str]]:
         yield block
 
 
+# WebVTT's blocks that hold no text to translate, by their first word
+NOT_TEXT = ("WEBVTT", "NOTE", "STYLE", "REGION")
+
+
 def _cue_text(block: list[str]) -> int:
-    """The index of a cue's first text line in ``block``, or -1 where it is no cue."""
+    """The index of the first line of ``block`` to translate: a cue's first text line, 0 for a
+    block of text without a timing line; -1 where nothing is (blank lines, WebVTT's header and
+    NOTE, STYLE and REGION blocks)."""
+    first = block[0].lstrip("\ufeff").strip()
+    if not first or first.split()[0] in NOT_TEXT:
+        return -1
     for k, line in enumerate(block[:3]):
         if "-->" in line:
-            return k + 1 if not block[0].lstrip().startswith("NOTE") else -1
-    return -1
+            return k + 1
+    return 0
 
 
 def _ending(line: str) -> str:
@@ -90,7 +101,7 @@ def translate_subtitles(lines: Iterator[str], translate: Translate) -> Iterator[
     group: list[list[str]] = []
     for block in _blocks(lines):
         group.append(block)
-        if sum(_cue_text(b) > 0 for b in group) >= CUES_AT_ONCE:
+        if sum(_cue_text(b) >= 0 for b in group) >= CUES_AT_ONCE:
             yield from _translated(group, translate)
             group = []
     yield from _translated(group, translate)
@@ -99,11 +110,15 @@ def translate_subtitles(lines: Iterator[str], translate: Translate) -> Iterator[
 def _translated(blocks: Sequence[list[str]], translate: Translate) -> Iterator[str]:
     cues = [(b, _cue_text(b)) for b in blocks]
     texts = [
-        " ".join(line.strip() for line in b[k:]).replace("&", "&amp;") for b, k in cues if k > 0
+        " ".join(line.strip() for line in b[k:]).replace("&", "&amp;") for b, k in cues if k >= 0
     ]
     outputs = iter(translate(texts, "html") if texts else [])
     for block, k in cues:
-        if k <= 0 or len(block) == k:
+        if k < 0:
+            yield "".join(block)
+            continue
+        if len(block) == k:  # a cue without text: its output is empty
+            next(outputs)
             yield "".join(block)
             continue
         words = html.unescape(next(outputs))
