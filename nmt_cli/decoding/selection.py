@@ -86,7 +86,11 @@ def _best_k(values: torch.Tensor, k: int) -> torch.Tensor:
     above, level = values > kth, values == kth
     wanted = k - above.sum(dim=-1, keepdim=True)  # how many of the values level with it
     chosen = above | (level & (level.cumsum(dim=-1) <= wanted))
-    return chosen.nonzero()[:, 1].view(-1, k)
+    # exactly k chosen per row, taken in increasing position by a key that falls along the row
+    # (not ``nonzero``, whose output size the host must wait for on an accelerator)
+    width = values.size(-1)
+    key = torch.where(chosen, width - torch.arange(width, device=values.device), 0)
+    return key.topk(k, dim=-1).indices
 
 
 def _in_order(values: torch.Tensor, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
