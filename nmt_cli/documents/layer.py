@@ -213,12 +213,12 @@ def segment_calls(
     :func:`segment_options`: one for the segments whose tags or protected spans are put back
     by the word alignment (:meth:`DocumentPlan.options_for`), and one for the rest, as asked;
     one call when every segment is of a kind. Each call's prefixes are its segments'."""
-    groups: dict[bool, list[int]] = {}
+    groups: dict[tuple[bool, bool], tuple[TranslateOptions, list[int]]] = {}
     for s in todo:
-        groups.setdefault(asked.alignments or plan.aligned(s), []).append(s)
+        options = plan.options_for(s, asked)
+        groups.setdefault((options.alignments, options.coverage), (options, []))[1].append(s)
     calls = []
-    for _, segments in sorted(groups.items()):
-        options = plan.options_for(segments[0], asked)
+    for _, (options, segments) in sorted(groups.items()):
         if options.prefixes is not None:
             options = replace(options, prefixes=tuple(options.prefixes[s] for s in segments))
         calls.append((options, segments))

@@ -110,16 +110,16 @@ class Recall:
         out = Recollection(len(plan.segments), cache=self.cache)
         if self.memory is not None:
             self._remember(plan, out)
-        # a segment's key: the options it is decoded with (DocumentPlan.options_for), which
-        # depend on whether it is aligned
-        keys: dict[bool, tuple | None] = {}
+        # a segment's key: the options it is decoded with (DocumentPlan.options_for)
+        keys: dict[tuple[bool, bool], tuple | None] = {}
         for s, text in enumerate(plan.segments):
             if s in out.found:
                 continue
-            placed = options.alignments or plan.aligned(s)
-            if self.cache is not None and placed not in keys:
-                keys[placed] = options_key(plan.options_for(s, options))
-            decoded_as = keys.get(placed)
+            decoded = plan.options_for(s, options)
+            kind = (decoded.alignments, decoded.coverage)
+            if self.cache is not None and kind not in keys:
+                keys[kind] = options_key(decoded)
+            decoded_as = keys.get(kind)
             if decoded_as is not None:
                 key = (self.model, decoded_as, text)
                 cached = self.cache.get(key)
