@@ -91,74 +91,78 @@ class PackageFiles:
     members: dict[str, bytes]
 
 
-def _refuse(path: Path, why: str) -> CheckpointError:
-    return CheckpointError(f"{path}: refused: {why}")
+def _refuse(label: str, why: str) -> CheckpointError:
+    return CheckpointError(f"{label}: refused: {why}")
 
 
-def _read_member(path: Path, archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
+def _read_member(label: str, archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:
     limit = MEMBER_LIMITS[info.filename]
     if info.file_size > limit:
-        raise _refuse(path, f"{info.filename} is {info.file_size} bytes, more than {limit}")
+        raise _refuse(label, f"{info.filename} is {info.file_size} bytes, more than {limit}")
     try:
         with archive.open(info) as fh:
             data = fh.read(limit + 1)
     except (zipfile.BadZipFile, OSError, EOFError, ValueError, NotImplementedError) as exc:
-        raise _refuse(path, f"{info.filename} cannot be read ({str(exc)[:80]})") from None
+        raise _refuse(label, f"{info.filename} cannot be read ({str(exc)[:80]})") from None
     if len(data) != info.file_size:
-        raise _refuse(path, f"{info.filename} is not the size the archive says")
+        raise _refuse(label, f"{info.filename} is not the size the archive says")
     return data
 
 
-def _card(path: Path, data: bytes) -> dict:
+def _card(label: str, data: bytes) -> dict:
     try:
         card = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, ValueError):
-        raise _refuse(path, f"{CARD} is not JSON") from None
+        raise _refuse(label, f"{CARD} is not JSON") from None
     members = card.get("members") if isinstance(card, dict) else None
     if not isinstance(members, dict) or not all(
         isinstance(v, dict) and isinstance(v.get("sha256"), str) and isinstance(v.get("size"), int)
         for v in members.values()
     ):
-        raise _refuse(path, f"{CARD} lists no members with their size and sha256")
+        raise _refuse(label, f"{CARD} lists no members with their size and sha256")
     return card
 
 
-def read_package(path: str | os.PathLike, names: tuple[str, ...] | None = None) -> PackageFiles:
+def read_package(
+    path: str | os.PathLike, names: tuple[str, ...] | None = None, *, shown: str | None = None
+) -> PackageFiles:
     """The verified card and members of the package ``path``; ``names``: only these members
-    (and the card) are read and checked, the others' listing still is."""
+    (and the card) are read and checked, the others' listing still is; ``shown``: what its
+    refusals call it (default: the path), as the URL a downloaded package came from."""
     path = Path(path)
+    label = shown or str(path)
     if not path.is_file():
-        raise CheckpointError(f"{path}: no such model package")
+        raise CheckpointError(f"{label}: no such model package")
     size = path.stat().st_size
     if size > MAX_PACKAGE_BYTES:
-        raise _refuse(path, f"{size} bytes, more than a package may hold ({MAX_PACKAGE_BYTES})")
+        raise _refuse(label, f"{size} bytes, more than a package may hold ({MAX_PACKAGE_BYTES})")
     try:
         archive = zipfile.ZipFile(path)
     except (zipfile.BadZipFile, OSError, EOFError, ValueError) as exc:
-        raise _refuse(path, f"not a model package, or truncated ({str(exc)[:80]})") from None
+        raise _refuse(label, f"not a model package, or truncated ({str(exc)[:80]})") from None
     with archive:
         infos = archive.infolist()
         found = [info.filename for info in infos]
         unknown = [n for n in found if n not in MEMBER_LIMITS]
         if unknown or len(set(found)) != len(found):
             what = f"unexpected member {unknown[0][:60]!r}" if unknown else "a repeated member"
-            raise _refuse(path, what)
+            raise _refuse(label, what)
         missing = [n for n in REQUIRED if n not in found]
         if missing:
-            raise _refuse(path, f"no {missing[0]} in the package")
+            raise _refuse(label, f"no {missing[0]} in the package")
         by_name = {info.filename: info for info in infos}
-        card = _card(path, _read_member(path, archive, by_name[CARD]))
+        card = _card(label, _read_member(label, archive, by_name[CARD]))
         listed = set(card["members"])
         if listed != set(found) - {CARD}:
             odd = sorted(listed ^ (set(found) - {CARD}))[0]
-            raise _refuse(path, f"the card and the archive disagree about {odd[:60]!r}")
+            raise _refuse(label, f"the card and the archive disagree about {odd[:60]!r}")
         members = {}
         for name in found:
             if name == CARD or (names is not None and name not in names):
                 continue
-            data = _read_member(path, archive, by_name[name])
+            data = _read_member(label, archive, by_name[name])
             entry = card["members"][name]
             if len(data) != entry["size"] or sha256_of(data) != entry["sha256"]:
-                raise _refuse(path, f"{name} does not match its sha256 on the card")
+                raise _refuse(label, f"{name} does not match its sha256 on the card")
             members[name] = data
     return PackageFiles(path, card, members)

@@ -144,10 +144,8 @@ def install(source: str, index: str | None = None) -> tuple[InstalledModel, str 
         return install_file(Path(source))
     else:
         downloaded = _download(source, None, None)
+    shown = (entry["url"] if index is not None else source)[:120]  # not the download's file
     try:
-        return install_file(downloaded, keep_source=False)
-    except UserError as exc:  # about the download's hidden file: name what the user asked for
-        shown = entry["url"] if index is not None else source
-        raise UserError(str(exc).replace(str(downloaded), shown[:120])) from None
+        return install_file(downloaded, keep_source=False, shown=shown)
     finally:
         downloaded.unlink(missing_ok=True)

@@ -77,13 +77,17 @@ def installed() -> list[InstalledModel]:
     return out
 
 
-def install_file(package: Path, *, keep_source: bool = True) -> tuple[InstalledModel, str | None]:
+def install_file(
+    package: Path, *, keep_source: bool = True, shown: str | None = None
+) -> tuple[InstalledModel, str | None]:
     """Install the package file ``package`` (verified whole first) under its card's name; the
     installed model and the version it replaced (None: none was installed). A package older than
-    the installed one is refused; ``keep_source`` False moves the file instead of copying it."""
-    card = read_package(package).card
-    name = check_name(str(card.get("name", "")), f"{package}: card name")
-    version = check_version(str(card.get("version", "")), f"{package}: card version")
+    the installed one is refused; ``keep_source`` False moves the file instead of copying it;
+    ``shown``: what refusals call the package (default: its path)."""
+    label = shown or str(package)
+    card = read_package(package, shown=label).card
+    name = check_name(str(card.get("name", "")), f"{label}: card name")
+    version = check_version(str(card.get("version", "")), f"{label}: card version")
     folder = models_dir()
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / f"{name}{SUFFIX}"
