@@ -42,7 +42,7 @@ from nmt_cli.translation.forcing import forced_for_lines
 from nmt_cli.translation.glossary import as_glossary
 from nmt_cli.translation.results import Alternative, Translation
 from nmt_cli.translation.routing import Route, Routing
-from nmt_cli.translation.words import alignment_pairs, source_coverage, word_attention
+from nmt_cli.translation.words import aligned_words, word_attention
 
 __all__ = ["Alternative", "TranslateOptions", "Translation", "Translator", "load_translator"]
 
@@ -291,10 +291,9 @@ class Translator:
             for alternative, h in zip(tr.alternatives, tr.hypotheses):
                 if h.attention is not None:
                     pieces = tgt_p if h is best else self.tokenizer.tgt_pieces(h.tokens)
-                    if options.alignments:
-                        alternative.alignment = alignment_pairs(h.attention, src_p, pieces)
-                    if options.coverage:
-                        alternative.coverage = source_coverage(h.attention, src_p, pieces)
+                    pairs, coverage = aligned_words(h.attention, src_p, pieces)
+                    alternative.alignment = pairs if options.alignments else None
+                    alternative.coverage = coverage if options.coverage else None
             tr.alignment = tr.alternatives[0].alignment
             tr.coverage = tr.alternatives[0].coverage
         if options.attention:

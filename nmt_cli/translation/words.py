@@ -101,11 +101,7 @@ def alignment_pairs(
     """Hard word alignment i-j from a (target pieces [+ EOS], source pieces) attention matrix:
     weights summed per (source word, target word), each target word aligned to its argmax source
     word (ties: the first)."""
-    words = _summed_by_word(weights, src_pieces, tgt_pieces)
-    if words is None:
-        return []
-    best = words.argmax(dim=1).tolist()
-    return sorted({(best[j], j) for j in range(words.size(0))})
+    return aligned_words(weights, src_pieces, tgt_pieces)[0]
 
 
 def source_coverage(
@@ -115,12 +111,21 @@ def source_coverage(
     word attending to it most (its column's argmax, ties: the first), as (source word, target
     word) pairs: where the alignment leaves a source word out, the place in the translation its
     meaning most likely went (the document layer's tags over such words go there)."""
+    return aligned_words(weights, src_pieces, tgt_pieces)[1]
+
+
+def aligned_words(
+    weights: torch.Tensor | None, src_pieces: Sequence[str], tgt_pieces: Sequence[str]
+) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """:func:`alignment_pairs` and :func:`source_coverage` from one summing of the weights."""
     words = _summed_by_word(weights, src_pieces, tgt_pieces)
     if words is None:
-        return []
-    chosen = set(words.argmax(dim=1).tolist())
+        return [], []
+    best_source = words.argmax(dim=1).tolist()
+    pairs = sorted({(best_source[j], j) for j in range(words.size(0))})
+    chosen = set(best_source)
     best_target = words.argmax(dim=0).tolist()
-    return [(i, best_target[i]) for i in range(words.size(1)) if i not in chosen]
+    return pairs, [(i, best_target[i]) for i in range(words.size(1)) if i not in chosen]
 
 
 def _summed_by_word(
