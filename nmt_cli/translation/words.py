@@ -75,12 +75,9 @@ def word_attention(
     src_w, tgt_w = word_index(src_pieces), word_index(tgt_pieces)
     n_src = src_w[-1] + 1 if src_w else 0
     n_tgt = tgt_w[-1] + 1 if tgt_w else 0
-    by_source_word = torch.zeros(len(tgt_pieces), n_src).index_add_(
-        1, torch.tensor(src_w, dtype=torch.long), att
-    )
-    summed = torch.zeros(n_tgt, n_src).index_add_(
-        0, torch.tensor(tgt_w, dtype=torch.long), by_source_word
-    )
+    summed = _summed_by_word(weights, src_pieces, tgt_pieces)
+    if summed is None:  # no words on a side
+        summed = torch.zeros(n_tgt, n_src)
     pieces_per_word = torch.bincount(torch.tensor(tgt_w, dtype=torch.long), minlength=n_tgt).clamp(
         min=1
     )
