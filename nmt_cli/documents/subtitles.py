@@ -7,10 +7,10 @@ that a sentence spread over two lines is one sentence, and the translation is la
 on as many lines, cut at the spaces that balance them. A cue's inline tags (``<i>``, ``<b>``,
 ``<u>``, ``<font ...>``, WebVTT's ``<c.class>`` and ``<v Speaker>``) go through the document
 layer's HTML rules (nmt_cli/documents/markup.py); WebVTT's timestamp tags (``<00:01.500>``)
-are kept verbatim. The WEBVTT header and NOTE, STYLE and REGION blocks, and every blank line,
-are copied as they were; any other block without a timing line (text a blank line cut off its
-cue, say) is text the file shows or meant to, translated as a cue's lines are. The file keeps
-its line ends.
+are kept verbatim. A WebVTT file's header and its NOTE, STYLE and REGION blocks, and every
+blank line, are copied as they were; any other block without a timing line (text a blank line
+cut off its cue, say, or a SubRip block that happens to start with "NOTE") is text the file
+shows or meant to, translated as a cue's lines are. The file keeps its line ends.
 """
 
 from __future__ import annotations
@@ -40,16 +40,22 @@ def _blocks(lines: Iterator[str]) -> Iterator[list[str]]:
         yield block
 
 
-# WebVTT's blocks that hold no text to translate, by their first word
+# WebVTT's blocks that hold no text to translate, by their first word; a file is WebVTT when its
+# first line's first word is WEBVTT (SubRip has no such blocks)
 NOT_TEXT = ("WEBVTT", "NOTE", "STYLE", "REGION")
 
 
-def _cue_text(block: list[str]) -> int:
+def _first_word(block: list[str]) -> str:
+    words = block[0].lstrip("\ufeff").split()
+    return words[0] if words else ""
+
+
+def _cue_text(block: list[str], webvtt: bool) -> int:
     """The index of the first line of ``block`` to translate: a cue's first text line, 0 for a
-    block of text without a timing line; -1 where nothing is (blank lines, WebVTT's header and
-    NOTE, STYLE and REGION blocks)."""
-    first = block[0].lstrip("\ufeff").strip()
-    if not first or first.split()[0] in NOT_TEXT:
+    block of text without a timing line; -1 where nothing is (blank lines; in a WebVTT file its
+    header and NOTE, STYLE and REGION blocks)."""
+    first = _first_word(block)
+    if not first or (webvtt and first in NOT_TEXT):
         return -1
     for k, line in enumerate(block[:3]):
         if "-->" in line:
@@ -99,16 +105,19 @@ def translate_subtitles(lines: Iterator[str], translate: Translate) -> Iterator[
     """The translated file, as strings to write in order, from its lines (each with its line
     end); cues are translated CUES_AT_ONCE at a time."""
     group: list[list[str]] = []
+    webvtt = None
     for block in _blocks(lines):
+        if webvtt is None:
+            webvtt = _first_word(block) == "WEBVTT"
         group.append(block)
-        if sum(_cue_text(b) >= 0 for b in group) >= CUES_AT_ONCE:
-            yield from _translated(group, translate)
+        if sum(_cue_text(b, webvtt) >= 0 for b in group) >= CUES_AT_ONCE:
+            yield from _translated(group, translate, webvtt)
             group = []
-    yield from _translated(group, translate)
+    yield from _translated(group, translate, bool(webvtt))
 
 
-def _translated(blocks: Sequence[list[str]], translate: Translate) -> Iterator[str]:
-    cues = [(b, _cue_text(b)) for b in blocks]
+def _translated(blocks: Sequence[list[str]], translate: Translate, webvtt: bool) -> Iterator[str]:
+    cues = [(b, _cue_text(b, webvtt)) for b in blocks]
     texts = [
         " ".join(line.strip() for line in b[k:]).replace("&", "&amp;") for b, k in cues if k >= 0
     ]

@@ -269,6 +269,22 @@ def test_a_cue_without_text_and_text_without_a_timing_line_keep_every_line_trans
     assert out == vtt.replace("A dog runs.", "RUNS. DOG A")
 
 
+def test_a_subrip_block_is_text_whatever_its_first_word():
+    from nmt_cli.documents.subtitles import translate_subtitles
+
+    srt = (
+        "1\n00:00:01,000 --> 00:00:02,000\nA dog runs.\n\n"
+        "NOTE the dog.\n\n"  # WebVTT's comment word, but SubRip has no comments: text
+        "2\n00:00:03,000 --> 00:00:04,000\nSTYLE matters.\n"
+    )
+    out = "".join(translate_subtitles(iter(srt.splitlines(True)), reversed_upper))
+    assert out == (
+        "1\n00:00:01,000 --> 00:00:02,000\nRUNS. DOG A\n\n"
+        "DOG. THE NOTE\n\n"
+        "2\n00:00:03,000 --> 00:00:04,000\nMATTERS. STYLE\n"
+    )
+
+
 def test_markdown_entities_and_escapes_come_back_as_written():
     source = "Tom &amp; Jerry run \\*fast\\* to the <span>park</span>.\n"
     kept = format_patterns("md")
