@@ -277,6 +277,35 @@ class Placement:
     def _covered(self, el: Element) -> list[int]:
         return [k for k, u in enumerate(self.src) if u.start < el.end and u.end > el.start]
 
+    def _targets(self, el: Element) -> list[int]:
+        """The target units of the words ``el`` covers: those the alignment chose, else (none
+        chosen) those the coverage gives."""
+        covered = self._covered(el) if el.start < el.end else []
+        return sorted({t for u in covered for t in self.maps[u]}) or sorted(
+            {t for u in covered for t in self.covering[u]}
+        )
+
+    def _run_fit(self, k: int, run: tuple[int, int]) -> tuple[int, int, int]:
+        """How well element ``k`` fits in the target run [a, b): the targets of the elements
+        inside it that the run holds (they can only be placed inside their parent), then its own
+        targets it holds, then its length."""
+        el = self.inline.elements[k]
+        inner = {
+            t
+            for j, other in enumerate(self.inline.elements)
+            if j != k
+            and el.start <= other.start
+            and other.end <= el.end
+            and other.start < other.end
+            for t in self._targets(other)
+        }
+        a, b = run
+        return (
+            sum(a <= t < b for t in inner),
+            sum(a <= t < b for t in self._targets(el)),
+            b - a,
+        )
+
     def _anchor(self, start: int, end: int) -> int:
         """Where something found between source units goes: after the targets of the unit
         before it, else before those of the unit after it, else next to the nearest aligned."""
@@ -298,10 +327,7 @@ class Placement:
         for _, kind, k in self.kids[node]:
             if kind == "e":
                 el = self.inline.elements[k]
-                covered = self._covered(el) if el.start < el.end else []
-                targets = sorted({t for u in covered for t in self.maps[u]})
-                if not targets:  # none of its words was chosen: where the coverage puts them
-                    targets = sorted({t for u in covered for t in self.covering[u]})
+                targets = self._targets(el)  # none chosen: where the coverage puts its words
                 if targets:
                     want_lo = lo if el.continued else targets[0]
                     want_hi = hi if el.continues else targets[-1] + 1
@@ -321,7 +347,7 @@ class Placement:
             a, b = max(want_lo, lo), min(want_hi, hi)
             free = _free_runs(a, b, taken)
             if free:
-                best = max(free, key=lambda r: r[1] - r[0])
+                best = max(free, key=lambda run: self._run_fit(k, run))
                 self.span[k] = best
                 taken.append(best)
             else:

@@ -154,3 +154,14 @@ def test_through_a_tiny_model_html_and_text_keep_every_tag_and_span(tiny_transla
     for output in plan.assemble(tiny_translator.translate(plan.segments, alignments=True)):
         assert output.count("\U0001f436") == 1 and output.count("{0}") == 1, output
         assert "\u2047" not in output
+
+
+def test_a_parent_cut_by_a_sibling_keeps_the_part_its_inner_element_needs():
+    # "a blue" is bold and "blue" italic; the underlined "umbrella" takes the middle of the
+    # bold words' translation: the bold keeps the part that holds "bleu", so the italic has words
+    (inline,) = [
+        p for p in parse_html("<b>a <i>blue</i></b> <u>umbrella</u>") if not isinstance(p, str)
+    ]
+    assert inline.model_input() == "a blue umbrella"
+    out = inline.restore("un parapluie bleu", [(0, 0), (1, 2), (2, 1)])
+    assert out == "un <u>parapluie</u> <b><i>bleu</i></b>"
