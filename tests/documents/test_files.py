@@ -245,17 +245,20 @@ def test_subtitles_stream_a_group_of_cues_at_a_time():
     assert sum(part.count("A DOG RUNS.") for part in out) + first.count("A DOG") == 5 * CUES_AT_ONCE
 
 
-def test_a_cue_without_text_and_text_without_a_timing_line_keep_every_line_translated():
+def _subtitled(text: str) -> str:
     from nmt_cli.documents.subtitles import translate_subtitles
 
+    return "".join(translate_subtitles(iter(text.splitlines(True)), reversed_upper))
+
+
+def test_a_cue_without_text_and_text_without_a_timing_line_keep_every_line_translated():
     srt = (
         "1\n00:00:01,000 --> 00:00:02,000\n\n"  # a cue without text
         "2\n00:00:03,000 --> 00:00:04,000\nA dog runs.\n\n"
         "Two cats sleep.\n\n"  # cut off its cue by a blank line: still the file's text
         "3\n00:00:05,000 --> 00:00:06,000\nA bird sings.\n"
     )
-    out = "".join(translate_subtitles(iter(srt.splitlines(True)), reversed_upper))
-    assert out == (
+    assert _subtitled(srt) == (
         "1\n00:00:01,000 --> 00:00:02,000\n\n"
         "2\n00:00:03,000 --> 00:00:04,000\nRUNS. DOG A\n\n"
         "SLEEP. CATS TWO\n\n"
@@ -265,23 +268,11 @@ def test_a_cue_without_text_and_text_without_a_timing_line_keep_every_line_trans
         "WEBVTT - a title\nKind: captions\n\nNOTE a note --> not a cue\n\n"
         "STYLE\n::cue { color: red }\n\nREGION\nid:fred\n\n00:01.000 --> 00:02.000\nA dog runs.\n"
     )
-    out = "".join(translate_subtitles(iter(vtt.splitlines(True)), reversed_upper))
-    assert out == vtt.replace("A dog runs.", "RUNS. DOG A")
-
-
-def test_a_subrip_block_is_text_whatever_its_first_word():
-    from nmt_cli.documents.subtitles import translate_subtitles
-
-    srt = (
-        "1\n00:00:01,000 --> 00:00:02,000\nA dog runs.\n\n"
-        "NOTE the dog.\n\n"  # WebVTT's comment word, but SubRip has no comments: text
-        "2\n00:00:03,000 --> 00:00:04,000\nSTYLE matters.\n"
-    )
-    out = "".join(translate_subtitles(iter(srt.splitlines(True)), reversed_upper))
-    assert out == (
-        "1\n00:00:01,000 --> 00:00:02,000\nRUNS. DOG A\n\n"
-        "DOG. THE NOTE\n\n"
-        "2\n00:00:03,000 --> 00:00:04,000\nMATTERS. STYLE\n"
+    assert _subtitled(vtt) == vtt.replace("A dog runs.", "RUNS. DOG A")
+    # the same first words in a SubRip file, which has no such blocks: text
+    srt = "NOTE the dog.\n\n2\n00:00:03,000 --> 00:00:04,000\nSTYLE matters.\n"
+    assert _subtitled(srt) == (
+        "DOG. THE NOTE\n\n2\n00:00:03,000 --> 00:00:04,000\nMATTERS. STYLE\n"
     )
 
 
