@@ -23,12 +23,14 @@ from nmt_cli.runtime.errors import UserError
 NUMBER_STYLES = ("keep", "target", "model")
 
 # Digits with the separators inside numbers between them, with an optional sign or currency
-# before, letters glued before (v2, A4, COVID-) or after (1st, 10am, 5km, 1990s) and a percent
-# or currency sign after; sentence punctuation after it and words after a hyphen
-# (3-year-old) are left to the model.
+# before, letters glued before (v2, A4, COVID-) or after (1st, 10am, 5km, 1990s), a decimal
+# point before where a space or bracket is before it (.5), and a percent sign (printf's %% too)
+# or currency sign after; sentence punctuation after it and words after a
+# hyphen (3-year-old) are left to the model. It starts after no word character and no point or
+# comma that follows one (never inside 1,234 or v2.1), so after an ellipsis (wait...10) it does.
 NUMBER = (
-    r"(?:(?<![\w+\-−])[+\-−])?(?<![\w.,])[$€£¥₹]?(?:[^\W\d_]+-?)?"
-    r"\d+(?:[.,:/'’\-]\d+)*[^\W\d_]*[%‰€$£¥₹]?"
+    r"(?:(?<![\w+\-−])[+\-−])?(?<!\w)(?<!\w[.,])[$€£¥₹]?(?:[^\W\d_]+-?)?"
+    r"(?:(?<![^\s(\[\"'])[.,](?=\d))?\d+(?:[.,:/'’\-]\d+)*[^\W\d_]*(?:%%?|[‰€$£¥₹])?"
 )
 
 # Target languages by how they write 1234.5 with its thousands grouped.

@@ -19,17 +19,19 @@ from nmt_cli.runtime.errors import UserError
 # The built-in rules, in the order docs/markup.md lists them. Where two matches overlap, the one
 # starting first wins, then the longer one.
 BUILT_IN: dict[str, str] = {
-    # https://example.com/page?id=42, ftp://host/file, www.example.com/x; trailing sentence
-    # punctuation is not part of the address
-    "url": r"(?:\b(?:https?|ftp)://|\bwww\.)[^\s<>\"'\]\[{}]*[^\s<>\"'\]\[{}.,;:!?)]",
+    # https://example.com/page?id=42, ftp://host/file, www.example.com/x, in any case
+    # (HTTPS://EXAMPLE.COM in a line of capitals); trailing sentence punctuation is not part of
+    # the address
+    "url": r"(?:\b(?i:https?|ftp)://|\b(?i:www)\.)[^\s<>\"'\]\[{}]*[^\s<>\"'\]\[{}.,;:!?)]",
     # a.name+tag@example.co.uk
     "email": r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)*\.[A-Za-z]{2,}\b",
     # Jinja, Django, Handlebars, Angular: {{ user }}, {% if x %}, {# note #}
     "template": r"\{\{.*?\}\}|\{%.*?%\}|\{#.*?#\}",
     # Python str.format, .NET, ICU simple arguments: {name}, {0}, {0:.2f}, {user.name!r}
     "brace": r"\{[A-Za-z_0-9][\w.\[\]]*(?:![rsa])?(?::[^{}\s]*)?\}|\{\}",
-    # printf and Python %-formatting: %s, %d, %5.2f, %1$s, %(count)d, %ld, %@, %%
-    "printf": r"(?<![\w%])%(?:\([\w.-]+\)|\d+\$)?[-+#0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?"
+    # printf and Python %-formatting: %s, %d, %5.2f, %1$s, %(count)d, %ld, %@, %%, also back to
+    # back (%s%s, %d%%); not the second half of a %%
+    "printf": r"(?<!%)%(?:\([\w.-]+\)|\d+\$)?[-+#0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?"
     r"(?:hh|h|ll|l|L|q|j|z|t)?[diouxXeEfFgGcrsaA@%]",
     # Weblate's markers for the placeholders it hides from machine translation: [X12X]
     "weblate": r"\[X\d+X\]",

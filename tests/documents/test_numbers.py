@@ -23,6 +23,8 @@ def test_every_kind_of_number_is_one_protected_span_without_its_punctuation():
     text = line + ", " + ", ".join(NUMBERS) + ", a 3-year-old boy and COVID-19."
     assert found(text) == NUMBERS + ["3", "COVID-19"]
     assert found(text, numbers=False) == []
+    # a leading decimal point, a number after an ellipsis, printf's escaped percent
+    assert found("He ran .5 miles, waited...10 minutes and got 50%% of it.") == [".5", "10", "50%%"]
 
 
 def test_target_convention_only_where_the_form_is_certain():

@@ -79,3 +79,20 @@ def test_characters_the_vocabulary_lacks_are_protected_runs(tiny_run):
     assert found(protector, text) == ["\U0001f436\U0001f431", "\u6771\u4eac"]
     assert tokenizer.src.unk_id() in tokenizer.src.encode("\U0001f436")
     assert Protector(vocabulary=tokenizer).find(line) == []
+
+
+def test_back_to_back_placeholders_and_addresses_in_capitals_are_each_one_span():
+    protector = Protector()
+    assert found(protector, "A man reads %s%s and %(a)s%(b)s, %d%% of it.") == [
+        "%s",
+        "%s",
+        "%(a)s",
+        "%(b)s",
+        "%d",
+        "%%",
+    ]
+    assert found(protector, "GO TO HTTPS://EXAMPLE.COM/A OR WWW.EXAMPLE.ORG, Http://x.org.") == [
+        "HTTPS://EXAMPLE.COM/A",
+        "WWW.EXAMPLE.ORG",
+        "Http://x.org",
+    ]
