@@ -221,8 +221,12 @@ class Inline:
         model, src = self._view()
         if not model:
             return self.markup()
-        lead = self.text[: len(self.text) - len(self.text.lstrip())]
-        trail = self.text[len(self.text.rstrip()) :]
+        # the whitespace around the text, not a protected span's own (a <br> is "\n"): that is
+        # written by the span's markup where the placement puts it
+        first = min((a.start for a in self.protected), default=len(self.text))
+        last = max((a.end for a in self.protected), default=0)
+        lead = self.text[: min(len(self.text) - len(self.text.lstrip()), first)]
+        trail = self.text[max(len(self.text.rstrip()), last) :]
         if not self.needs_alignment:
             return lead + self.escape(translation.strip()) + trail
         placed = Placement(self, src, translation, alignment, coverage)
@@ -307,13 +311,16 @@ class Placement:
         )
 
     def _anchor(self, start: int, end: int) -> int:
-        """Where something found between source units goes: after the targets of the unit
-        before it, else before those of the unit after it, else next to the nearest aligned."""
+        """Where something found between source units goes: after the translation where it
+        follows the source's closing punctuation, else after the targets of the unit before
+        it, else before those of the unit after it, else next to the nearest aligned."""
         text = self.inline.text
         glue_left = start > 0 and not text[start - 1].isspace()
         glue_right = end < len(text) and not text[end].isspace()
         before = [k for k, u in enumerate(self.src) if u.end <= start]
         after = [k for k, u in enumerate(self.src) if u.start >= end]
+        if before and not after and self.src[before[-1]].kind == "trail":
+            return len(self.tgt)  # after the sentence's last punctuation: after the translation
         glued_word = glue_right and not glue_left and after and self.src[after[0]].kind != "trail"
         left = [before[-1]] if before else []
         right = [after[0]] if after else []

@@ -339,10 +339,12 @@ class _Cutter:
 
 
 def _joined_across(spans, kept):
-    """Neighbouring spans merged where the cut between them falls inside a protected span."""
+    """Neighbouring spans merged where the cut between them falls inside a protected span: one
+    that reaches into either of them. A protected span wholly between the two (a ``<br>`` after
+    a full stop) cuts nothing."""
     out: list[tuple[int, int]] = []
     for a, b in spans:
-        if out and any(x < a and y > out[-1][1] for x, y in kept):
+        if out and any(x < a and y > out[-1][1] and (x < out[-1][1] or y > a) for x, y in kept):
             out[-1] = (out[-1][0], b)
         else:
             out.append((a, b))

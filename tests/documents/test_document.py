@@ -107,6 +107,27 @@ def test_plain_text_protected_spans_are_never_cut_and_come_back():
     assert all("{{" not in s and "example" not in s for s in plan.segments)
 
 
+def test_a_break_between_two_sentences_keeps_them_two_segments_and_comes_back_once():
+    # a <br> (an office file's line break or tab is one too) wholly between two sentences cuts
+    # nothing: two segments, so the model is never given two sentences as one
+    page = "<p>A dog runs.<br>Two cats sleep. <br> A bird sings.<br></p>"
+    plan = plan_documents([page], fmt="html")
+    assert plan.segments == ["A dog runs.", "Two cats sleep.", "A bird sings."]
+    assert plan.assemble(identity(plan)) == [page]  # each <br> once, no line end added
+
+
+def test_a_span_after_the_closing_punctuation_follows_the_whole_translation():
+    page = "<p>A woman sings a song.<br>Two cats sleep.</p>"
+    plan = plan_documents([page], fmt="html")
+    out = []
+    for text in plan.segments:  # the full stop aligned to the first word, as models may
+        words = text.split()
+        tr = Translation(text, text, [], [])
+        tr.alignment = [(i, i) for i in range(len(words) - 1)] + [(len(words) - 1, 0)]
+        out.append(tr)
+    assert plan.assemble(out) == [page]
+
+
 class DroppingTranslator:
     """A stand-in model that, like a caption model given two captions without a full stop
     between them, keeps only the first three words of a long input."""
