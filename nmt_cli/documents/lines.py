@@ -115,10 +115,9 @@ class OutputOptions:
 def format_translation(index: int, tr: Translation, out: OutputOptions) -> list[str]:
     """The output lines of one input line's translation (the document layer's whole of it)."""
     if out.nbest > 1:
-        if not tr.alternatives:  # an empty line: nothing was decoded
-            return [
-                _nbest_line(index, Alternative("", 0.0, 0.0), out).replace("|||  |||", "||| |||")
-            ]
+        if not tr.alternatives:  # a line without words (blank, a number, a URL): nothing was
+            # decoded, and the line comes back as it was, as without --nbest
+            return [_nbest_line(index, Alternative(tr.text, 0.0, 0.0), out)]
         return [_nbest_line(index, a, out) for a in tr.alternatives]
     fields = [tr.text]
     if out.scores:

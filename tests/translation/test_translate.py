@@ -693,9 +693,14 @@ def test_a_line_cut_into_sentences_has_one_score_confidence_and_alignment(traine
 
 def test_nbest_lines_of_a_cut_line_are_whole_lines(trained):
     tr = translator(trained, beam_size=2)
-    out = run_stream(tr, b"A man sleeps. Two dogs run.\n\n", nbest=2)
-    assert [row.split(" ||| ")[0] for row in out] == ["0", "0", "1"]
-    assert out[2] == "1 ||| ||| 0.0000 ||| 0.0000"
+    out = run_stream(tr, b"A man sleeps. Two dogs run.\n\n12345\nhttps://example.com/a\n", nbest=2)
+    assert [row.split(" ||| ")[0] for row in out] == ["0", "0", "1", "2", "3"]
+    # lines without words come back as they were, in the same fields
+    assert out[2:] == [
+        "1 |||  ||| 0.0000 ||| 0.0000",
+        "2 ||| 12345 ||| 0.0000 ||| 0.0000",
+        "3 ||| https://example.com/a ||| 0.0000 ||| 0.0000",
+    ]
     (whole,) = translate_texts(tr, ["A man sleeps. Two dogs run."], nbest=2)
     assert len(whole.segments) == 2  # both sentences in each line
     assert [row.split(" ||| ")[1] for row in out[:2]] == [
