@@ -6,6 +6,7 @@ from __future__ import annotations
 import io
 import zipfile
 from collections.abc import Sequence
+from urllib.parse import quote
 
 from nmt_cli.documents.plan import plan_documents
 from nmt_cli.documents.protect import Protector
@@ -137,9 +138,10 @@ def odt(title: str, before: str, bold: str, link: str, item: str) -> bytes:
     )
 
 
-def epub(title: str, before: str, bold: str, after: str) -> bytes:
-    """An e-book: one chapter with a heading, a paragraph with <b> and a link, a code block;
-    its package document, style sheet and cover kept."""
+def epub(title: str, before: str, bold: str, after: str, chapter: str = "text/ch1.xhtml") -> bytes:
+    """An e-book: one chapter (member OEBPS/``chapter``, listed by its URL: a space is %20)
+    with a heading, a paragraph with <b> and a link, a code block; its package document, style
+    sheet and cover kept."""
     container = (
         '<?xml version="1.0"?><container version="1.0" '
         'xmlns="urn:oasis:names:tc:opendocument:xmlns:container"><rootfiles>'
@@ -148,11 +150,11 @@ def epub(title: str, before: str, bold: str, after: str) -> bytes:
     )
     opf = (
         '<?xml version="1.0"?><package xmlns="http://www.idpf.org/2007/opf" version="3.0">'
-        '<manifest><item id="c1" href="text/ch1.xhtml" media-type="application/xhtml+xml"/>'
+        f'<manifest><item id="c1" href="{quote(chapter)}" media-type="application/xhtml+xml"/>'
         '<item id="css" href="style.css" media-type="text/css"/></manifest>'
         '<spine><itemref idref="c1"/></spine></package>'
     )
-    chapter = f"""<?xml version="1.0" encoding="utf-8"?>
+    document = f"""<?xml version="1.0" encoding="utf-8"?>
 <!DOCTYPE html>
 <html xmlns="http://www.w3.org/1999/xhtml"><head><title>{title}</title>
 <link href="../style.css" rel="stylesheet"/></head>
@@ -165,7 +167,7 @@ def epub(title: str, before: str, bold: str, after: str) -> bytes:
             ("mimetype", "application/epub+zip"),
             ("META-INF/container.xml", container),
             ("OEBPS/content.opf", opf),
-            ("OEBPS/text/ch1.xhtml", chapter),
+            (f"OEBPS/{chapter}", document),
             ("OEBPS/style.css", "p { margin: 0 }"),
             ("OEBPS/cover.png", PICTURE),
         ]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import posixpath
 import re
 from typing import BinaryIO
+from urllib.parse import unquote
 
 from nmt_cli.documents.office import Translate
 from nmt_cli.documents.package import (
@@ -26,8 +27,9 @@ _ROOTFILE = "{urn:oasis:names:tc:opendocument:xmlns:container}rootfile"
 
 
 def content_documents(archive, name: str) -> list[str]:
-    """The members the package document's manifest lists as XHTML (every .xhtml, .html and
-    .htm member where the package has no container.xml naming one)."""
+    """The members the package document's manifest lists as XHTML, its hrefs read as the URLs
+    they are (every .xhtml, .html and .htm member where the package has no container.xml naming
+    one)."""
     names = set(archive.namelist())
     package = None
     if CONTAINER in names:
@@ -40,9 +42,13 @@ def content_documents(archive, name: str) -> list[str]:
     out = []
     for item in root.iter(_OPF + "item"):
         if item.get("media-type") in XHTML_TYPES and item.get("href"):
-            member = posixpath.normpath(posixpath.join(base, item.get("href").split("#")[0]))
-            if member in names:
-                out.append(member)
+            # an href is a URL: "ch%201.xhtml" names the member "ch 1.xhtml"
+            href = item.get("href").split("#")[0]
+            for path in (unquote(href), href):
+                member = posixpath.normpath(posixpath.join(base, path))
+                if member in names:
+                    out.append(member)
+                    break
     return out
 
 

@@ -13,6 +13,7 @@ had (the ``mimetype`` member of an .odt or .epub stays first and stored).
 from __future__ import annotations
 
 import zipfile
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import BinaryIO
@@ -70,7 +71,7 @@ def open_package(source: BinaryIO, name: str, limits: PackageLimits) -> zipfile.
 def read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, name: str) -> bytes:
     try:
         return archive.read(info)
-    except (zipfile.BadZipFile, OSError, NotImplementedError, RuntimeError) as exc:
+    except (zipfile.BadZipFile, zlib.error, OSError, NotImplementedError, RuntimeError) as exc:
         raise UserError(f"{name}: cannot unpack {info.filename} ({exc})") from None
 
 

@@ -129,12 +129,13 @@ def test_odt_spans_links_lists_and_notes():
     assert next(root.iter(T + "list-item")).find(T + "p") is not None
 
 
-def test_epub_chapters_translated_package_kept():
+@pytest.mark.parametrize("chapter_name", ["text/ch1.xhtml", "text/ch 1.xhtml"])
+def test_epub_chapters_translated_package_kept(chapter_name):
     title, before, bold, after = words(4)
-    source = epub(title, before, bold, after)
+    source = epub(title, before, bold, after, chapter_name)
     out = translated(source, "epub")
-    kept_members(source, out, {"OEBPS/text/ch1.xhtml"})
-    chapter = members(out)["OEBPS/text/ch1.xhtml"].decode()
+    kept_members(source, out, {f"OEBPS/{chapter_name}"})
+    chapter = members(out)[f"OEBPS/{chapter_name}"].decode()
     assert chapter.startswith('<?xml version="1.0" encoding="utf-8"?>\n<!DOCTYPE html>')
     assert '<a href="ch2.xhtml#x">' in chapter and "<pre>keep   this</pre>" in chapter
     assert f"<h1>{' '.join(reversed(title.upper().split()))}</h1>" in chapter
@@ -216,6 +217,14 @@ def test_zip_bombs_and_entities_are_refused_in_one_line():
         translated(b"# A long heading\n", "md", limits=FileLimits(text_bytes=10))
     with pytest.raises(UserError, match="not UTF-8"):
         translated(b"1\n00:00:01,000 --> 00:00:02,000\n\xff\xfe\n", "srt")
+    # a member whose compressed data is damaged (its header intact)
+    damaged = bytearray(docx(*words(6)))
+    with zipfile.ZipFile(io.BytesIO(bytes(damaged))) as z:
+        info = z.getinfo("word/document.xml")
+    data_at = info.header_offset + 30 + len(info.filename) + len(info.extra)
+    damaged[data_at : data_at + 8] = b"\xff" * 8
+    with pytest.raises(UserError, match="cannot unpack word/document.xml"):
+        translated(bytes(damaged), "docx")
 
 
 def test_characters_are_counted_without_translating():
