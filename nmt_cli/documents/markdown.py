@@ -235,17 +235,46 @@ def text_spans(lines: Sequence[str]) -> list[list[tuple[int, int, int]]]:
         if token.type != "inline" or token.map is None:
             continue
         spans = []
-        for k, content in enumerate(token.content.split("\n")):
+        contents = token.content.split("\n")
+        for k, content in enumerate(contents):
             number, core = token.map[0] + skip + k, content.strip()
-            at = lines[number].find(core, cursor.get(number, 0)) if number < len(lines) else -1
-            if not core or at < 0:
+            if k < len(contents) - 1 and _hard_break(core):
+                core = core[:-1].rstrip()  # the backslash of a hard line break stays at its end
+            found = (
+                _found(lines[number], core, cursor.get(number, 0)) if number < len(lines) else None
+            )
+            if not core or found is None:
                 spans = []
                 break
-            spans.append((number, at, at + len(core)))
-            cursor[number] = at + len(core)
+            spans.append((number, *found))
+            cursor[number] = found[1]
         if spans:
             out.append(spans)
     return out
+
+
+def _hard_break(core: str) -> bool:
+    """Whether a paragraph line ends in a backslash hard line break (an odd run of them)."""
+    return (len(core) - len(core.rstrip("\\"))) % 2 == 1
+
+
+def _found(line: str, core: str, start: int) -> tuple[int, int] | None:
+    """Where ``core`` (markdown-it's content of a line) is on ``line`` from ``start``: as it is,
+    or with a table cell's escaped pipes (``\\|``, which the content gives as ``|``)."""
+    at = line.find(core, start)
+    if at >= 0:
+        return at, at + len(core)
+    if "|" in core:
+        match = re.compile(re.escape(core).replace(r"\|", r"\\?\|")).search(line, start)
+        if match:
+            return match.span()
+    return None
+
+
+def _lines(document: str) -> list[str]:
+    """The lines of ``document`` with their ends, cut where markdown-it cuts them (``\\n``,
+    ``\\r\\n``, ``\\r``; not at a form feed or U+2028 as str.splitlines does)."""
+    return re.findall(r"[^\r\n]*(?:\r\n|\r|\n)|[^\r\n]+$", document)
 
 
 def _may_start_line(word: str) -> bool:
@@ -255,7 +284,7 @@ def _may_start_line(word: str) -> bool:
 def translate_markdown(document: str, translate: Translate) -> str:
     """``document`` with the text of its paragraphs, headings and table cells translated by
     ``translate`` (HTML texts in, HTML texts out)."""
-    lines = document.splitlines(keepends=True)
+    lines = _lines(document)
     found = text_spans(lines)
     edits: dict[int, list[tuple[int, int, str]]] = {}
     dropped: set[int] = set()

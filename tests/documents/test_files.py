@@ -310,3 +310,19 @@ def test_a_text_box_inside_a_run_with_words_is_translated_too():
     texts.remove("PLAY DOGS TWO")
     assert sorted(" ".join(texts).split()) == ["A", "MAN", "RUNS"]
     assert all(r.find(f"{W}rPr/{W}b") is not None for r in root.find(f"{W}body/{W}p"))
+
+
+def test_markdown_lines_are_cut_where_the_parser_cuts_them_and_cells_with_escapes_translate():
+    source = (
+        "A dog\x0cruns.\n\nA man\u2028walks.\n\nTwo cats sleep.\n\n"  # not line ends to markdown
+        "A line ends with a break\\\nand goes on.\n\n"
+        "| A | B |\n|---|---|\n| A dog \\| a cat | Two men sit. |\n"
+    )
+    out = translated(source.encode(), "md").decode()
+    assert "SLEEP. CATS TWO" in out  # every paragraph after the form feed is translated
+    lines = out.splitlines()
+    assert lines[6].endswith("BREAK\\") and "\\" not in lines[7]  # the break ends its line
+    assert "SIT. MEN TWO" in out
+    cell = out.splitlines()[-1].split(" | ")[0]
+    assert "\\|" in cell and "DOG" in cell  # the escaped pipe kept, the cell translated
+    assert out.count("\n") == source.count("\n")
