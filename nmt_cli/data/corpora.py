@@ -346,8 +346,8 @@ class LineBlocks:
 
 
 def read_lines(path: Path) -> list[str]:
-    """All lines of a plain, .gz, .bz2 or .xz text file, invalid UTF-8 replaced, line ends
-    stripped."""
+    """All lines of a plain, .gz, .bz2 or .xz text file, invalid UTF-8 replaced, line ends and
+    a byte order mark stripped."""
     try:
         with _open_binary(path) as fh:
             raw = fh.read()
@@ -355,7 +355,7 @@ def read_lines(path: Path) -> list[str]:
         raise DataError(f"{path}: file not found") from None
     except (OSError, EOFError, lzma.LZMAError) as exc:
         raise DataError(f"{path}: cannot read ({failure_reason(exc)})") from None
-    text = raw.decode("utf-8", errors="replace")
+    text = raw.decode("utf-8", errors="replace").removeprefix("\ufeff")  # a BOM is no text
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()

@@ -93,7 +93,7 @@ def _pattern(source: str) -> str:
 def read_glossary(path: str | os.PathLike) -> Glossary:
     """A glossary file (module doc); a malformed line is an error naming the file and line."""
     try:
-        with open(path, encoding="utf-8") as fh:
+        with open(path, encoding="utf-8-sig") as fh:
             lines = fh.read().splitlines()
     except OSError as exc:
         raise UserError(f"{path}: cannot read the glossary ({exc.strerror})") from None

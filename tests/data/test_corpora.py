@@ -159,6 +159,8 @@ def test_read_lines_replaces_invalid_utf8_and_reads_gzip(tmp_path):
     gz = tmp_path / "f.txt.gz"
     gz.write_bytes(gzip.compress(b"a\n\nb\n"))
     assert corpora.read_lines(gz) == ["a", "", "b"]  # an empty line is a line
+    p.write_bytes(b"\xef\xbb\xbfa dog\n")  # a byte order mark is not the first line's text
+    assert corpora.read_lines(p) == ["a dog"]
     with pytest.raises(DataError, match="missing.txt: file not found"):
         corpora.read_lines(tmp_path / "missing.txt")
 

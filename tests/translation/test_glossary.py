@@ -36,6 +36,9 @@ def test_conflicting_terms_are_an_error_naming_both_lines_and_repeats_are_kept_o
     with pytest.raises(UserError, match=r"terms.tsv:3: 'Dog' already maps to 'chien' \(.*:1\)"):
         read_glossary(write(tmp_path, "dog\tchien\ncat\tchat\nDog\tclébard\n"))
     assert len(read_glossary(write(tmp_path, "dog\tchien\ndog\tchien\n"))) == 1
+    # a file saved with a byte order mark (Notepad, Excel) keeps its first term
+    (term, _) = read_glossary(write(tmp_path, "\ufeffdog\tchien\ncat\tchat\n")).terms
+    assert term.source == "dog"
 
 
 def test_matching_is_whole_words_case_insensitive_longest_first():
