@@ -186,6 +186,8 @@ def translate_texts(
     ``protect``: do-not-translate regexes besides the built-in placeholders, URLs and e-mail
     addresses (None: none); ``options`` and ``changes`` (TranslateOptions fields) as the
     translator's ``translate`` takes them, the prefixes one per text."""
+    if isinstance(texts, str) or not all(isinstance(text, str) for text in texts):
+        raise TypeError("texts: give a sequence of strings, one a text")
     documents = DocumentOptions(fmt, split_sentences, protect, language)
     options = replace(options or TranslateOptions(), **changes)
     return translate_documents(translator, texts, options, documents)
@@ -198,7 +200,7 @@ def segment_options(plan: DocumentPlan, options: TranslateOptions) -> TranslateO
     prefixes = options.prefixes
     if prefixes is not None:
         if len(prefixes) != len(plan._parts):
-            raise ValueError(f"{len(prefixes)} prefixes for {len(plan._parts)} texts")
+            raise UserError(f"prefixes: {len(prefixes)} given for {len(plan._parts)} texts")
         firsts = {ids[0] for i in range(len(plan._parts)) if (ids := plan.segments_of(i))}
         prefixes = tuple(
             prefixes[plan.text_of[s]] if s in firsts else None for s in range(len(plan.segments))

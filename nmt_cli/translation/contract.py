@@ -53,6 +53,30 @@ class TranslateOptions:
     restore_case: bool = True
     numbers: str = "keep"
 
+    def __post_init__(self) -> None:
+        """A field of the wrong type is a TypeError naming it, here rather than deep in a search."""
+        for name in ("alignments", "coverage", "attention", "weights", "warn_cut", "restore_case"):
+            if not isinstance(getattr(self, name), bool):
+                raise TypeError(f"{name}: give True or False, not {getattr(self, name)!r}")
+        for name in ("nbest", "beam_size"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise TypeError(f"{name}: give a whole number, not {value!r}")
+        for name in ("target", "source", "numbers"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, str):
+                raise TypeError(f"{name}: give a string, not {value!r}")
+        if self.prefixes is not None and (
+            isinstance(self.prefixes, str)
+            or not isinstance(self.prefixes, Sequence)
+            or not all(p is None or isinstance(p, str) for p in self.prefixes)
+        ):
+            raise TypeError("prefixes: give one string (or None) per line")
+        if self.sampling is not None and not isinstance(self.sampling, Sampling):
+            raise TypeError(f"sampling: give a Sampling, not {self.sampling!r}")
+        if not isinstance(self.decode, Mapping):
+            raise TypeError(f"decode: give recipe decode keys as a mapping, not {self.decode!r}")
+
     @property
     def keeps_weights(self) -> bool:
         """Whether the hypotheses must keep their attention weights."""

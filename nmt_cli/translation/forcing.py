@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from nmt_cli.data.tokenizer import normalize
+from nmt_cli.data.tokenizer import UNK, normalize
 from nmt_cli.decoding.constraints import Forced, continuation_pieces
 from nmt_cli.runtime.errors import UserError
 from nmt_cli.translation.glossary import as_glossary, required_terms, term_tokens
@@ -43,6 +43,11 @@ def forced_for_lines(
         prefix: list[int] = []
         if prefixes and prefixes[i]:
             prefix = tokenizer.encode_tgt([normalize(prefixes[i], lowercase)])[0]
+            if UNK in prefix:
+                raise UserError(
+                    f"prefix of line {i + 1}: the target vocabulary cannot spell "
+                    f"'{prefixes[i]}' (a placeholder or a character it lacks)"
+                )
             cap = int(max(len(src_ids[i]), 1) * config.max_len_ratio) + config.max_len_const
             if len(prefix) >= cap:
                 raise UserError(

@@ -157,7 +157,13 @@ class Translator:
         """One Translation per line, in order, as ``options`` (a TranslateOptions, with
         ``changes``, its fields by name, laid over it) asks: ``translate(lines, nbest=3,
         attention=True)``."""
+        if options is not None and not isinstance(options, TranslateOptions):
+            raise TypeError(f"options: give a TranslateOptions, not {type(options).__name__}")
+        if isinstance(lines, str) or not all(isinstance(line, str) for line in lines):
+            raise TypeError("lines: give a sequence of strings, one a line")
         options = replace(options or TranslateOptions(), **changes)
+        if options.prefixes is not None and len(options.prefixes) != len(lines):
+            raise UserError(f"prefixes: {len(options.prefixes)} given for {len(lines)} lines")
         config = options.config(self.config)
         if options.nbest > config.beam_size or options.nbest < 1:
             raise UserError(

@@ -92,6 +92,10 @@ def test_a_prefix_is_kept_and_the_rest_decoded_and_an_overlong_one_refused(train
     assert out[0].text != plain[0].text
     with pytest.raises(UserError, match="prefix of line 2: .* at most"):
         tr.translate(["A dog.", "A man."], prefixes=[None, "le " * 40])
+    with pytest.raises(UserError, match="prefix of line 1: the target vocabulary cannot spell"):
+        tr.translate(["A dog."], prefixes=["Le 🐶"])
+    with pytest.raises(UserError, match="prefixes: 1 given for 2 lines"):
+        tr.translate(["A dog.", "A man."], prefixes=["Le"])
 
 
 def test_confidence_is_the_geometric_mean_token_probability_and_ranks_forced_text_lower(

@@ -79,6 +79,25 @@ def test_worker_threads_give_the_same_output_in_order(trained, beam):
     assert torch.get_num_threads() == threads  # the pool gives the cores back
 
 
+def test_arguments_of_the_wrong_type_are_type_errors_naming_them(trained):
+    from nmt_cli.translation.contract import TranslateOptions
+
+    tr = translator(trained)
+    for call, message in [
+        (lambda: tr.translate("A dog runs."), "lines: give a sequence of strings"),
+        (lambda: tr.translate([None]), "lines: give a sequence of strings"),
+        (lambda: translate_texts(tr, "A dog runs."), "texts: give a sequence of strings"),
+        (lambda: tr.translate(["A dog."], {"nbest": 2}), "options: give a TranslateOptions"),
+        (lambda: tr.translate(["A dog."], nbest="2"), "nbest: give a whole number"),
+        (lambda: tr.translate(["A dog."], sampling=5), "sampling: give a Sampling"),
+        (lambda: tr.translate(["A dog."], prefixes="Un"), "prefixes: give one string"),
+        (lambda: TranslateOptions(alignments=1), "alignments: give True or False"),
+    ]:
+        with pytest.raises(TypeError, match=message):
+            call()
+    assert tr.translate([]) == []
+
+
 def test_shortlist_frequent_limits_the_pieces_a_sentence_may_use(trained):
     model, tokenizer, run_dir, shortlist = trained
     lines = (run_dir / "data" / "valid.src.txt").read_text(encoding="utf-8").split("\n")[:8]
