@@ -10,7 +10,9 @@
 - An exception no route turned into an answer is an internal error: the client gets 500
   ``{"error": "internal error (request id ...)"}``, never the exception's text, and the log gets
   the traceback once, with the request id, the route and the exception's type but neither its
-  message nor anything else of the request (both may hold the input's text).
+  message nor anything else of the request (both may hold the input's text). A client that
+  leaves before its request body is read (Starlette's ``ClientDisconnect``) is no failure of
+  the service: nothing is answered, logged or counted.
 """
 
 from __future__ import annotations
@@ -20,6 +22,8 @@ import sys
 import time
 import traceback
 import uuid
+
+from starlette.requests import ClientDisconnect
 
 MAX_HEADER_BYTES = 32 * 1024
 PAGE_POLICY = (
@@ -94,6 +98,8 @@ class HttpGuard:
             return
         try:
             await self.app(scope, receive, guarded)
+        except ClientDisconnect:  # the client left before its request was read: no one to answer
+            return
         except Exception as exc:
             request_id = uuid.uuid4().hex[:16]
             log_internal_error(request_id, scope, exc)

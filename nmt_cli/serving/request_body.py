@@ -39,10 +39,12 @@ def parse_body(raw: bytes, content_type: str, allow_form: bool) -> dict:
         body = loads_checked(text)
     except FieldError as exc:
         raise RequestError(400, f"Invalid request: {exc}") from None
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         raise RequestError(
             400, f"the request body is not valid JSON ({exc.msg} at character {exc.pos})"
         ) from None
+    except ValueError as exc:  # json's other refusals: a number of over 4,300 digits
+        raise RequestError(400, f"the request body is not valid JSON ({exc})") from None
     if not isinstance(body, dict):
         raise RequestError(400, "the request body must be a JSON object")
     return body

@@ -142,6 +142,18 @@ def test_past_the_drain_limit_the_413_comes_before_the_connection_closes(server)
     assert b"too large (1000000000 bytes" in answer
 
 
+def test_a_client_that_leaves_mid_body_is_no_internal_error(server):
+    host, port = urllib.parse.urlsplit(server.url).netloc.split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as conn:
+        conn.sendall(
+            b"POST /translate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b'Content-Length: 100\r\n\r\n{"q":'
+        )
+    assert server.request("GET", "/health", timeout=30)[0] == 200
+    assert server.request("GET", "/health", timeout=30)[0] == 200  # the leaver's task is done
+    assert not [line for line in server.log if "internal error" in line]
+
+
 def test_headers_too_large_are_431_and_every_answer_has_its_security_headers(server):
     answer = requests.get(server.url + "/health", headers={"X-Big": "a" * 100_000}, timeout=30)
     assert answer.status_code == 431 and "headers are too large" in answer.json()["error"]

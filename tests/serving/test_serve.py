@@ -273,6 +273,13 @@ def test_concurrent_answers_equal_nmt_translate_with_a_narrow_shortlist(
 BAD = [
     # (route, body bytes, content type, status, words in the error)
     ("/translate", b'{"q": "A dog.", "source": "en"', "application/json", 400, "not valid JSON"),
+    (
+        "/translate",
+        b'{"q": "A dog.", "source": "en", "target": "fr", "alternatives": ' + b"9" * 4301 + b"}",
+        "application/json",
+        400,
+        "not valid JSON",
+    ),
     ("/translate", b'["A dog."]', "application/json", 400, "JSON object"),
     (
         "/translate",
