@@ -78,12 +78,17 @@ def read_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, name: str) -> b
 def parse_xml(data: bytes, name: str) -> etree._Element:
     """The root of the XML part ``data`` (``name``: the file and member, for messages), parsed
     without entities; a DOCTYPE or entity declaration is refused."""
+    refused = f"{name}: declares a DOCTYPE or an entity, which is not read"
     if b"<!DOCTYPE" in data or b"<!ENTITY" in data:
-        raise UserError(f"{name}: declares a DOCTYPE or an entity, which is not read")
+        raise UserError(refused)
     try:
-        return etree.fromstring(data, _SAFE_XML)
+        root = etree.fromstring(data, _SAFE_XML)
     except etree.XMLSyntaxError as exc:
         raise UserError(f"{name}: not well-formed XML ({exc})") from None
+    info = root.getroottree().docinfo
+    if info.doctype or info.internalDTD is not None or info.externalDTD is not None:
+        raise UserError(refused)  # in an encoding the byte test above cannot read (UTF-16)
+    return root
 
 
 def write_xml(root: etree._Element) -> bytes:

@@ -211,6 +211,13 @@ def test_zip_bombs_and_entities_are_refused_in_one_line():
         z.writestr("word/document.xml", laughs)
     with pytest.raises(UserError, match="DOCTYPE or an entity"):
         translated(evil.getvalue(), "docx")
+    evil = io.BytesIO()  # the same in UTF-16, where the bytes do not spell <!DOCTYPE
+    with zipfile.ZipFile(evil, "w") as z:
+        z.writestr(
+            "word/document.xml", laughs.replace("1.0", '1.0" encoding="UTF-16').encode("utf-16")
+        )
+    with pytest.raises(UserError, match="DOCTYPE or an entity"):
+        translated(evil.getvalue(), "docx")
     with pytest.raises(UserError, match="not a zip package"):
         translated(b"not a zip", "odt")
     with pytest.raises(LimitError, match="over 10 bytes"):
