@@ -22,10 +22,14 @@ from collections.abc import Sequence
 
 from markdown_it import MarkdownIt
 
+from nmt_cli.documents.markup import MAX_INLINE_DEPTH, MarkupTooDeep
 from nmt_cli.documents.office import Translate
 from nmt_cli.documents.subtitles import laid_out
+from nmt_cli.runtime.errors import UserError
 
 BATCH = 256
+WORK_PER_CHARACTER = 256  # steps of searching for closing markers a character of inline text
+WORK_AT_LEAST = 100_000  # and at least these, for short texts
 _PUNCT = set("!\"#$%&'()*+,-./:;<=>?@[\\]^_`{|}~")
 _AUTOLINK = re.compile(r"<[A-Za-z][A-Za-z0-9+.-]{1,31}:[^\s<>]*>|<[^\s<>@]+@[^\s<>@]+>")
 _HTML_TAG = re.compile(r"</?[A-Za-z][A-Za-z0-9-]*(?:\s[^<>]*)?/?>|<!--.*?-->", re.DOTALL)
@@ -39,11 +43,24 @@ def _parser() -> MarkdownIt:
 
 class _Carrier:
     """The HTML of one inline text: ``markers[k]`` the (opening, closing) markdown of element k,
-    or (verbatim text, None) of protected span k."""
+    or (verbatim text, None) of protected span k.
+
+    Its reading is bounded, for text from anywhere: emphasis and links nest at most
+    MAX_INLINE_DEPTH deep (as HTML's inline elements do), and the searches for closing markers
+    take at most WORK_PER_CHARACTER steps a character of the text; past either, a UserError."""
 
     def __init__(self, source: str):
         self.source = source
         self.markers: list[tuple[str, str | None]] = []
+        self.depth = 0
+        self.work_left = WORK_PER_CHARACTER * len(source) + WORK_AT_LEAST
+        # where the run of equal characters through each position ends
+        self.run_end = [0] * len(source)
+        end = len(source)
+        for k in range(len(source) - 1, -1, -1):
+            if k + 1 < len(source) and source[k + 1] != source[k]:
+                end = k + 1
+            self.run_end[k] = end
 
     def atom(self, raw: str) -> str:
         self.markers.append((raw, None))
@@ -55,6 +72,11 @@ class _Carrier:
 
     def scan(self, i: int, j: int) -> str:
         """The HTML of source[i:j]."""
+        if self.depth >= MAX_INLINE_DEPTH:
+            raise MarkupTooDeep(
+                f"the markdown nests emphasis and links more than {MAX_INLINE_DEPTH} deep"
+            )
+        self.depth += 1
         s, out, text = self.source, [], []
         k = i
         while k < j:
@@ -68,7 +90,21 @@ class _Carrier:
             markup, k = found
             out.append(markup)
         out.append(html.escape("".join(text), quote=False))
+        self.depth -= 1
         return "".join(out)
+
+    def spend(self, steps: int) -> None:
+        """Count ``steps`` of searching against the text's budget."""
+        self.work_left -= steps
+        if self.work_left < 0:
+            raise UserError(
+                f"the markdown's inline text of {len(self.source)} characters has too many "
+                "emphasis or link markers that open and never close to be read"
+            )
+
+    def run_length(self, k: int, j: int) -> int:
+        """How many characters equal to source[k] follow from k, within source[:j]."""
+        return min(self.run_end[k], j) - k
 
     def _construct(self, k: int, j: int) -> tuple[str, int] | None:
         """(HTML, end) of the construct starting at source[k] within source[:j], or None."""
@@ -77,12 +113,13 @@ class _Carrier:
             return self.atom(s[k : k + 2]), k + 2
         if c == "`":
             end = _code_span_end(s, k, j)
+            self.spend((end or j) - k)
             return (self.atom(s[k:end]), end) if end else None
         if c == "!" and k + 1 < j and s[k + 1] == "[":
-            link = _link(s, k + 1, j)
+            link = _link(s, k + 1, j, self.spend)
             return (self.atom(s[k : link[1]]), link[1]) if link else None
         if c == "[":
-            link = _link(s, k, j)
+            link = _link(s, k, j, self.spend)
             if link is None:
                 return None
             label_end, end = link
@@ -97,29 +134,35 @@ class _Carrier:
 
     def _emphasis(self, k: int, j: int) -> tuple[str, int] | None:
         s = self.source
-        run = _run_length(s, k, j)
+        run = self.run_length(k, j)
         if s[k] == "~" and run != 2:
             return None
         marker = s[k] * min(run, 2)
         start = k + len(marker)
         if start >= j or s[start].isspace() or (s[k] == "_" and k > 0 and s[k - 1].isalnum()):
             return None
-        at = start
+        at, steps = start, 0
         while at < j:
+            steps += 1
             if s[at] == "`":
                 at = _code_span_end(s, at, j) or at + 1
                 continue
             if s[at] == "\\":
                 at += 2
                 continue
-            if s.startswith(marker, at) and _run_length(s, at, j) == len(marker):
-                after = at + len(marker)
-                closes = not s[at - 1].isspace()
+            if s[at] == s[k]:  # a run of the marker's character: a closer if just as long
+                length = self.run_length(at, j)
+                after = at + length
+                closes = length == len(marker) and not s[at - 1].isspace()
                 if s[k] == "_" and after < len(s) and s[after].isalnum():
                     closes = False
                 if closes and at > start:
+                    self.spend(steps)
                     return self.element(marker, marker, self.scan(start, at)), after
+                at = after
+                continue
             at += 1
+        self.spend(steps)
         return None
 
 
@@ -145,9 +188,16 @@ def _code_span_end(s: str, k: int, j: int) -> int:
     return 0
 
 
-def _link(s: str, k: int, j: int) -> tuple[int, int] | None:
+def _link(s: str, k: int, j: int, spend) -> tuple[int, int] | None:
     """(end of the label, end of the link) of ``[label](destination "title")`` or
-    ``[label][reference]`` starting at s[k]; None where none is."""
+    ``[label][reference]`` starting at s[k]; None where none is. ``spend`` is told the steps
+    the search took."""
+    found = _link_ends(s, k, j)
+    spend((found[1] if found else j) - k)
+    return found
+
+
+def _link_ends(s: str, k: int, j: int) -> tuple[int, int] | None:
     depth, at = 0, k
     while at < j:
         c = s[at]

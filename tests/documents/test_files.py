@@ -333,3 +333,15 @@ def test_markdown_lines_are_cut_where_the_parser_cuts_them_and_cells_with_escape
     cell = out.splitlines()[-1].split(" | ")[0]
     assert "\\|" in cell and "DOG" in cell  # the escaped pipe kept, the cell translated
     assert out.count("\n") == source.count("\n")
+
+
+def test_markdown_too_deep_or_too_intricate_is_a_one_line_error_and_emphasis_still_carries():
+    with pytest.raises(UserError, match="nests emphasis and links more than 100 deep"):
+        translated(("[" * 1000 + "a" + "](u)" * 1000 + "\n").encode(), "md")
+    with pytest.raises(UserError, match="open and never close"):
+        translated(("*a " * 3300 + "\n").encode(), "md")
+    # long runs of markers cost a step a run, not a step a marker
+    out = translated(("*" * 5000 + "Two dogs." + "*" * 5000 + "\n").encode(), "md").decode()
+    assert "DOGS." in out
+    out = translated(b"A **big** dog and _a cat_ run.\n", "md").decode()
+    assert "**BIG**" in out and "_CAT A_" in out
