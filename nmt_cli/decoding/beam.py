@@ -84,6 +84,12 @@ class Strategy(Protocol):
         """The length caps, given the configured ones; by default those."""
         return limit
 
+    def forcing(self, t: int) -> torch.Tensor | None:
+        """(N,) the sentences whose token at step ``t`` is forced (a prefix's): the repetition
+        guard leaves their rows alone, since the user asked for those repeats; by default
+        none (None)."""
+        return None
+
     def step(self, t, logp, alive_logp, weights, columns, limit) -> Step:
         """The candidates at step ``t`` from ``logp`` (N, K, V) and ``alive_logp`` (N, K)."""
 
@@ -261,6 +267,9 @@ def beam_loop(
         logp = restrict_steps(logp, at_limit, t < settings.min_len)
         if guard.on:  # the rows of done sentences are not alive: nothing of theirs is kept
             alive = beams.alive_logp.view(-1) > NEG_INF
+            forced_now = strategy.forcing(t)
+            if forced_now is not None:
+                alive = alive & ~forced_now.repeat_interleave(k)
             history = beams.alive_seq.reshape(n * k, t)
             guard.ban(logp, history, columns, rows.repeat_interleave(k), alive)
         step = strategy.step(t, logp.view(n, k, v), beams.alive_logp, weights, columns, limit)

@@ -220,6 +220,10 @@ class Constrained(Strategy):
         """The cap, raised where the prefix and the terms need more room."""
         return torch.maximum(limit, self.prefix_len + self.total + 1)
 
+    def forcing(self, t: int) -> torch.Tensor:
+        """The sentences still within their prefix at step ``t``."""
+        return t < self.prefix_len
+
     def column_of(self, tokens: torch.Tensor) -> torch.Tensor:
         return tokens if self.position is None else self.position[tokens]
 

@@ -41,7 +41,7 @@ def forced_decode_ids(
     batches it would have without ``forced``; then the constrained search for the sentences
     with a prefix and for those whose plain translation misses a term, length-sorted in batches
     of ``config.batch_size`` (or FORCED_BATCH). A sentence whose terms do not fit under
-    its length cap keeps its plain translation (``warn`` says how many)."""
+    its length cap keeps its plain translation, one with a prefix too (``warn`` says how many)."""
     free = [i for i, f in enumerate(forced) if not f.prefix]
     results: list[list[Hypothesis]] = [[] for _ in sources]
     if free:
@@ -82,9 +82,12 @@ def forced_decode_ids(
         ]
         if not todo:
             break
+    missing = [i for i in todo if not results[i]]  # a prefix's sentence has no plain one yet
+    for i, hyps in zip(missing, plain([sources[i] for i in missing]) if missing else []):
+        results[i] = hyps
     if todo and warn is not None:
         warn(
-            f"warning: {len(todo)} sentence(s) could not fit their forced terms under the length "
-            "cap and keep their unforced translation"
+            f"warning: {len(todo)} sentence(s) could not fit their prefix or forced terms under "
+            "the length cap and keep their unforced translation"
         )
     return results

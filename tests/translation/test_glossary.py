@@ -96,6 +96,10 @@ def test_a_prefix_is_kept_and_the_rest_decoded_and_an_overlong_one_refused(train
         tr.translate(["A dog."], prefixes=["Le 🐶"])
     with pytest.raises(UserError, match="prefixes: 1 given for 2 lines"):
         tr.translate(["A dog.", "A man."], prefixes=["Le"])
+    # a prefix repeating itself more than decode.max_repeats allows is the user's: kept
+    source = " ".join(["dog"] * 30)  # long enough for the guard to watch it
+    (out,) = tr.translate([source], prefixes=["le " * 10])
+    assert out.text.startswith("le " * 9 + "le")
 
 
 def test_confidence_is_the_geometric_mean_token_probability_and_ranks_forced_text_lower(
