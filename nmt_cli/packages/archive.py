@@ -120,7 +120,25 @@ def _card(label: str, data: bytes) -> dict:
         for v in members.values()
     ):
         raise _refuse(label, f"{CARD} lists no members with their size and sha256")
+    for key, right, what in _CARD_FIELDS:
+        if key in card and not right(card[key]):
+            raise _refuse(label, f"{CARD}'s {key} is not {what}")
     return card
+
+
+def _strings(value) -> bool:
+    return isinstance(value, list) and all(isinstance(x, str) for x in value)
+
+
+# the card's fields that listings, the service and loading read, and what each must be
+_CARD_FIELDS = (
+    ("name", lambda v: isinstance(v, str), "a string"),
+    ("version", lambda v: isinstance(v, str), "a string"),
+    ("languages", _strings, "a list of strings"),
+    ("directions", _strings, "a list of strings"),
+    ("multilingual", lambda v: isinstance(v, bool), "true or false"),
+    ("training", lambda v: isinstance(v, dict), "an object"),
+)
 
 
 def read_package(

@@ -219,6 +219,8 @@ def test_an_altered_package_is_refused_in_one_line(package, tmp_path):
             "unexpected member 'run.py'",
         ),
         (lambda p, d: d.write_bytes(b"\x80\x04K\x01."), "not a model package"),
+        (lambda p, d: _rewrite(p, d, _card_with(directions=None)), "directions is not a list"),
+        (lambda p, d: _rewrite(p, d, _card_with(name=["x"])), "name is not a string"),
     ],
 )
 def test_a_package_that_is_not_what_it_says_is_refused(package, tmp_path, make, why):
@@ -226,6 +228,17 @@ def test_a_package_that_is_not_what_it_says_is_refused(package, tmp_path, make, 
     make(package, bad)
     with pytest.raises(UserError, match=why):
         load_package(bad)
+
+
+def _card_with(**fields):
+    """A member change that sets ``fields`` on card.json (which lists the others' hashes)."""
+
+    def change(name, data):
+        if name != "card.json":
+            return data
+        return json.dumps({**json.loads(data), **fields}).encode()
+
+    return change
 
 
 def _append(path: Path, name: str, data: bytes) -> None:
