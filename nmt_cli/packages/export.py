@@ -59,6 +59,10 @@ def export_package(model: str | Path, output: Path | None, options: ExportOption
     NAME.nmt here); the package's path."""
     if output is not None and Path(output).suffix != SUFFIX:
         raise UserError(f"-o/--output {output}: a package's name ends in {SUFFIX}")
+    if output is not None and Path(output).is_dir():
+        raise UserError(f"-o/--output {output}: is a folder; give the package's file name")
+    if Path(model).suffix == SUFFIX and Path(model).is_file():
+        raise UserError(f"{model}: is a package already; export takes a run dir or checkpoint")
     checkpoint = resolve(model)
     payload = load(checkpoint)
     loaded = model_from_payload(payload, checkpoint)

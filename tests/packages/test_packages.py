@@ -241,6 +241,15 @@ def _card_with(**fields):
     return change
 
 
+def test_export_names_what_it_cannot_write_or_read(run_dir, package, tmp_path):
+    folder = tmp_path / "folder.nmt"
+    folder.mkdir()
+    with pytest.raises(UserError, match="folder.nmt: is a folder"):
+        export_package(run_dir, folder, ExportOptions())
+    with pytest.raises(UserError, match="is a package already"):
+        export_package(package, tmp_path / "again.nmt", ExportOptions())
+
+
 def _append(path: Path, name: str, data: bytes) -> None:
     with zipfile.ZipFile(path, "a") as z:
         z.writestr(name, data)
