@@ -312,15 +312,17 @@ class Placement:
 
     def _anchor(self, start: int, end: int) -> int:
         """Where something found between source units goes: after the translation where it
-        follows the source's closing punctuation, else after the targets of the unit before
-        it, else before those of the unit after it, else next to the nearest aligned."""
+        follows the source sentence's full stop (``.``, ``!``, ``?``), else after the targets of
+        the unit before it, else before those of the unit after it, else next to the nearest
+        aligned."""
         text = self.inline.text
         glue_left = start > 0 and not text[start - 1].isspace()
         glue_right = end < len(text) and not text[end].isspace()
         before = [k for k, u in enumerate(self.src) if u.end <= start]
         after = [k for k, u in enumerate(self.src) if u.start >= end]
-        if before and not after and self.src[before[-1]].kind == "trail":
-            return len(self.tgt)  # after the sentence's last punctuation: after the translation
+        last = self.src[before[-1]] if before and not after else None
+        if last is not None and last.kind == "trail" and any(c in last.text for c in ".!?…"):
+            return len(self.tgt)  # after the sentence's full stop: after the translation
         glued_word = glue_right and not glue_left and after and self.src[after[0]].kind != "trail"
         left = [before[-1]] if before else []
         right = [after[0]] if after else []

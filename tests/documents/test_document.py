@@ -116,7 +116,7 @@ def test_a_break_between_two_sentences_keeps_them_two_segments_and_comes_back_on
     assert plan.assemble(identity(plan)) == [page]  # each <br> once, no line end added
 
 
-def test_a_span_after_the_closing_punctuation_follows_the_whole_translation():
+def test_a_span_after_the_full_stop_follows_the_whole_translation():
     page = "<p>A woman sings a song.<br>Two cats sleep.</p>"
     plan = plan_documents([page], fmt="html")
     out = []
@@ -126,6 +126,13 @@ def test_a_span_after_the_closing_punctuation_follows_the_whole_translation():
         tr.alignment = [(i, i) for i in range(len(words) - 1)] + [(len(words) - 1, 0)]
         out.append(tr)
     assert plan.assemble(out) == [page]
+    # after a comma it stays by its neighbour's translation
+    from nmt_cli.documents.protect import Protector
+
+    plan = plan_documents(["Hello, {name}"], protector=Protector())
+    tr = Translation(plan.segments[0], "Bonjour, mon ami.", [], [])
+    tr.alignment = [(0, 0)]
+    assert plan.assemble([tr]) == ["Bonjour, {name} mon ami."]
 
 
 class DroppingTranslator:
