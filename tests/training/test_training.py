@@ -272,6 +272,7 @@ def _ddp_rank(
         time.sleep(late_start_s)  # its clock reads less: a time-driven lr must still agree
     trainer.train()
     torch.save(trainer.model.state_dict(), Path(out) / f"rank{rank}.pt")
+    dist.barrier()  # neither rank tears the group down while the other still talks to it
     dist.destroy_process_group()
 
 
