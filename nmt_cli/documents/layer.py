@@ -36,7 +36,8 @@ from nmt_cli.documents.protect import Protector
 from nmt_cli.documents.recall import Recall, everything
 from nmt_cli.documents.segment import DEFAULT_LANGUAGE, clause_spans
 from nmt_cli.runtime.errors import UserError
-from nmt_cli.translation.contract import TranslateOptions, Translating
+from nmt_cli.translation.contract import TranslateOptions, Translating, check_texts
+from nmt_cli.translation.forcing import check_prefixes
 from nmt_cli.translation.results import Translation, empty_translation
 
 
@@ -186,8 +187,7 @@ def translate_texts(
     ``protect``: do-not-translate regexes besides the built-in placeholders, URLs and e-mail
     addresses (None: none); ``options`` and ``changes`` (TranslateOptions fields) as the
     translator's ``translate`` takes them, the prefixes one per text."""
-    if isinstance(texts, str) or not all(isinstance(text, str) for text in texts):
-        raise TypeError("texts: give a sequence of strings, one a text")
+    check_texts(texts, "texts")
     documents = DocumentOptions(fmt, split_sentences, protect, language)
     options = replace(options or TranslateOptions(), **changes)
     return translate_documents(translator, texts, options, documents)
@@ -199,8 +199,7 @@ def segment_options(plan: DocumentPlan, options: TranslateOptions) -> TranslateO
     segment by :func:`segment_calls`)."""
     prefixes = options.prefixes
     if prefixes is not None:
-        if len(prefixes) != len(plan._parts):
-            raise UserError(f"prefixes: {len(prefixes)} given for {len(plan._parts)} texts")
+        check_prefixes(prefixes, len(plan._parts), "texts")
         firsts = {ids[0] for i in range(len(plan._parts)) if (ids := plan.segments_of(i))}
         prefixes = tuple(
             prefixes[plan.text_of[s]] if s in firsts else None for s in range(len(plan.segments))

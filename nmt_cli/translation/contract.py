@@ -87,6 +87,12 @@ class TranslateOptions:
         return override(base, {**self.decode, "beam_size": self.beam_size})
 
 
+def check_texts(values, what: str) -> None:
+    """A TypeError unless ``values`` is a sequence of strings (not one string)."""
+    if isinstance(values, str) or not all(isinstance(value, str) for value in values):
+        raise TypeError(f"{what}: give a sequence of strings (not one string)")
+
+
 class Translating(Protocol):
     """A translator as its callers use it: lines in, one Translation per line out, in order."""
 

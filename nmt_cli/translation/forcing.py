@@ -12,6 +12,12 @@ from nmt_cli.runtime.errors import UserError
 from nmt_cli.translation.glossary import as_glossary, required_terms, term_tokens
 
 
+def check_prefixes(prefixes: Sequence[str | None] | None, count: int, what: str = "lines"):
+    """A UserError where ``prefixes`` are given but not one for each of ``count`` ``what``."""
+    if prefixes is not None and len(prefixes) != count:
+        raise UserError(f"prefixes: {len(prefixes)} given for {count} {what}")
+
+
 def forced_for_lines(
     texts: Sequence[str],
     src_ids: Sequence[Sequence[int]],
@@ -26,8 +32,7 @@ def forced_for_lines(
     ``prefixes`` (one per line, None or "" for none); None when nothing is forced. A prefix that
     does not fit under its line's length cap is an error naming the line."""
     glossary = as_glossary(glossary)
-    if prefixes is not None and len(prefixes) != len(texts):
-        raise UserError(f"prefixes: {len(prefixes)} given for {len(texts)} lines")
+    check_prefixes(prefixes, len(texts))
     if not glossary and not (prefixes and any(prefixes)):
         return None
     tokens = term_tokens(glossary, tokenizer, lowercase) if glossary else {}

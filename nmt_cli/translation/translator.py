@@ -37,8 +37,8 @@ from nmt_cli.runtime.device import pick_device, resolve_decode_precision
 from nmt_cli.runtime.errors import UserError
 from nmt_cli.runtime.memory import bound_primitive_cache
 from nmt_cli.translation.confidence import confidence_of
-from nmt_cli.translation.contract import TranslateOptions
-from nmt_cli.translation.forcing import forced_for_lines
+from nmt_cli.translation.contract import TranslateOptions, check_texts
+from nmt_cli.translation.forcing import check_prefixes, forced_for_lines
 from nmt_cli.translation.glossary import as_glossary
 from nmt_cli.translation.results import Alternative, Translation
 from nmt_cli.translation.routing import Route, Routing
@@ -159,11 +159,9 @@ class Translator:
         attention=True)``."""
         if options is not None and not isinstance(options, TranslateOptions):
             raise TypeError(f"options: give a TranslateOptions, not {type(options).__name__}")
-        if isinstance(lines, str) or not all(isinstance(line, str) for line in lines):
-            raise TypeError("lines: give a sequence of strings, one a line")
+        check_texts(lines, "lines")
         options = replace(options or TranslateOptions(), **changes)
-        if options.prefixes is not None and len(options.prefixes) != len(lines):
-            raise UserError(f"prefixes: {len(options.prefixes)} given for {len(lines)} lines")
+        check_prefixes(options.prefixes, len(lines))  # here: _cases reads them first
         config = options.config(self.config)
         if options.nbest > config.beam_size or options.nbest < 1:
             raise UserError(
